@@ -1,0 +1,95 @@
+// Trace reader throughput (jobs/s). Reads a synthetic SWF written to /tmp (always available)
+// and, when ../shared/data is present, the real LCG-2005 gzip trace (188,041 jobs) and the
+// 19-column Mira trace. Each benchmark checks the job count before it reports a figure and
+// exits non-zero on a wrong answer.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <unistd.h>
+
+#include "mlprio/jobs/trace.hpp"
+
+namespace {
+
+std::string synthetic_swf(int64_t n) {
+  const std::string path = "/tmp/mlprio_bench_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".swf";
+  if (std::filesystem::exists(path)) return path;
+  std::vector<mlprio::Job> jobs(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    auto& j = jobs[static_cast<size_t>(i)];
+    j.id = i + 1;
+    j.submit = static_cast<double>(i * 7);
+    j.wait = static_cast<double>(i % 100);
+    j.run = static_cast<double>(100 + (i * 37) % 5000);
+    j.alloc_procs = j.req_procs = 1 + (i % 64);
+    j.req_time = 6000;
+    j.status = mlprio::JobStatus::COMPLETED;
+    j.user = static_cast<int32_t>(i % 50);
+  }
+  mlprio::TraceHeader h;
+  h.max_nodes = h.max_procs = 256;
+  std::ofstream out(path);
+  mlprio::write_swf(out, h, jobs);
+  return path;
+}
+
+void read_and_check(benchmark::State& state, const std::string& path, int64_t expected) {
+  int64_t jobs = 0;
+  for (auto _ : state) {
+    auto r = mlprio::open_job_reader(path);
+    mlprio::Job j;
+    int64_t n = 0;
+    while (r->next(j)) ++n;
+    benchmark::DoNotOptimize(n);
+    if (n != expected) {
+      std::cerr << "WRONG: " << path << " gave " << n << " jobs, expected " << expected << "\n";
+      std::exit(1);
+    }
+    jobs += n;
+  }
+  state.SetItemsProcessed(jobs);
+  state.counters["jobs_per_s"] = benchmark::Counter(static_cast<double>(jobs), benchmark::Counter::kIsRate);
+}
+
+void BM_swf_synthetic_100k(benchmark::State& state) {
+  static const std::string path = synthetic_swf(100000);
+  read_and_check(state, path, 100000);
+}
+BENCHMARK(BM_swf_synthetic_100k)->Unit(benchmark::kMillisecond);
+
+void BM_swf_lcg_gzip(benchmark::State& state) {
+  const std::string path = std::string(MLPRIO_SHARED_DATA) + "/swf/LCG-2005.swf.gz";
+  if (!std::filesystem::exists(path)) {
+    state.SkipWithError("../shared/data absent: LCG-2005.swf.gz not found");
+    return;
+  }
+  read_and_check(state, path, 188041);
+}
+BENCHMARK(BM_swf_lcg_gzip)->Unit(benchmark::kMillisecond);
+
+void BM_swf_mira_19col(benchmark::State& state) {
+  const std::string path = std::string(MLPRIO_SHARED_DATA) + "/swf/mira.swf";
+  if (!std::filesystem::exists(path)) {
+    state.SkipWithError("../shared/data absent: mira.swf not found");
+    return;
+  }
+  read_and_check(state, path, 22508);
+}
+BENCHMARK(BM_swf_mira_19col)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  for (int64_t n : {100000}) {
+    std::remove(("/tmp/mlprio_bench_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".swf").c_str());
+  }
+  return 0;
+}

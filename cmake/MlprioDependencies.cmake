@@ -1,0 +1,100 @@
+# Finds required and optional dependencies and records what was found for the summary.
+# Required: HDF5 (serial), zlib, nlohmann_json, CLI11. Tests: Catch2 2.x. Benchmarks: Google
+# Benchmark. Optional (on when found): MPI, CUDA, the configured Slurm source, XGBoost, libcurl.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+# Debian installs serial and Open MPI HDF5 side by side; name the serial one explicitly so the
+# h5cc alternative never decides for us. The MPI driver uses its own writer rank (see replay/).
+pkg_check_modules(HDF5 REQUIRED IMPORTED_TARGET hdf5-serial)
+
+set(_mlprio_summary "")
+macro(mlprio_report name found detail)
+  if(${found})
+    string(APPEND _mlprio_summary "  [x] ${name}: ${detail}\n")
+  else()
+    string(APPEND _mlprio_summary "  [ ] ${name}: not found ${detail}\n")
+  endif()
+endmacro()
+
+# ---- MPI ----
+set(MLPRIO_WITH_MPI AUTO CACHE STRING "Build the MPI drivers (ON/OFF/AUTO)")
+set(MLPRIO_HAVE_MPI OFF)
+if(NOT MLPRIO_WITH_MPI STREQUAL "OFF")
+  find_package(MPI COMPONENTS C CXX)
+  if(MPI_CXX_FOUND)
+    set(MLPRIO_HAVE_MPI ON)
+  elseif(MLPRIO_WITH_MPI STREQUAL "ON")
+    message(FATAL_ERROR "MLPRIO_WITH_MPI=ON but MPI was not found")
+  endif()
+endif()
+find_program(MLPRIO_MPIEXEC NAMES mpiexec mpirun)
+mlprio_report("MPI (MLPRIO_WITH_MPI)" MLPRIO_HAVE_MPI "${MPI_CXX_VERSION} ${MLPRIO_MPIEXEC}")
+
+# ---- CUDA ----
+set(MLPRIO_WITH_CUDA AUTO CACHE STRING "Build the CUDA kernels and device (ON/OFF/AUTO)")
+set(MLPRIO_HAVE_CUDA OFF)
+if(NOT MLPRIO_WITH_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    find_package(CUDAToolkit)
+    if(CUDAToolkit_FOUND)
+      set(MLPRIO_HAVE_CUDA ON)
+      if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
+        set(CMAKE_CUDA_ARCHITECTURES 80 90)
+      endif()
+      set(CMAKE_CUDA_STANDARD 20)
+    endif()
+  endif()
+  if(NOT MLPRIO_HAVE_CUDA AND MLPRIO_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "MLPRIO_WITH_CUDA=ON but nvcc/CUDA toolkit was not found")
+  endif()
+endif()
+mlprio_report("CUDA (MLPRIO_WITH_CUDA)" MLPRIO_HAVE_CUDA "${CMAKE_CUDA_COMPILER_VERSION}")
+
+# ---- Slurm (configured source tree from scripts/bootstrap) ----
+set(MLPRIO_WITH_SLURM AUTO CACHE STRING "Build the Slurm plugins (ON/OFF/AUTO)")
+set(MLPRIO_SLURM_SRC "/var/cache/mlprio/slurm" CACHE PATH
+    "Slurm source tree configured by scripts/bootstrap (needs config.h)")
+set(MLPRIO_HAVE_SLURM OFF)
+if(NOT MLPRIO_WITH_SLURM STREQUAL "OFF")
+  if(EXISTS ${MLPRIO_SLURM_SRC}/config.h AND EXISTS ${MLPRIO_SLURM_SRC}/slurm/slurm.h)
+    set(MLPRIO_HAVE_SLURM ON)
+  elseif(MLPRIO_WITH_SLURM STREQUAL "ON")
+    message(FATAL_ERROR "MLPRIO_WITH_SLURM=ON but ${MLPRIO_SLURM_SRC} is not a configured Slurm source (run scripts/bootstrap)")
+  endif()
+endif()
+mlprio_report("Slurm plugins (MLPRIO_WITH_SLURM)" MLPRIO_HAVE_SLURM "${MLPRIO_SLURM_SRC}")
+
+# ---- XGBoost ----
+find_library(MLPRIO_XGBOOST_LIB xgboost)
+find_path(MLPRIO_XGBOOST_INCLUDE xgboost/c_api.h)
+set(MLPRIO_HAVE_XGBOOST OFF)
+if(MLPRIO_XGBOOST_LIB AND MLPRIO_XGBOOST_INCLUDE)
+  set(MLPRIO_HAVE_XGBOOST ON)
+endif()
+mlprio_report("XGBoost" MLPRIO_HAVE_XGBOOST "${MLPRIO_XGBOOST_LIB}")
+
+# ---- libcurl ----
+find_package(CURL)
+mlprio_report("libcurl" CURL_FOUND "${CURL_VERSION_STRING}")
+
+# ---- tests and benchmarks ----
+if(MLPRIO_BUILD_TESTS)
+  find_package(Catch2 2 REQUIRED)
+  include(Catch)
+endif()
+if(MLPRIO_BUILD_BENCHMARKS)
+  find_package(benchmark REQUIRED)
+endif()
+
+function(mlprio_print_summary)
+  message(STATUS "mlprio ${PROJECT_VERSION} optional parts:\n${_mlprio_summary}")
+endfunction()

@@ -1,0 +1,17 @@
+# One INTERFACE target carries the project's warning flags; every target links it.
+add_library(mlprio_warnings INTERFACE)
+target_compile_options(mlprio_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+    -Wcast-align -Wunused -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough>
+  # GCC 12 reports -Wrestrict false positives inside libstdc++'s std::string concatenation at -O2+
+  # (GCC bug 105329); the code it points at is the standard library's, not ours.
+  $<$<AND:$<CXX_COMPILER_ID:GNU>,$<COMPILE_LANGUAGE:CXX>>:-Wno-restrict>
+  $<$<AND:$<BOOL:${MLPRIO_WERROR}>,$<COMPILE_LANGUAGE:CXX,C>>:-Werror>
+  $<$<AND:$<BOOL:${MLPRIO_WERROR}>,$<COMPILE_LANGUAGE:CUDA>>:--Werror=all-warnings>)
+
+# Sanitizer preset support: -DMLPRIO_SANITIZE=ON adds ASan + UBSan everywhere.
+option(MLPRIO_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+if(MLPRIO_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,328 @@
+// The HDF5 RAII layer (see mlprio/io/hdf5.hpp). Every C API call goes through H5_CHECK, which
+// turns a negative return into H5Error carrying the call text, file:line and the innermost
+// message of HDF5's error stack; HDF5's own printing to stderr is switched off.
+#include "mlprio/io/hdf5.hpp"
+
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <string>
+
+static_assert(sizeof(hid_t) == sizeof(mlprio::h5::hid), "hid_t must be 64-bit (HDF5 >= 1.10)");
+
+namespace mlprio::h5 {
+namespace {
+
+herr_t innermost(unsigned n, const H5E_error2_t* err, void* data) {
+  if (n == 0 && err->desc) *static_cast<std::string*>(data) = err->desc;
+  return 0;
+}
+
+[[noreturn]] void fail(const char* call, const char* file, int line) {
+  std::string detail;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, innermost, &detail);
+  H5Eclear2(H5E_DEFAULT);
+  std::string msg = std::string("HDF5 call failed: ") + call + " at " + file + ":" + std::to_string(line);
+  if (!detail.empty()) msg += " (" + detail + ")";
+  throw H5Error(msg);
+}
+
+struct QuietErrors {
+  QuietErrors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+void quiet() { static QuietErrors q; }
+
+constexpr hsize_t CHUNK_ROWS = 16384;
+
+}  // namespace
+
+#define H5_CHECK(call)                                              \
+  ([&]() {                                                          \
+    auto _r = (call);                                               \
+    if (_r < 0) fail(#call, __FILE__, __LINE__);                    \
+    return _r;                                                      \
+  }())
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    Handle tmp(std::move(*this));
+    id_ = std::exchange(o.id_, -1);
+  }
+  return *this;
+}
+
+Handle::~Handle() {
+  if (id_ < 0) return;
+  switch (H5Iget_type(id_)) {
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: break;
+  }
+}
+
+namespace {
+
+Handle string_type() {
+  Handle t(H5_CHECK(H5Tcopy(H5T_C_S1)));
+  H5_CHECK(H5Tset_size(t.id(), H5T_VARIABLE));
+  H5_CHECK(H5Tset_cset(t.id(), H5T_CSET_UTF8));
+  return t;
+}
+
+Handle compound_type(const CompoundDesc& d) {
+  Handle t(H5_CHECK(H5Tcreate(H5T_COMPOUND, d.row_size)));
+  for (const auto& [name, offset, type, size] : d.fields) {
+    Handle owned;
+    hid_t ft = -1;
+    switch (type) {
+      case FieldType::INT8: ft = H5T_NATIVE_INT8; break;
+      case FieldType::INT32: ft = H5T_NATIVE_INT32; break;
+      case FieldType::INT64: ft = H5T_NATIVE_INT64; break;
+      case FieldType::FLOAT64: ft = H5T_NATIVE_DOUBLE; break;
+      case FieldType::STRING:
+        owned = Handle(H5_CHECK(H5Tcopy(H5T_C_S1)));
+        H5_CHECK(H5Tset_size(owned.id(), size));
+        H5_CHECK(H5Tset_strpad(owned.id(), H5T_STR_NULLTERM));
+        ft = owned.id();
+        break;
+    }
+    H5_CHECK(H5Tinsert(t.id(), name.c_str(), offset, ft));
+  }
+  return t;
+}
+
+// A chunked, shuffled, deflated 1-D dataset creation property list.
+Handle chunked_plist(hsize_t n) {
+  Handle p(H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  const hsize_t chunk = n == 0 ? 1 : std::min<hsize_t>(n, CHUNK_ROWS);
+  H5_CHECK(H5Pset_chunk(p.id(), 1, &chunk));
+  H5_CHECK(H5Pset_shuffle(p.id()));
+  H5_CHECK(H5Pset_deflate(p.id(), 4));
+  return p;
+}
+
+void write_1d(hid_t loc, const std::string& name, hid_t type, const void* data, size_t n) {
+  const hsize_t dims = n, maxdims = H5S_UNLIMITED;
+  Handle space(H5_CHECK(H5Screate_simple(1, &dims, &maxdims)));
+  Handle plist = chunked_plist(n);
+  Handle ds(H5_CHECK(H5Dcreate2(loc, name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT)));
+  if (n > 0) H5_CHECK(H5Dwrite(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+}
+
+size_t rows_of(hid_t loc, const std::string& name) {
+  Handle ds(H5_CHECK(H5Dopen2(loc, name.c_str(), H5P_DEFAULT)));
+  Handle space(H5_CHECK(H5Dget_space(ds.id())));
+  if (H5_CHECK(H5Sget_simple_extent_ndims(space.id())) != 1)
+    throw H5Error("dataset '" + name + "' is not one-dimensional");
+  hsize_t dims = 0;
+  H5_CHECK(H5Sget_simple_extent_dims(space.id(), &dims, nullptr));
+  return static_cast<size_t>(dims);
+}
+
+template <class T>
+std::vector<T> read_1d(hid_t loc, const std::string& name, hid_t type) {
+  std::vector<T> out(rows_of(loc, name));
+  Handle ds(H5_CHECK(H5Dopen2(loc, name.c_str(), H5P_DEFAULT)));
+  if (!out.empty()) H5_CHECK(H5Dread(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()));
+  return out;
+}
+
+Handle open_or_replace_attr(hid_t loc, const std::string& name, hid_t type) {
+  if (H5_CHECK(H5Aexists(loc, name.c_str())) > 0) H5_CHECK(H5Adelete(loc, name.c_str()));
+  Handle space(H5_CHECK(H5Screate(H5S_SCALAR)));
+  return Handle(H5_CHECK(H5Acreate2(loc, name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT)));
+}
+
+}  // namespace
+
+Group Group::create_group(const std::string& name) const {
+  quiet();
+  return Group(Handle(H5_CHECK(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT))));
+}
+
+Group Group::open_group(const std::string& name) const {
+  quiet();
+  if (!exists(name)) throw H5Error("no group '" + name + "' in this HDF5 file");
+  return Group(Handle(H5_CHECK(H5Gopen2(id(), name.c_str(), H5P_DEFAULT))));
+}
+
+bool Group::exists(const std::string& name) const {
+  return H5_CHECK(H5Lexists(id(), name.c_str(), H5P_DEFAULT)) > 0;
+}
+
+std::vector<std::string> Group::children() const {
+  H5G_info_t info;
+  H5_CHECK(H5Gget_info(id(), &info));
+  std::vector<std::string> out;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t len = H5_CHECK(H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT));
+    std::string name(static_cast<size_t>(len), '\0');
+    H5_CHECK(H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size() + 1, H5P_DEFAULT));
+    out.push_back(std::move(name));
+  }
+  return out;
+}
+
+void Group::set_attr(const std::string& name, std::string_view value) const {
+  Handle t = string_type();
+  Handle a = open_or_replace_attr(id(), name, t.id());
+  const std::string v(value);
+  const char* p = v.c_str();
+  H5_CHECK(H5Awrite(a.id(), t.id(), &p));
+}
+
+void Group::set_attr(const std::string& name, int64_t value) const {
+  Handle a = open_or_replace_attr(id(), name, H5T_NATIVE_INT64);
+  H5_CHECK(H5Awrite(a.id(), H5T_NATIVE_INT64, &value));
+}
+
+void Group::set_attr(const std::string& name, double value) const {
+  Handle a = open_or_replace_attr(id(), name, H5T_NATIVE_DOUBLE);
+  H5_CHECK(H5Awrite(a.id(), H5T_NATIVE_DOUBLE, &value));
+}
+
+bool Group::has_attr(const std::string& name) const {
+  return H5_CHECK(H5Aexists(id(), name.c_str())) > 0;
+}
+
+std::string Group::attr_string(const std::string& name) const {
+  if (!has_attr(name)) throw H5Error("no attribute '" + name + "'");
+  Handle a(H5_CHECK(H5Aopen(id(), name.c_str(), H5P_DEFAULT)));
+  Handle ft(H5_CHECK(H5Aget_type(a.id())));
+  if (H5Tget_class(ft.id()) != H5T_STRING) throw H5Error("attribute '" + name + "' is not a string");
+  if (H5_CHECK(H5Tis_variable_str(ft.id())) > 0) {
+    Handle t = string_type();
+    char* p = nullptr;
+    H5_CHECK(H5Aread(a.id(), t.id(), &p));
+    std::string s = p ? p : "";
+    Handle space(H5_CHECK(H5Aget_space(a.id())));
+    H5Dvlen_reclaim(t.id(), space.id(), H5P_DEFAULT, &p);
+    return s;
+  }
+  const size_t size = H5Tget_size(ft.id());
+  std::string s(size, '\0');
+  Handle mt(H5_CHECK(H5Tcopy(H5T_C_S1)));
+  H5_CHECK(H5Tset_size(mt.id(), size));
+  H5_CHECK(H5Aread(a.id(), mt.id(), s.data()));
+  s.resize(s.find('\0') == std::string::npos ? s.size() : s.find('\0'));
+  return s;
+}
+
+int64_t Group::attr_int(const std::string& name) const {
+  if (!has_attr(name)) throw H5Error("no attribute '" + name + "'");
+  Handle a(H5_CHECK(H5Aopen(id(), name.c_str(), H5P_DEFAULT)));
+  int64_t v = 0;
+  H5_CHECK(H5Aread(a.id(), H5T_NATIVE_INT64, &v));
+  return v;
+}
+
+double Group::attr_double(const std::string& name) const {
+  if (!has_attr(name)) throw H5Error("no attribute '" + name + "'");
+  Handle a(H5_CHECK(H5Aopen(id(), name.c_str(), H5P_DEFAULT)));
+  double v = 0;
+  H5_CHECK(H5Aread(a.id(), H5T_NATIVE_DOUBLE, &v));
+  return v;
+}
+
+void Group::write_column(const std::string& name, std::span<const double> values) const {
+  write_1d(id(), name, H5T_NATIVE_DOUBLE, values.data(), values.size());
+}
+void Group::write_column(const std::string& name, std::span<const int64_t> values) const {
+  write_1d(id(), name, H5T_NATIVE_INT64, values.data(), values.size());
+}
+std::vector<double> Group::read_column_double(const std::string& name) const {
+  return read_1d<double>(id(), name, H5T_NATIVE_DOUBLE);
+}
+std::vector<int64_t> Group::read_column_int(const std::string& name) const {
+  return read_1d<int64_t>(id(), name, H5T_NATIVE_INT64);
+}
+
+size_t Group::table_rows(const std::string& name) const { return rows_of(id(), name); }
+
+void Group::write_table_raw(const std::string& name, const CompoundDesc& d, const void* data, size_t n) const {
+  Handle t = compound_type(d);
+  write_1d(id(), name, t.id(), data, n);
+}
+
+void Group::read_table_raw(const std::string& name, const CompoundDesc& d, void* data, size_t n) const {
+  if (n == 0) return;
+  Handle t = compound_type(d);
+  Handle ds(H5_CHECK(H5Dopen2(id(), name.c_str(), H5P_DEFAULT)));
+  H5_CHECK(H5Dread(ds.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+}
+
+WriteFile::WriteFile(const std::string& path, const Provenance& prov)
+    : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
+  quiet();
+  const hid_t f = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (f < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw H5Error("cannot create HDF5 file '" + tmp_ + "' (is the folder of '" + path +
+                  "' there and writable?)");
+  }
+  file_ = Handle(f);
+  root_ = Group(Handle(H5_CHECK(H5Gopen2(f, "/", H5P_DEFAULT))));
+  root_.set_attr("format", std::string_view(FORMAT_NAME));
+  root_.set_attr("format_version", int64_t{FORMAT_VERSION});
+  root_.set_attr("kind", std::string_view(prov.kind));
+  root_.set_attr("tool_version", std::string_view(tool_version()));
+  root_.set_attr("git_commit", std::string_view(git_commit()));
+  root_.set_attr("command_line", std::string_view(prov.command_line));
+  root_.set_attr("config", std::string_view(prov.config));
+  root_.set_attr("input_sha256", std::string_view(prov.input_sha256));
+  char when[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  root_.set_attr("created_utc", std::string_view(when));
+}
+
+WriteFile::~WriteFile() {
+  if (committed_ || !file_.valid()) return;
+  root_ = Group();
+  file_ = Handle();
+  std::remove(tmp_.c_str());
+}
+
+void WriteFile::commit() {
+  if (committed_) return;
+  H5_CHECK(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL));
+  root_ = Group();
+  file_ = Handle();  // closes the file: all objects above were closed first
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    std::remove(tmp_.c_str());
+    throw H5Error("cannot rename '" + tmp_ + "' to '" + path_ + "'");
+  }
+  committed_ = true;
+}
+
+ReadFile::ReadFile(const std::string& path, std::string_view expected_kind) {
+  quiet();
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw H5Error("cannot open '" + path + "' as HDF5 (missing, unreadable, or not an HDF5 file)");
+  }
+  file_ = Handle(f);
+  root_ = Group(Handle(H5_CHECK(H5Gopen2(f, "/", H5P_DEFAULT))));
+  if (!root_.has_attr("format") || root_.attr_string("format") != FORMAT_NAME)
+    throw H5Error("'" + path + "' is HDF5 but not an mlprio result file (no format=\"mlprio\" attribute)");
+  const int64_t v = root_.attr_int("format_version");
+  if (v > FORMAT_VERSION)
+    throw H5Error("'" + path + "' has format version " + std::to_string(v) +
+                  "; this build reads up to " + std::to_string(FORMAT_VERSION) + " (upgrade mlprio)");
+  if (!expected_kind.empty() && root_.attr_string("kind") != expected_kind)
+    throw H5Error("'" + path + "' holds a '" + root_.attr_string("kind") + "' run, expected '" +
+                  std::string(expected_kind) + "'");
+}
+
+}  // namespace mlprio::h5

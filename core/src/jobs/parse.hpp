@@ -1,0 +1,61 @@
+// Small, allocation-free parsing helpers shared by the trace readers: field splitting and
+// locale-independent number parsing with std::from_chars.
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace mlprio::detail {
+
+inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Splits on runs of spaces/tabs into out[0..max); returns the number of fields found (which
+// may exceed max: the rest is counted but not stored).
+template <size_t N>
+size_t split_ws(std::string_view s, std::string_view (&out)[N]) {
+  size_t n = 0, i = 0;
+  const size_t len = s.size();
+  while (i < len) {
+    while (i < len && is_space(s[i])) ++i;
+    if (i >= len) break;
+    size_t j = i;
+    while (j < len && !is_space(s[j])) ++j;
+    if (n < N) out[n] = s.substr(i, j - i);
+    ++n;
+    i = j;
+  }
+  return n;
+}
+
+inline std::optional<double> parse_double(std::string_view s) {
+  s = trim(s);
+  if (s.empty()) return std::nullopt;
+  if (s.front() == '+') s.remove_prefix(1);
+  double v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+inline std::optional<int64_t> parse_int(std::string_view s) {
+  s = trim(s);
+  if (s.empty()) return std::nullopt;
+  if (s.front() == '+') s.remove_prefix(1);
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc() && p == s.data() + s.size()) return v;
+  // Integers written as "12.0" or "1e3" in some archives: accept when integral.
+  auto d = parse_double(s);
+  if (d && *d == static_cast<double>(static_cast<int64_t>(*d))) return static_cast<int64_t>(*d);
+  return std::nullopt;
+}
+
+}  // namespace mlprio::detail

@@ -1,0 +1,297 @@
+// Reader for `sacct --parsable2` (and `--parsable`, with its trailing `|`) dumps. Columns are
+// found by the header line's names, so any `--format` selection works as long as it has JobID
+// and Submit. Job steps (`123.batch`, `123.0`) are not jobs: they are counted as ignored, and
+// their MaxRSS is folded into the parent job's used memory, which is why one job is held back
+// until the next non-step line.
+#include <algorithm>
+#include <array>
+#include <string>
+#include <unordered_map>
+
+#include "jobs/parse.hpp"
+#include "jobs/reader_base.hpp"
+#include "mlprio/jobs/slurm_format.hpp"
+
+namespace mlprio::detail {
+namespace {
+
+JobStatus slurm_state(std::string_view s) {
+  s = s.substr(0, s.find(' '));  // "CANCELLED by 1234"
+  if (s == "COMPLETED") return JobStatus::COMPLETED;
+  if (s == "FAILED" || s == "BOOT_FAIL") return JobStatus::FAILED;
+  if (s == "CANCELLED") return JobStatus::CANCELLED;
+  if (s == "TIMEOUT" || s == "DEADLINE") return JobStatus::TIMEOUT;
+  if (s == "OUT_OF_MEMORY") return JobStatus::OUT_OF_MEMORY;
+  if (s == "NODE_FAIL") return JobStatus::NODE_FAIL;
+  if (s == "PREEMPTED") return JobStatus::PREEMPTED;
+  if (s == "RUNNING" || s == "SUSPENDED" || s == "COMPLETING") return JobStatus::RUNNING;
+  if (s == "PENDING" || s == "REQUEUED") return JobStatus::PENDING;
+  return JobStatus::UNKNOWN_STATE;
+}
+
+enum Col {
+  JOBID, JOBIDRAW, JOBNAME, USER, GROUP, ACCOUNT, PARTITION, QOS, SUBMIT, START, END, ELAPSED,
+  ELAPSEDRAW, TIMELIMIT, TIMELIMITRAW, STATE, EXITCODE, ALLOCCPUS, REQCPUS, NNODES, ALLOCNODES,
+  REQNODES, REQMEM, REQTRES, ALLOCTRES, MAXRSS, NCOLS
+};
+constexpr const char* COL_NAMES[NCOLS] = {
+    "JobID", "JobIDRaw", "JobName", "User", "Group", "Account", "Partition", "QOS", "Submit",
+    "Start", "End", "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "State", "ExitCode",
+    "AllocCPUS", "ReqCPUS", "NNodes", "AllocNodes", "ReqNodes", "ReqMem", "ReqTRES", "AllocTRES",
+    "MaxRSS"};
+
+class SacctReader final : public ReaderBase {
+ public:
+  SacctReader(const std::string& path, const ReadOptions& opts) : ReaderBase(path, opts) {
+    col_.fill(-1);
+    header_.unix_start_time = 0;  // times are absolute Unix seconds
+  }
+  TraceFormat format() const override { return TraceFormat::SACCT; }
+
+  bool next(Job& job) override {
+    std::string_view line;
+    while (next_line(line)) {
+      if (trim(line).empty()) {
+        ++report_.blank_lines;
+        continue;
+      }
+      if (!have_header_) {
+        read_header(line);
+        continue;
+      }
+      split(line);
+      if (fields_.size() == ncols_ + 1 && fields_.back().empty()) fields_.pop_back();  // --parsable
+      if (fields_.size() > ncols_) repair_pipes();
+      if (fields_.size() != ncols_) {
+        reject("line", "expected " + std::to_string(ncols_) + " '|'-separated fields as in the "
+                       "header, found " + std::to_string(fields_.size()));
+        continue;
+      }
+      const std::string_view id = get(JOBID);
+      if (id.find('.') != std::string_view::npos) {  // a job step
+        ++report_.ignored;
+        if (held_ && col_[MAXRSS] >= 0) {
+          char per = 0;
+          if (auto rss = parse_slurm_mem(get(MAXRSS), &per); rss && *rss > held_job_.used_mem)
+            held_job_.used_mem = *rss;
+        }
+        continue;
+      }
+      Job parsed;
+      if (!parse_job(parsed)) continue;
+      if (held_) {
+        job = std::move(held_job_);
+        held_job_ = std::move(parsed);
+        note_submit(job.submit);
+        return true;
+      }
+      held_job_ = std::move(parsed);
+      held_ = true;
+    }
+    if (!have_header_ && report_.lines > 0 && opts_.strict)
+      throw InputError(lines_.path(), "no sacct header line (expected a first line naming JobID|...)");
+    if (held_) {
+      held_ = false;
+      job = std::move(held_job_);
+      note_submit(job.submit);
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  void split(std::string_view line) {
+    fields_.clear();
+    size_t i = 0;
+    for (;;) {
+      const size_t bar = line.find('|', i);
+      fields_.push_back(line.substr(i, bar == std::string_view::npos ? std::string_view::npos : bar - i));
+      if (bar == std::string_view::npos) break;
+      i = bar + 1;
+    }
+  }
+  // Free-text columns (a job name, a constraint "a|b") may hold '|' themselves; sacct does not
+  // escape it. Try every way of giving the extra pieces to the free-text columns present and
+  // keep the first whose typed columns (ids, times, counts, state) all parse; otherwise leave
+  // the line as it is, to be rejected with its field count.
+  void repair_pipes() {
+    const size_t extra = fields_.size() - ncols_;
+    if (free_cols_.empty() || extra > 8) return;
+    std::vector<size_t> share(free_cols_.size(), 0);
+    const std::vector<std::string_view> raw = fields_;
+    std::vector<std::string_view> merged(ncols_);
+    auto attempt = [&]() -> bool {
+      size_t src = 0, f = 0;
+      for (size_t c = 0; c < ncols_; ++c) {
+        size_t take = 1;
+        if (f < free_cols_.size() && free_cols_[f] == c) take += share[f++];
+        const char* b = raw[src].data();
+        const char* e = raw[src + take - 1].data() + raw[src + take - 1].size();
+        merged[c] = std::string_view(b, static_cast<size_t>(e - b));
+        src += take;
+      }
+      fields_ = merged;
+      if (plausible()) return true;
+      fields_ = raw;
+      return false;
+    };
+    // Enumerate compositions of `extra` into free_cols_.size() parts.
+    auto rec = [&](auto&& self, size_t i, size_t left) -> bool {
+      if (i + 1 == share.size()) {
+        share[i] = left;
+        return attempt();
+      }
+      for (size_t k = 0; k <= left; ++k) {
+        share[i] = k;
+        if (self(self, i + 1, left - k)) return true;
+      }
+      return false;
+    };
+    rec(rec, 0, extra);
+  }
+
+  bool plausible() const {
+    const auto time_or_none = [&](Col c) { return col_[c] < 0 || is_slurm_none(get(c)) || parse_slurm_time(get(c)); };
+    const auto int_or_empty = [&](Col c) { return col_[c] < 0 || get(c).empty() || parse_int(get(c)); };
+    const auto dur_or_none = [&](Col c) { return col_[c] < 0 || is_slurm_none(get(c)) || parse_slurm_duration(get(c)); };
+    if (!parse_slurm_time(get(SUBMIT))) return false;
+    if (!time_or_none(START) || !time_or_none(END) || !int_or_empty(JOBIDRAW) ||
+        !int_or_empty(ELAPSEDRAW) || !int_or_empty(ALLOCCPUS) || !int_or_empty(REQCPUS) ||
+        !int_or_empty(NNODES) || !dur_or_none(ELAPSED) || !dur_or_none(TIMELIMIT))
+      return false;
+    if (col_[STATE] >= 0 && !get(STATE).empty() && slurm_state(get(STATE)) == JobStatus::UNKNOWN_STATE)
+      return false;
+    return true;
+  }
+
+  std::string_view get(Col c) const { return col_[c] >= 0 ? trim(fields_[static_cast<size_t>(col_[c])]) : std::string_view{}; }
+
+  void read_header(std::string_view line) {
+    split(line);
+    if (!fields_.empty() && fields_.back().empty()) fields_.pop_back();
+    ncols_ = fields_.size();
+    for (size_t i = 0; i < fields_.size(); ++i)
+      for (int c = 0; c < NCOLS; ++c)
+        if (trim(fields_[i]) == COL_NAMES[c]) col_[static_cast<size_t>(c)] = static_cast<int>(i);
+    static constexpr std::string_view FREE_TEXT[] = {"JobName", "Constraints", "Comment", "AdminComment",
+                                                    "SystemComment", "WorkDir", "Reason", "WCKey"};
+    for (size_t i = 0; i < fields_.size(); ++i)
+      for (auto name : FREE_TEXT)
+        if (trim(fields_[i]) == name) free_cols_.push_back(i);
+    if (col_[JOBID] < 0 || col_[SUBMIT] < 0)
+      throw InputError(LineError{lines_.path(), lines_.line_number(), "header",
+                                 "not a sacct --parsable2 header: it must name at least JobID and "
+                                 "Submit (e.g. sacct --parsable2 --format=JobID,Submit,Start,End,...)"});
+    have_header_ = true;
+    ++report_.comment_lines;
+  }
+
+  bool parse_job(Job& job) {
+    job = Job{};
+    const std::string_view raw = get(JOBIDRAW), id = get(JOBID);
+    std::optional<int64_t> jid = raw.empty() ? std::nullopt : parse_int(raw);
+    if (!jid) jid = parse_int(id.substr(0, id.find_first_of("_[+")));
+    if (!jid) {
+      reject("JobID", "'" + std::string(id) + "' is not a Slurm job id (e.g. 1234, 1234_5)");
+      return false;
+    }
+    job.id = *jid;
+    auto submit = parse_slurm_time(get(SUBMIT));
+    if (!submit) {
+      reject("Submit", "'" + std::string(get(SUBMIT)) + "' is not a time like 2024-01-31T12:00:00");
+      return false;
+    }
+    job.submit = *submit;
+    if (col_[START] >= 0 && !is_slurm_none(get(START))) {
+      auto start = parse_slurm_time(get(START));
+      if (!start) {
+        reject("Start", "'" + std::string(get(START)) + "' is not a time like 2024-01-31T12:00:00 or Unknown");
+        return false;
+      }
+      job.wait = std::max(0.0, *start - job.submit);
+    }
+    if (col_[ELAPSEDRAW] >= 0 && !get(ELAPSEDRAW).empty()) {
+      auto e = parse_int(get(ELAPSEDRAW));
+      if (!e) { reject("ElapsedRaw", "'" + std::string(get(ELAPSEDRAW)) + "' is not a number of seconds"); return false; }
+      job.run = static_cast<double>(*e);
+    } else if (col_[ELAPSED] >= 0 && !is_slurm_none(get(ELAPSED))) {
+      auto e = parse_slurm_duration(get(ELAPSED));
+      if (!e) { reject("Elapsed", "'" + std::string(get(ELAPSED)) + "' is not a duration like [D-]HH:MM:SS"); return false; }
+      job.run = *e;
+    }
+    if (job.wait < 0) job.run = UNKNOWN;  // never started: elapsed 0 is not a run time
+    if (col_[TIMELIMITRAW] >= 0 && !is_slurm_none(get(TIMELIMITRAW))) {
+      auto m = parse_int(get(TIMELIMITRAW));
+      if (!m) { reject("TimelimitRaw", "'" + std::string(get(TIMELIMITRAW)) + "' is not a number of minutes"); return false; }
+      job.req_time = static_cast<double>(*m) * 60.0;
+    } else if (col_[TIMELIMIT] >= 0 && !is_slurm_none(get(TIMELIMIT))) {
+      auto t = parse_slurm_duration(get(TIMELIMIT));
+      if (!t) { reject("Timelimit", "'" + std::string(get(TIMELIMIT)) + "' is not a duration like [D-]HH:MM:SS, UNLIMITED or Partition_Limit"); return false; }
+      job.req_time = *t;
+    }
+    if (col_[STATE] >= 0) job.status = slurm_state(get(STATE));
+    if (col_[EXITCODE] >= 0) job.exit_code = static_cast<int32_t>(parse_int(get(EXITCODE).substr(0, get(EXITCODE).find(':'))).value_or(-1));
+    const auto count = [&](Col c, int64_t& out) -> bool {
+      const std::string_view s = get(c);
+      if (col_[c] < 0 || is_slurm_none(s)) return true;
+      auto v = parse_int(s.substr(0, s.find('-')));  // ReqNodes may be a range "2-4"
+      if (!v) { reject(COL_NAMES[c], "'" + std::string(s) + "' is not a count"); return false; }
+      out = *v;
+      return true;
+    };
+    if (!count(ALLOCCPUS, job.alloc_procs) || !count(REQCPUS, job.req_procs) ||
+        !count(NNODES, job.alloc_nodes) || !count(REQNODES, job.req_nodes))
+      return false;
+    if (job.alloc_nodes < 0 && !count(ALLOCNODES, job.alloc_nodes)) return false;
+    if (job.alloc_procs == 0) job.alloc_procs = UNKNOWN_INT;  // never allocated
+    // Memory: ReqTRES mem= is the job total; old ReqMem suffixes say per CPU (c) / per node (n).
+    if (col_[REQMEM] >= 0 && !is_slurm_none(get(REQMEM))) {
+      char per = 0;
+      auto m = parse_slurm_mem(get(REQMEM), &per);
+      if (!m) { reject("ReqMem", "'" + std::string(get(REQMEM)) + "' is not a memory size like 4000M, 2800Mc or 4Gn"); return false; }
+      int64_t mult = 1;
+      if (per == 'c') mult = std::max<int64_t>(1, job.req_procs > 0 ? job.req_procs : job.alloc_procs);
+      if (per == 'n') mult = std::max<int64_t>(1, job.req_nodes > 0 ? job.req_nodes : job.alloc_nodes);
+      job.req_mem = *m * mult;
+    }
+    for (Col c : {REQTRES, ALLOCTRES}) {
+      if (col_[c] < 0 || is_slurm_none(get(c))) continue;
+      auto t = parse_tres(get(c));
+      if (!t) { reject(COL_NAMES[c], "'" + std::string(get(c)) + "' is not a TRES list like cpu=4,mem=16G,node=1,gres/gpu=2"); return false; }
+      if (c == REQTRES) {
+        if (t->mem >= 0) job.req_mem = t->mem;
+        if (t->gpu >= 0) job.req_gpus = t->gpu;
+        if (job.req_procs < 0 && t->cpu >= 0) job.req_procs = t->cpu;
+        if (job.req_nodes < 0 && t->node >= 0) job.req_nodes = t->node;
+      } else {
+        if (t->gpu >= 0) job.alloc_gpus = t->gpu;
+        if (job.alloc_procs < 0 && t->cpu >= 0) job.alloc_procs = t->cpu;
+      }
+    }
+    if (job.req_gpus < 0 && col_[REQTRES] >= 0 && !is_slurm_none(get(REQTRES))) job.req_gpus = 0;
+    if (col_[MAXRSS] >= 0 && !is_slurm_none(get(MAXRSS))) job.used_mem = parse_slurm_mem(get(MAXRSS)).value_or(-1);
+    if (col_[USER] >= 0 && !get(USER).empty()) job.user = names_.users.intern(get(USER));
+    if (col_[GROUP] >= 0 && !get(GROUP).empty()) job.group = names_.groups.intern(get(GROUP));
+    if (col_[ACCOUNT] >= 0 && !get(ACCOUNT).empty()) job.account = names_.accounts.intern(get(ACCOUNT));
+    if (col_[PARTITION] >= 0 && !get(PARTITION).empty()) job.partition = names_.partitions.intern(get(PARTITION));
+    if (col_[QOS] >= 0 && !get(QOS).empty()) job.qos = names_.qos.intern(get(QOS));
+    if (col_[JOBNAME] >= 0 && !get(JOBNAME).empty()) job.name = names_.job_names.intern(get(JOBNAME));
+    return true;
+  }
+
+  std::array<int, NCOLS> col_{};
+  size_t ncols_ = 0;
+  bool have_header_ = false;
+  std::vector<std::string_view> fields_;
+  std::vector<size_t> free_cols_;  // header positions of free-text columns, ascending
+  Job held_job_;
+  bool held_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<JobReader> make_sacct_reader(const std::string& path, const ReadOptions& opts) {
+  return std::make_unique<SacctReader>(path, opts);
+}
+
+}  // namespace mlprio::detail

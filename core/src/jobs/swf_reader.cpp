@@ -1,0 +1,142 @@
+// Reader for the Standard Workload Format (Parallel Workloads Archive): `;` header comments,
+// then one job per line of 18 whitespace-separated fields (-1 = unknown). Also accepts the
+// extended layouts met in real archives: 19 columns (ALCF Mira/Theta: an extra trailing column,
+// ignored) and 21 columns (MetaCentrum as converted for the Alea simulator: a `{node list}`, the
+// queue name and the PBS resource string; there the memory fields are bytes per job, not KB per
+// processor).
+#include <cmath>
+#include <string>
+
+#include "jobs/parse.hpp"
+#include "jobs/reader_base.hpp"
+
+namespace mlprio::detail {
+namespace {
+
+constexpr const char* SWF_FIELD_NAMES[18] = {
+    "job_number",      "submit_time",     "wait_time",         "run_time",
+    "allocated_procs", "average_cpu_time", "used_memory",      "requested_procs",
+    "requested_time",  "requested_memory", "status",           "user_id",
+    "group_id",        "executable",      "queue",             "partition",
+    "preceding_job",   "think_time"};
+
+std::string field_label(int i) {
+  return std::to_string(i + 1) + " (" + SWF_FIELD_NAMES[i] + ")";
+}
+
+JobStatus swf_status(int64_t s) {
+  switch (s) {
+    case 0: return JobStatus::FAILED;
+    case 1: return JobStatus::COMPLETED;
+    case 2: case 3: case 4: return JobStatus::PARTIAL;
+    case 5: return JobStatus::CANCELLED;
+    default: return JobStatus::UNKNOWN_STATE;
+  }
+}
+
+class SwfReader final : public ReaderBase {
+ public:
+  using ReaderBase::ReaderBase;
+  TraceFormat format() const override { return TraceFormat::SWF; }
+
+  bool next(Job& job) override {
+    std::string_view line;
+    while (next_line(line)) {
+      const std::string_view t = trim(line);
+      if (t.empty()) {
+        ++report_.blank_lines;
+        continue;
+      }
+      if (t.front() == ';') {
+        ++report_.comment_lines;
+        parse_header(t.substr(1));
+        continue;
+      }
+      if (parse_job(t, job)) return true;
+    }
+    return false;
+  }
+
+ private:
+  void parse_header(std::string_view s) {
+    s = trim(s);
+    const size_t colon = s.find(':');
+    if (colon == std::string_view::npos || colon == 0) return;
+    const std::string_view key = trim(s.substr(0, colon));
+    if (key.find_first_of(" \t") != std::string_view::npos) return;  // prose, not a key
+    const std::string_view value = trim(s.substr(colon + 1));
+    header_.fields.emplace_back(std::string(key), std::string(value));
+    const auto as_int = [&]() { return parse_int(value).value_or(-1); };
+    if (key == "MaxNodes") header_.max_nodes = as_int();
+    else if (key == "MaxProcs") header_.max_procs = as_int();
+    else if (key == "MaxJobs") header_.max_jobs = as_int();
+    else if (key == "UnixStartTime") header_.unix_start_time = as_int();
+  }
+
+  bool parse_job(std::string_view line, Job& job) {
+    std::string_view f[21];
+    const size_t n = split_ws(line, f);
+    if (n != 18 && n != 19 && n != 21) {
+      reject("line", "expected 18 whitespace-separated SWF fields (or the 19/21-column extended "
+                     "layouts), found " + std::to_string(n));
+      return false;
+    }
+    double v[18];
+    for (int i = 0; i < 18; ++i) {
+      auto d = parse_double(f[i]);
+      if (!d || !std::isfinite(*d)) {
+        reject("field " + field_label(i),
+               "'" + std::string(f[i]) + "' is not a number; expected a number, or -1 for unknown");
+        return false;
+      }
+      v[i] = *d;
+    }
+    if (v[1] < 0) {
+      reject("field " + field_label(1), "submit time is " + std::string(f[1]) +
+                                            "; every job needs a submit time >= 0");
+      return false;
+    }
+    const bool alea = (n == 21);
+    const auto unk = [](double x) { return x == -1.0 ? UNKNOWN : x; };
+    const auto unk_i = [](double x) { return x == -1.0 ? UNKNOWN_INT : static_cast<int64_t>(x); };
+
+    job = Job{};
+    job.id = static_cast<int64_t>(v[0]);
+    job.submit = v[1];
+    job.wait = unk(v[2]);
+    job.run = unk(v[3]);
+    job.alloc_procs = unk_i(v[4]);
+    job.avg_cpu_time = unk(v[5]);
+    job.req_procs = unk_i(v[7]);
+    job.req_time = unk(v[8]);
+    job.status = swf_status(static_cast<int64_t>(v[10]));
+    job.user = static_cast<int32_t>(v[11]);
+    job.group = static_cast<int32_t>(v[12]);
+    job.app = static_cast<int32_t>(v[13]);
+    job.queue = static_cast<int32_t>(v[14]);
+    job.partition = static_cast<int32_t>(v[15]);
+    job.preceding_job = unk_i(v[16]);
+    job.think_time = unk(v[17]);
+    if (alea) {
+      job.req_mem = unk_i(v[9]);  // bytes per job in this layout
+      job.queue = names_.queues.intern(f[19]);
+    } else {
+      const int64_t kb_per_proc_req = unk_i(v[9]);
+      const int64_t kb_per_proc_used = unk_i(v[6]);
+      const int64_t p_req = job.req_procs > 0 ? job.req_procs : job.alloc_procs;
+      const int64_t p_used = job.alloc_procs > 0 ? job.alloc_procs : job.req_procs;
+      if (kb_per_proc_req >= 0 && p_req > 0) job.req_mem = kb_per_proc_req * 1024 * p_req;
+      if (kb_per_proc_used >= 0 && p_used > 0) job.used_mem = kb_per_proc_used * 1024 * p_used;
+    }
+    note_submit(job.submit);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<JobReader> make_swf_reader(const std::string& path, const ReadOptions& opts) {
+  return std::make_unique<SwfReader>(path, opts);
+}
+
+}  // namespace mlprio::detail

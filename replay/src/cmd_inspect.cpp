@@ -1,0 +1,108 @@
+// `mlprio-replay inspect`: what a trace holds — jobs, time span, machine size from the header,
+// how many jobs lack requested time or processors, skipped lines — as text or one JSON object.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+
+namespace mlprio::cli {
+
+namespace {
+
+struct InspectArgs {
+  TraceOptions trace;
+  bool json = false;
+};
+
+std::string duration_text(double s) {
+  const auto days = static_cast<int64_t>(s / 86400);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%lldd %02d:%02d:%02d", static_cast<long long>(days),
+                static_cast<int>(std::fmod(s, 86400) / 3600), static_cast<int>(std::fmod(s, 3600) / 60),
+                static_cast<int>(std::fmod(s, 60)));
+  return buf;
+}
+
+void run_inspect(const InspectArgs& a) {
+  const Trace t = load_trace_reporting(a.trace, a.json);
+  int64_t no_req_time = 0, no_procs = 0, no_run = 0, nonpositive_run = 0, with_gpus = 0;
+  double first = 0, last = 0, max_procs_job = 0, cpu_seconds = 0;
+  for (const Job& j : t.jobs) {
+    if (j.req_time <= 0) ++no_req_time;
+    if (j.procs() <= 0) ++no_procs;
+    if (j.run < 0) ++no_run;
+    else if (j.run == 0) ++nonpositive_run;
+    if (j.req_gpus > 0 || j.alloc_gpus > 0) ++with_gpus;
+    max_procs_job = std::max(max_procs_job, static_cast<double>(j.procs()));
+    if (j.run > 0 && j.procs() > 0) cpu_seconds += j.run * static_cast<double>(j.procs());
+  }
+  if (!t.jobs.empty()) {
+    first = t.jobs.front().submit;
+    last = t.jobs.back().submit;
+  }
+  const auto& r = t.report;
+  nlohmann::json j = {
+      {"trace", t.path},
+      {"format", std::string(trace_format_name(t.format))},
+      {"jobs", static_cast<int64_t>(t.jobs.size())},
+      {"first_submit", first},
+      {"last_submit", last},
+      {"span_seconds", last - first},
+      {"max_nodes", t.header.max_nodes},
+      {"max_procs", t.header.max_procs},
+      {"unix_start_time", t.header.unix_start_time},
+      {"largest_job_procs", static_cast<int64_t>(max_procs_job)},
+      {"jobs_without_requested_time", no_req_time},
+      {"jobs_without_processors", no_procs},
+      {"jobs_without_run_time", no_run},
+      {"jobs_with_zero_run_time", nonpositive_run},
+      {"jobs_with_gpus", with_gpus},
+      {"users", static_cast<int64_t>(t.names.users.size())},
+      {"cpu_seconds", cpu_seconds},
+      {"lines", r.lines},
+      {"skipped_lines", r.skipped},
+      {"blank_lines", r.blank_lines},
+      {"ignored_records", r.ignored},
+      {"sorted_on_read", !r.was_sorted},
+      {"out_of_order_records", r.out_of_order},
+  };
+  nlohmann::json errs = nlohmann::json::array();
+  for (const auto& e : r.first_errors)
+    errs.push_back({{"file", e.file}, {"line", e.line}, {"field", e.field}, {"message", e.message}});
+  j["first_errors"] = errs;
+  if (a.json) {
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(0);
+  std::cout << "trace        " << t.path << " (" << trace_format_name(t.format) << ")\n"
+            << "jobs         " << t.jobs.size() << "\n"
+            << "time span    " << duration_text(last - first) << " (submit " << first << " .. " << last << " s)\n"
+            << "machine      " << (t.header.max_nodes >= 0 ? std::to_string(t.header.max_nodes) : "?") << " nodes, "
+            << (t.header.max_procs >= 0 ? std::to_string(t.header.max_procs) : "?") << " processors (from header)\n"
+            << "largest job  " << static_cast<int64_t>(max_procs_job) << " processors\n"
+            << "missing      " << no_req_time << " without requested time, " << no_procs
+            << " without processors, " << no_run << " without run time, " << nonpositive_run << " with run time 0\n"
+            << "GPU jobs     " << with_gpus << "\n"
+            << "lines        " << r.lines << " read, " << r.skipped << " skipped, " << r.blank_lines << " blank, "
+            << r.ignored << " ignored (job steps)\n"
+            << "order        " << (r.was_sorted ? "sorted by submit time" : "was not sorted by submit time; sorted") << "\n";
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  auto* cmd = app.add_subcommand("inspect", "Show what a trace holds: jobs, span, machine size, missing fields, skipped lines");
+  add_trace_options(*cmd, args->trace);
+  cmd->add_flag("--json", args->json, "Print one JSON object (at least \"jobs\")");
+  cmd->callback([args]() { run_inspect(*args); });
+}
+
+}  // namespace mlprio::cli

@@ -1,0 +1,412 @@
+// Reader tests: committed snippets with hand-checked values for SWF (plain, gzip, malformed,
+// unsorted), sacct --parsable2 and the Alibaba pod CSV; Slurm value formats; and, when
+// ../shared/data is present, every real trace counted exactly.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "mlprio/jobs/slurm_format.hpp"
+#include "mlprio/jobs/trace.hpp"
+
+using namespace mlprio;
+namespace fs = std::filesystem;
+
+static std::string data(const std::string& f) { return std::string(MLPRIO_TEST_DATA) + "/" + f; }
+static std::string shared(const std::string& f) { return std::string(MLPRIO_SHARED_DATA) + "/" + f; }
+
+TEST_CASE("SWF: all 18 fields and the header, hand-checked", "[swf]") {
+  const Trace t = load_trace(data("small.swf"));
+  CHECK(t.format == TraceFormat::SWF);
+  CHECK(t.header.max_nodes == 8);
+  CHECK(t.header.max_procs == 16);
+  CHECK(t.header.max_jobs == 4);
+  CHECK(t.header.unix_start_time == 1000000000);
+  CHECK(t.header.get("Computer").value() == "test machine");
+  REQUIRE(t.jobs.size() == 4);
+  CHECK(t.report.blank_lines == 1);
+  CHECK(t.report.comment_lines == 7);
+  CHECK(t.report.skipped == 0);
+  CHECK(t.report.was_sorted);
+  const Job& a = t.jobs[0];
+  CHECK(a.id == 1);
+  CHECK(a.submit == 0);
+  CHECK(a.wait == 10);
+  CHECK(a.run == 100);
+  CHECK(a.alloc_procs == 4);
+  CHECK(a.avg_cpu_time == UNKNOWN);
+  CHECK(a.used_mem == 1024LL * 1024 * 4);  // 1024 KB per processor x 4
+  CHECK(a.req_procs == 4);
+  CHECK(a.req_time == 200);
+  CHECK(a.req_mem == 2048LL * 1024 * 4);
+  CHECK(a.status == JobStatus::COMPLETED);
+  CHECK(a.user == 3);
+  CHECK(a.group == 1);
+  CHECK(a.app == 1);
+  CHECK(a.queue == 1);
+  CHECK(a.partition == -1);
+  CHECK(a.preceding_job == UNKNOWN_INT);
+  CHECK(a.think_time == UNKNOWN);
+  CHECK(a.start() == 10);
+  // Tab-separated line.
+  CHECK(t.jobs[1].id == 2);
+  CHECK(t.jobs[1].run == 50);
+  CHECK(t.jobs[1].req_time == UNKNOWN);
+  CHECK(t.jobs[1].status == JobStatus::FAILED);
+  CHECK(t.jobs[1].app == 2);
+  CHECK(t.jobs[2].status == JobStatus::CANCELLED);
+  CHECK(t.jobs[2].run == 0);
+  CHECK(t.jobs[3].wait == UNKNOWN);
+  CHECK(t.jobs[3].run == UNKNOWN);
+  CHECK(t.jobs[3].status == JobStatus::UNKNOWN_STATE);
+  CHECK(t.jobs[3].start() == UNKNOWN);
+}
+
+TEST_CASE("SWF: gzip input is detected from the bytes", "[swf][gzip]") {
+  const Trace plain = load_trace(data("small.swf"));
+  const Trace gz = load_trace(data("small.swf.gz"));
+  REQUIRE(gz.jobs.size() == plain.jobs.size());
+  for (size_t i = 0; i < gz.jobs.size(); ++i) {
+    CHECK(gz.jobs[i].id == plain.jobs[i].id);
+    CHECK(gz.jobs[i].run == plain.jobs[i].run);
+  }
+  // A gzip file without a .gz name reads the same.
+  const auto tmp = fs::temp_directory_path() / "mlprio_test_gz_noext.swf";
+  fs::copy_file(data("small.swf.gz"), tmp, fs::copy_options::overwrite_existing);
+  CHECK(load_trace(tmp.string()).jobs.size() == 4);
+  fs::remove(tmp);
+}
+
+TEST_CASE("SWF: a truncated gzip file is an error naming the file", "[swf][gzip]") {
+  std::ifstream in(data("small.swf.gz"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const auto tmp = fs::temp_directory_path() / "mlprio_test_truncated.swf.gz";
+  std::ofstream(tmp, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+  ReadOptions o;
+  o.format = TraceFormat::SWF;
+  try {
+    Trace t = load_trace(tmp.string(), o);
+    // zlib may deliver a prefix and then report the truncation; it must never be silent
+    // about producing all 4 jobs.
+    CHECK(t.jobs.size() < 4);
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("mlprio_test_truncated.swf.gz") != std::string::npos);
+  }
+  fs::remove(tmp);
+}
+
+TEST_CASE("SWF: malformed lines are skipped and counted with file, line and field", "[swf][errors]") {
+  const Trace t = load_trace(data("malformed.swf"));
+  REQUIRE(t.jobs.size() == 2);
+  CHECK(t.jobs[0].id == 1);
+  CHECK(t.jobs[1].id == 4);
+  CHECK(t.report.skipped == 3);
+  REQUIRE(t.report.first_errors.size() == 3);
+  const auto& e0 = t.report.first_errors[0];
+  CHECK(e0.line == 3);
+  CHECK(e0.field == "field 4 (run_time)");
+  CHECK(e0.what().find("malformed.swf:3: field 4 (run_time): 'x10' is not a number") != std::string::npos);
+  CHECK(t.report.first_errors[1].line == 4);
+  CHECK(t.report.first_errors[1].message.find("found 8") != std::string::npos);
+  CHECK(t.report.first_errors[2].line == 6);
+  CHECK(t.report.first_errors[2].field == "field 2 (submit_time)");
+}
+
+TEST_CASE("SWF: --strict stops at the first malformed line", "[swf][errors]") {
+  ReadOptions o;
+  o.strict = true;
+  try {
+    load_trace(data("malformed.swf"), o);
+    FAIL("expected InputError");
+  } catch (const InputError& e) {
+    CHECK(e.detail().line == 3);
+    CHECK(e.detail().field == "field 4 (run_time)");
+    CHECK(std::string(e.what()).find("malformed.swf:3") != std::string::npos);
+  }
+}
+
+TEST_CASE("SWF: max_reported bounds the kept errors, not the count", "[swf][errors]") {
+  ReadOptions o;
+  o.max_reported = 1;
+  const Trace t = load_trace(data("malformed.swf"), o);
+  CHECK(t.report.skipped == 3);
+  CHECK(t.report.first_errors.size() == 1);
+}
+
+TEST_CASE("Unsorted traces are sorted stably and the report says so", "[swf][sort]") {
+  const Trace t = load_trace(data("unsorted.swf"));
+  CHECK_FALSE(t.report.was_sorted);
+  CHECK(t.report.out_of_order == 2);  // 10 after 30, and 10 after 20
+  REQUIRE(t.jobs.size() == 4);
+  CHECK(t.jobs[0].id == 2);  // submit 10, first in file among the ties
+  CHECK(t.jobs[1].id == 4);  // submit 10
+  CHECK(t.jobs[2].id == 3);
+  CHECK(t.jobs[3].id == 1);
+}
+
+TEST_CASE("Missing file and unknown format are clear errors", "[errors]") {
+  CHECK_THROWS_WITH(load_trace("/nonexistent/trace.swf"), Catch::Contains("/nonexistent/trace.swf") && Catch::Contains("cannot open"));
+  const auto tmp = fs::temp_directory_path() / "mlprio_test_garbage.txt";
+  std::ofstream(tmp) << "hello world\nthis is not a trace\n";
+  CHECK_THROWS_WITH(load_trace(tmp.string()), Catch::Contains("--format"));
+  fs::remove(tmp);
+}
+
+TEST_CASE("Slurm value formats", "[sacct]") {
+  CHECK(parse_slurm_duration("00:00:00").value() == 0);
+  CHECK(parse_slurm_duration("01:00:30").value() == 3630);
+  CHECK(parse_slurm_duration("1-12:00:00").value() == 129600);
+  CHECK(parse_slurm_duration("18-15:54:58").value() == 18 * 86400 + 15 * 3600 + 54 * 60 + 58);
+  CHECK(parse_slurm_duration("05:30").value() == 330);
+  CHECK(parse_slurm_duration("05:30.250").value() == Approx(330.25));
+  CHECK(parse_slurm_duration("2-06").value() == 2 * 86400 + 6 * 3600);
+  CHECK(parse_slurm_duration("90").value() == 5400);  // minutes, as in -t 90
+  CHECK_FALSE(parse_slurm_duration("1:2:3:4"));
+  CHECK_FALSE(parse_slurm_duration("ab:cd"));
+  CHECK(is_slurm_none("UNLIMITED"));
+  CHECK(is_slurm_none("Unknown"));
+  CHECK(is_slurm_none("None"));
+  CHECK(parse_slurm_time("2024-03-01T10:00:00").value() == 1709287200);
+  CHECK_FALSE(parse_slurm_time("2024-13-01T10:00:00"));
+  char per = 0;
+  CHECK(parse_slurm_mem("2800Mc", &per).value() == 2800LL << 20);
+  CHECK(per == 'c');
+  CHECK(parse_slurm_mem("4Gn", &per).value() == 4LL << 30);
+  CHECK(per == 'n');
+  CHECK(parse_slurm_mem("33600M").value() == 33600LL << 20);
+  CHECK(parse_slurm_mem("512").value() == 512LL << 20);
+  auto t = parse_tres("billing=12,cpu=12,gres/gpu=2,mem=33600M,node=1");
+  REQUIRE(t);
+  CHECK(t->cpu == 12);
+  CHECK(t->gpu == 2);
+  CHECK(t->mem == 33600LL << 20);
+  CHECK(t->node == 1);
+  CHECK(parse_tres("cpu=4,gres/gpu:a100=2,gres/gpu:v100=1")->gpu == 3);
+  CHECK_FALSE(parse_tres("cpu"));
+}
+
+TEST_CASE("sacct --parsable2: jobs, steps, TRES, states, Unknown/None, hand-checked", "[sacct]") {
+  const Trace t = load_trace(data("small_sacct.txt"));
+  CHECK(t.format == TraceFormat::SACCT);
+  REQUIRE(t.jobs.size() == 4);
+  CHECK(t.report.ignored == 1);  // 100.batch
+  CHECK(t.report.skipped == 0);
+  CHECK_FALSE(t.report.was_sorted);  // 101_3 was submitted before 100
+  const Job& c = t.jobs[0];          // sorted: 101_3 (raw id 105) first
+  CHECK(c.id == 105);
+  CHECK(c.submit == 1709283600);
+  CHECK(c.wait == UNKNOWN);
+  CHECK(c.run == UNKNOWN);
+  CHECK(c.req_time == 129600);
+  CHECK(c.status == JobStatus::CANCELLED);
+  CHECK(c.alloc_procs == UNKNOWN_INT);
+  CHECK(c.req_procs == 4);
+  CHECK(c.req_mem == 11200LL << 20);
+  CHECK(c.req_gpus == 0);
+  CHECK(t.names.users.name(c.user) == "bob");
+  CHECK(t.names.qos.name(c.qos) == "long");
+  const Job& a = t.jobs[1];
+  CHECK(a.id == 100);
+  CHECK(a.submit == 1709287200);
+  CHECK(a.wait == 300);
+  CHECK(a.run == 3630);
+  CHECK(a.req_time == 7200);
+  CHECK(a.status == JobStatus::COMPLETED);
+  CHECK(a.alloc_procs == 8);
+  CHECK(a.alloc_nodes == 1);
+  CHECK(a.req_mem == 32LL << 30);
+  CHECK(a.req_gpus == 2);
+  CHECK(a.alloc_gpus == 2);
+  CHECK(a.used_mem == 20LL << 30);  // folded from the .batch step's MaxRSS
+  CHECK(t.names.users.name(a.user) == "alice");
+  CHECK(t.names.partitions.name(a.partition) == "gpu");
+  CHECK(t.names.accounts.name(a.account) == "proj1");
+  CHECK(t.names.job_names.name(a.name) == "llama-lora");
+  const Job& b = t.jobs[2];
+  CHECK(b.id == 102);
+  CHECK(b.wait == 60);
+  CHECK(b.run == 7200);
+  CHECK(b.req_time == UNKNOWN);  // UNLIMITED
+  CHECK(b.status == JobStatus::TIMEOUT);
+  CHECK(b.exit_code == 0);
+  CHECK(b.req_nodes == 2);  // "2-4"
+  CHECK(b.req_mem == 8LL << 30);
+  CHECK(b.req_gpus == 8);   // typed gres summed
+  CHECK(b.alloc_gpus == 8);
+  const Job& d = t.jobs[3];
+  CHECK(d.status == JobStatus::OUT_OF_MEMORY);
+  CHECK(d.exit_code == 0);
+  CHECK(d.req_time == 600);
+}
+
+TEST_CASE("sacct: malformed fields name the column; --parsable trailing bar accepted", "[sacct][errors]") {
+  const auto tmp = fs::temp_directory_path() / "mlprio_test_bad_sacct.txt";
+  {
+    std::ofstream o(tmp);
+    o << "JobID|Submit|Start|Elapsed|Timelimit|State|\n"
+      << "1|2024-01-01T00:00:00|2024-01-01T00:01:00|00:10:00|01:00:00|COMPLETED|\n"
+      << "2|yesterday|2024-01-01T00:01:00|00:10:00|01:00:00|COMPLETED|\n"
+      << "3|2024-01-01T00:00:00|2024-01-01T00:01:00|ten minutes|01:00:00|COMPLETED|\n"
+      << "4|2024-01-01T00:00:00|2024-01-01T00:01:00|00:10:00|\n";
+  }
+  const Trace t = load_trace(tmp.string());
+  REQUIRE(t.jobs.size() == 1);
+  CHECK(t.jobs[0].run == 600);
+  CHECK(t.jobs[0].req_time == 3600);
+  REQUIRE(t.report.skipped == 3);
+  CHECK(t.report.first_errors[0].field == "Submit");
+  CHECK(t.report.first_errors[0].line == 3);
+  CHECK(t.report.first_errors[1].field == "Elapsed");
+  CHECK(t.report.first_errors[2].field == "line");
+  ReadOptions strict;
+  strict.strict = true;
+  CHECK_THROWS_WITH(load_trace(tmp.string(), strict), Catch::Contains(":3: Submit"));
+  fs::remove(tmp);
+}
+
+TEST_CASE("sacct: '|' inside a job name or constraint is recovered", "[sacct]") {
+  const auto tmp = fs::temp_directory_path() / "mlprio_test_pipe_sacct.txt";
+  {
+    std::ofstream o(tmp);
+    o << "JobID|JobName|Constraints|Submit|Start|Elapsed|State\n"
+      << "1|a|b|x|y|z|2024-01-01T00:00:00|2024-01-01T00:01:00|00:10:00|COMPLETED\n"
+      << "2|plain||2024-01-01T00:00:00|2024-01-01T00:02:00|00:05:00|FAILED\n";
+  }
+  const Trace t = load_trace(tmp.string());
+  REQUIRE(t.jobs.size() == 2);
+  CHECK(t.report.skipped == 0);
+  CHECK(t.jobs[0].run == 600);
+  CHECK(t.jobs[0].wait == 60);
+  // Two free-text columns: the first plausible split gives JobName "a" and Constraints "b|x|y|z".
+  CHECK(t.names.job_names.name(t.jobs[0].name) == "a");
+  CHECK(t.jobs[1].status == JobStatus::FAILED);
+  fs::remove(tmp);
+}
+
+TEST_CASE("Alibaba GPU pod CSV, hand-checked", "[alibaba]") {
+  const Trace t = load_trace(data("small_alibaba.csv"));
+  CHECK(t.format == TraceFormat::ALIBABA);
+  REQUIRE(t.jobs.size() == 4);
+  const Job& p0 = t.jobs[0];
+  CHECK(p0.id == 0);
+  CHECK(p0.submit == 0);
+  CHECK(p0.wait == 0);
+  CHECK(p0.run == 12537496);
+  CHECK(p0.req_procs == 12);
+  CHECK(p0.req_mem == 16384LL << 20);
+  CHECK(p0.req_gpus == 1);
+  CHECK(p0.status == JobStatus::RUNNING);
+  const Job& p1 = t.jobs[1];
+  CHECK(p1.id == 1);
+  CHECK(p1.wait == 9);
+  CHECK(p1.run == 12902960 - 427070);
+  CHECK(p1.req_gpus == Approx(0.46));
+  CHECK(p1.status == JobStatus::COMPLETED);
+  const Job& p17 = t.jobs[2];
+  CHECK(p17.req_procs == 88);
+  CHECK(p17.req_gpus == 8);
+  CHECK(p17.status == JobStatus::FAILED);
+  CHECK(t.names.partitions.name(p17.partition) == "V100M16|V100M32");
+  const Job& p20 = t.jobs[3];
+  CHECK(p20.req_procs == 1);  // 500 milli-CPU rounds up to one processor
+  CHECK(p20.status == JobStatus::PENDING);
+  CHECK(p20.wait == UNKNOWN);
+  CHECK(p20.run == UNKNOWN);
+}
+
+TEST_CASE("write_swf round-trips through the SWF reader", "[swf][writer]") {
+  const Trace a = load_trace(data("small.swf"));
+  const auto tmp = fs::temp_directory_path() / "mlprio_test_roundtrip.swf";
+  {
+    std::ofstream o(tmp);
+    write_swf(o, a.header, a.jobs);
+  }
+  const Trace b = load_trace(tmp.string());
+  CHECK(b.header.max_nodes == a.header.max_nodes);
+  CHECK(b.header.max_procs == a.header.max_procs);
+  CHECK(b.header.unix_start_time == a.header.unix_start_time);
+  REQUIRE(b.jobs.size() == a.jobs.size());
+  for (size_t i = 0; i < a.jobs.size(); ++i) {
+    CHECK(b.jobs[i].id == a.jobs[i].id);
+    CHECK(b.jobs[i].submit == a.jobs[i].submit);
+    CHECK(b.jobs[i].wait == a.jobs[i].wait);
+    CHECK(b.jobs[i].run == a.jobs[i].run);
+    CHECK(b.jobs[i].req_mem == a.jobs[i].req_mem);
+    CHECK(b.jobs[i].used_mem == a.jobs[i].used_mem);
+    CHECK(b.jobs[i].status == a.jobs[i].status);
+    CHECK(b.jobs[i].user == a.jobs[i].user);
+  }
+  fs::remove(tmp);
+}
+
+TEST_CASE("file_sha256 matches the SHA-256 test vector", "[sha256]") {
+  const auto tmp = fs::temp_directory_path() / "mlprio_test_sha.txt";
+  std::ofstream(tmp) << "abc";
+  CHECK(file_sha256(tmp.string()) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  std::ofstream(tmp, std::ios::trunc).close();
+  CHECK(file_sha256(tmp.string()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  fs::remove(tmp);
+}
+
+// ---- the real traces in ../shared/data, counted exactly ----
+struct RealTrace {
+  const char* file;
+  size_t jobs;
+  bool sorted;
+  int64_t skipped = 0;  // malformed records the file really has
+};
+
+TEST_CASE("Every real trace in ../shared/data is read completely", "[shared]") {
+  if (!fs::exists(shared("swf"))) {
+    WARN("../shared/data not found at " << MLPRIO_SHARED_DATA << ": real-trace checks skipped");
+    return;
+  }
+  const RealTrace traces[] = {
+      {"swf/lublin_1.swf", 10000, true},
+      {"swf/lublin_2.swf", 10000, true},
+      {"swf/hpc2n_subset.swf", 3170, true},
+      {"swf/metacentrum_wagap_2013.swf", 17900, true},
+      {"swf/mira.swf", 22508, true},
+      {"swf/theta.swf", 23387, false},
+      {"swf/NASA-iPSC-1993-3.1-cln.swf.gz", 18239, true},
+      {"swf/LCG-2005.swf.gz", 188041, true},
+      {"gpu/alibaba_v2023_openb_pod_list_default.csv", 8152, true},
+      // 15 records: 12 jobs (four with '|' inside JobName/Constraints, recovered), 2 job
+      // steps, and line 16, a fragment of a record whose start is missing.
+      {"slurm_sim/tests_slurmanalyser_slurmparser_test_sacctlog_sacct_dump2101.log", 12, true, 1},
+  };
+  for (const auto& rt : traces) {
+    INFO(rt.file);
+    ReadOptions opts;
+    opts.strict = rt.skipped == 0;
+    const Trace t = load_trace(shared(rt.file), opts);
+    CHECK(t.report.skipped == rt.skipped);
+    CHECK(t.jobs.size() == rt.jobs);
+    CHECK(t.report.was_sorted == rt.sorted);
+    for (size_t i = 1; i < t.jobs.size(); ++i) REQUIRE(t.jobs[i - 1].submit <= t.jobs[i].submit);
+  }
+}
+
+TEST_CASE("Real trace quirks: headers, extended layouts, blank line", "[shared]") {
+  if (!fs::exists(shared("swf"))) {
+    WARN("../shared/data not found: skipped");
+    return;
+  }
+  const Trace mira = load_trace(shared("swf/mira.swf"));
+  CHECK(mira.header.max_nodes == 49152);
+  CHECK(mira.jobs.front().req_procs == 512);
+  const Trace hpc2n = load_trace(shared("swf/hpc2n_subset.swf"));
+  CHECK(hpc2n.report.blank_lines == 1);
+  const Trace meta = load_trace(shared("swf/metacentrum_wagap_2013.swf"));
+  CHECK(meta.header.max_nodes == -1);  // no header in this file
+  CHECK(meta.jobs.front().id == 0);
+  CHECK(meta.jobs.front().req_mem == 68719476736LL);  // bytes per job in the 21-column layout
+  CHECK(meta.names.queues.size() > 1);
+  const Trace lcg = load_trace(shared("swf/LCG-2005.swf.gz"));
+  CHECK(lcg.header.unix_start_time == 1132444805);
+  CHECK(lcg.header.max_procs == 24515);
+  const Trace theta = load_trace(shared("swf/theta.swf"));
+  CHECK(theta.report.out_of_order > 0);
+}
