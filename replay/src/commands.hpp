@@ -8,13 +8,11 @@
 namespace mlprio::cli {
 
 void add_inspect_command(CLI::App& app);
-void add_run_command(CLI::App& app);
 
 using AddCommand = void (*)(CLI::App&);
 inline const std::vector<AddCommand>& commands() {
   static const std::vector<AddCommand> list = {
       add_inspect_command,
-      add_run_command,
   };
   return list;
 }
