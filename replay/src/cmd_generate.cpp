@@ -1,0 +1,189 @@
+// `mlprio-replay generate`: writes a synthetic SWF trace from a published workload model (today
+// Lublin & Feitelson 2003, see core's lublin.hpp), seeded, so demos and tests need no external
+// file. Jobs are written as they are generated, in chunks through write_swf, so memory does not
+// grow with --jobs; the file appears under its name only once complete (written to FILE.part,
+// then renamed), so an interrupted run never leaves a trace that looks whole.
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "mlprio/jobs/lublin.hpp"
+#include "mlprio/jobs/trace.hpp"
+
+namespace mlprio::cli {
+
+namespace {
+
+constexpr size_t CHUNK_JOBS = 4096;  // jobs per write_swf call: ~0.5 MB of Job records
+
+struct GenerateArgs {
+  std::string model = "lublin";
+  int64_t jobs = 0;
+  std::string output;
+  std::string types = "batch";
+  std::string req_time = "unknown";
+  LublinOptions lublin;
+  bool quiet = false;
+};
+
+std::string num_text(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+TraceHeader make_header(const GenerateArgs& a, const LublinOptions& o) {
+  TraceHeader h;
+  h.max_nodes = o.nodes;
+  h.max_procs = o.nodes * o.procs_per_node;
+  h.max_jobs = a.jobs;
+  h.unix_start_time = 0;
+  auto add = [&h](std::string k, std::string v) { h.fields.emplace_back(std::move(k), std::move(v)); };
+  add("Version", "2.2");
+  add("Computer", "synthetic, " + std::to_string(o.nodes) + " nodes x " +
+                      std::to_string(o.procs_per_node) + " processors");
+  add("Acknowledge", "Uri Lublin and Dror G. Feitelson (workload model)");
+  add("Information",
+      "U. Lublin, D. G. Feitelson, The workload on parallel supercomputers: modeling the "
+      "characteristics of rigid jobs, JPDC 63(11):1105-1122, 2003");
+  add("Conversion", "mlprio-replay generate (mlprio lublin generator version " +
+                        std::string(LUBLIN_GENERATOR_VERSION) + ")");
+  // Empty values for the typed fields only fix their place: write_swf fills them in.
+  add("MaxJobs", "");
+  add("MaxRecords", std::to_string(a.jobs));
+  add("UnixStartTime", "");
+  add("MaxNodes", "");
+  add("MaxProcs", "");
+  add("MaxRuntime", std::to_string(static_cast<int64_t>(std::exp(LUBLIN_MAX_LOG_RUNTIME))));
+  if (o.types != LublinJobTypes::TYPELESS) {
+    add("MaxQueues", "2");
+    add("Queue", "0 interactive jobs (model's interactive class)");
+    add("Queue", "1 batch jobs (model's batch class)");
+  }
+  add("Note", "model lublin99, generator version " + std::string(LUBLIN_GENERATOR_VERSION) +
+                  ", seed " + std::to_string(o.seed) + ", types " +
+                  std::string(lublin_job_types_name(o.types)) + ", start hour " +
+                  std::to_string(o.start_hour) + ", load scale " + num_text(o.load_scale));
+  std::string req = "requested time " + std::string(lublin_req_time_name(o.req_time));
+  if (o.req_time == LublinReqTime::FACTOR)
+    req += " (run x " + num_text(o.req_time_factor) + " rounded up to " + num_text(o.req_time_round) + " s)";
+  add("Note", req);
+  // No command line here: the options above are all there is, and leaving out the output name
+  // keeps files from the same options byte-identical.
+  return h;
+}
+
+// Writes the header and n jobs to `out`, a chunk at a time.
+void write_trace(std::ostream& out, const GenerateArgs& a, LublinGenerator& gen) {
+  write_swf(out, make_header(a, gen.options()), {});
+  std::vector<Job> chunk;
+  chunk.reserve(CHUNK_JOBS);
+  const TraceHeader no_header;  // write_swf writes header lines only for what is set
+  for (int64_t done = 0; done < a.jobs;) {
+    const auto n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(CHUNK_JOBS), a.jobs - done));
+    chunk.resize(n);
+    for (auto& j : chunk) gen.next(j);
+    write_swf(out, no_header, chunk);
+    done += static_cast<int64_t>(n);
+  }
+}
+
+void run_generate(const GenerateArgs& a) {
+  // Option errors are usage errors (exit 2), found before any file is touched.
+  LublinGenerator gen = [&a] {
+    try {
+      LublinOptions o = a.lublin;
+      o.types = parse_lublin_job_types(a.types);
+      o.req_time = parse_lublin_req_time(a.req_time);
+      return LublinGenerator(o);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError(std::string("generate: ") + e.what());
+    }
+  }();
+  const LublinOptions& o = gen.options();
+
+  const auto t0 = std::chrono::steady_clock::now();
+  if (a.output == "-") {
+    write_trace(std::cout, a, gen);
+    std::cout.flush();
+    if (!std::cout) throw std::runtime_error("generate: writing to standard output failed");
+  } else {
+    const std::string part = a.output + ".part";
+    {
+      std::ofstream out(part, std::ios::binary | std::ios::trunc);
+      if (!out) throw std::runtime_error("generate: cannot open '" + part + "' for writing");
+      write_trace(out, a, gen);
+      out.close();
+      if (!out) {
+        std::error_code ignored;
+        std::filesystem::remove(part, ignored);
+        throw std::runtime_error("generate: writing '" + part + "' failed (disk full?)");
+      }
+    }
+    std::filesystem::rename(part, a.output);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!a.quiet)
+    std::cerr << "mlprio-replay generate: wrote " << a.jobs << " jobs (lublin99 v"
+              << LUBLIN_GENERATOR_VERSION << ", seed " << o.seed << ", "
+              << lublin_job_types_name(o.types) << ", " << o.nodes << " nodes) to "
+              << (a.output == "-" ? "stdout" : a.output) << " in " << secs << " s ("
+              << (secs > 0 ? static_cast<double>(a.jobs) / secs : 0.0) << " jobs/s)\n";
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  auto* cmd = app.add_subcommand(
+      "generate", "Write a synthetic SWF trace from a published workload model (seeded: same seed, same trace)");
+  cmd->add_option("--model", args->model, "Workload model: lublin (Lublin & Feitelson 2003, m_lublin99)")
+      ->check(CLI::IsMember({"lublin", "lublin99"}))
+      ->capture_default_str();
+  cmd->add_option("--jobs", args->jobs, "Number of jobs to write")->required()->check(CLI::NonNegativeNumber);
+  cmd->add_option("-o,--output", args->output, "SWF file to write ('-' for standard output)")->required();
+  cmd->add_option("--nodes", args->lublin.nodes,
+                  "System size in nodes; job sizes are scaled to it and never exceed it (the fits are for 128)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--procs-per-node", args->lublin.procs_per_node,
+                  "Processors per node: a job's processors = its model nodes x this")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--seed", args->lublin.seed, "Random seed (same seed and options, same trace everywhere)")
+      ->capture_default_str();
+  cmd->add_option("--types", args->types,
+                  "Job classes: batch, interactive, both (two merged streams, SWF queue 1/0), or typeless "
+                  "(whole-sample fit)")
+      ->check(CLI::IsMember({"batch", "interactive", "both", "typeless"}))
+      ->capture_default_str();
+  cmd->add_option("--start-hour", args->lublin.start_hour, "Hour of day at time 0 (daily arrival cycle)")
+      ->check(CLI::Range(0, 23))
+      ->capture_default_str();
+  cmd->add_option("--load-scale", args->lublin.load_scale,
+                  "Multiply the arrival rate (1 = the published model; the daily cycle keeps its shape)")
+      ->check(CLI::Range(1e-3, 1e3))
+      ->capture_default_str();
+  cmd->add_option("--req-time", args->req_time,
+                  "Requested time: unknown (-1, as the published Lublin traces), exact (= run time), or "
+                  "factor (run x --req-time-factor rounded up to --req-time-round)")
+      ->check(CLI::IsMember({"unknown", "exact", "factor"}))
+      ->capture_default_str();
+  cmd->add_option("--req-time-factor", args->lublin.req_time_factor, "Over-estimation factor for --req-time factor (>= 1)")
+      ->capture_default_str();
+  cmd->add_option("--req-time-round", args->lublin.req_time_round, "Round requested times up to this many seconds")
+      ->capture_default_str();
+  cmd->add_flag("-q,--quiet", args->quiet, "Do not print the summary line to stderr");
+  cmd->callback([args]() { run_generate(*args); });
+}
+
+}  // namespace mlprio::cli
