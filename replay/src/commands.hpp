@@ -8,11 +8,15 @@
 namespace mlprio::cli {
 
 void add_inspect_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 
 using AddCommand = void (*)(CLI::App&);
 inline const std::vector<AddCommand>& commands() {
   static const std::vector<AddCommand> list = {
       add_inspect_command,
+      add_run_command,
+      add_generate_command,
   };
   return list;
 }

@@ -1,0 +1,42 @@
+// Writing replay results: the HDF5 file (layout in replay/README.md), the `--json` object whose
+// field names are a contract with scripts, and the summary table on stdout. One RunRecord per
+// policy x window of a `mlprio-replay run`.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "mlprio/replay/simulator.hpp"
+
+namespace mlprio::h5 {
+struct Provenance;
+}
+
+namespace mlprio::replay {
+
+inline constexpr int REPLAY_LAYOUT_VERSION = 1;
+
+struct RunRecord {
+  std::string policy;
+  Backfill backfill = Backfill::EASY;
+  Profile profile = Profile::STANDARD;
+  int64_t window_start = 0;
+  int64_t window_len = 0;
+  SimResult result;
+};
+
+// {"runs":[{"policy","backfill","window":[start,len],"jobs","avg_wait","avg_bsld",
+// "avg_turnaround","utilization","makespan"},...]} on one line.
+std::string runs_json(const std::vector<RunRecord>& runs);
+
+// A fixed-width table, one line per run.
+void print_runs_table(std::ostream& out, const std::vector<RunRecord>& runs);
+
+// Writes every run to `path` (created under a temporary name, renamed when complete). Throws
+// mlprio::h5::H5Error.
+void write_runs_hdf5(const std::string& path, const std::vector<RunRecord>& runs,
+                     const h5::Provenance& provenance, const Machine& machine);
+
+}  // namespace mlprio::replay

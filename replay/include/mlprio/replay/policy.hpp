@@ -1,0 +1,74 @@
+// Queue orders for the replayer: one small interface, one file per order in replay/lib/policy_*.cpp,
+// registered by name in replay/lib/policy_registry.cpp. A policy only scores jobs; the simulator
+// sorts the queue by score and backfilling decides what may start, so a future learned (`ml`)
+// order is just another score(job, cluster state) function and the Slurm plugin can call the same
+// code. Lower scores run first; ties go to the earlier submit time, then to trace order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlprio::replay {
+
+// What a policy may look at for one queued job.
+struct JobView {
+  int64_t index = 0;     // position in the replayed job list (trace order)
+  double submit = 0;     // absolute submit time, seconds, as in the trace
+  double wait = 0;       // seconds waited so far (the rlscheduler profile passes its quirk here)
+  double estimate = 0;   // runtime estimate, seconds (requested time, actual, or a predictor's)
+  int64_t procs = 0;     // processors requested
+  double gpus = 0;       // GPUs requested (0 when none)
+  int32_t user = -1;
+};
+
+// What a policy may look at for the whole machine.
+struct ClusterState {
+  double now = 0;
+  int64_t total_cores = 0;
+  int64_t free_cores = 0;
+  int64_t queued = 0;
+  int64_t running = 0;
+};
+
+// Settings of the orders that have any (Slurm priority/multifactor's names in brackets).
+struct PolicyOptions {
+  double weight_age = 1000;        // [PriorityWeightAge]
+  double weight_job_size = 1000;   // [PriorityWeightJobSize]
+  double weight_fairshare = 10000; // [PriorityWeightFairshare]
+  double max_age = 7 * 86400.0;    // [PriorityMaxAge] seconds at which the age factor saturates
+  double decay_half_life = 7 * 86400.0;  // [PriorityDecayHalfLife] seconds; 0 = no decay
+  bool favor_small = false;        // [PriorityFavorSmall]
+};
+
+class QueuePolicy {
+ public:
+  virtual ~QueuePolicy() = default;
+  virtual std::string_view name() const = 0;
+  // Lower runs first.
+  virtual double score(const JobView& job, const ClusterState& state) const = 0;
+  // True when the score changes with time or history (age, fair share): the simulator then
+  // re-scores the whole queue at every scheduling pass instead of once at submission.
+  virtual bool dynamic() const { return false; }
+  // RLScheduler sorts by the bare score for F1-F4, WFP3 and UNICEP, and by (score, submit) for
+  // FCFS, SJF and smallest; the rlscheduler profile needs to know which to copy its ties exactly.
+  virtual bool submit_breaks_ties() const { return true; }
+  // Usage hook for history-based orders (fair share): called when a job ends.
+  virtual void on_job_end(const JobView& /*job*/, double /*start*/, double /*end*/,
+                          int64_t /*cores*/) {}
+};
+
+class UnknownPolicyError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Names accepted by make_policy, in registration order.
+std::vector<std::string> policy_names();
+// Throws UnknownPolicyError listing the valid names.
+std::unique_ptr<QueuePolicy> make_policy(std::string_view name, const PolicyOptions& opts = {});
+
+}  // namespace mlprio::replay

@@ -1,0 +1,144 @@
+// The replayer's entry point: simulate(jobs, config) -> result, one deterministic, event-driven
+// run of a job list on a cluster of nodes x cores (+ GPUs per node) under one queue order and one
+// backfilling rule. The CLI (replay/src/cmd_run.cpp), the MPI driver and the Slurm plugin tests
+// all call this; nothing here reads files or prints. Two profiles share the config: STANDARD (the
+// usual EASY/conservative semantics, see replay/README.md for the tie-breaking rules) and
+// RLSCHEDULER (a step-by-step copy of RLScheduler's simulator so the SC20 tables can be checked).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mlprio/jobs/job.hpp"
+#include "mlprio/replay/policy.hpp"
+
+namespace mlprio {
+struct TraceHeader;
+}
+
+namespace mlprio::replay {
+
+enum class Backfill { NONE, EASY, CONSERVATIVE, RLSCHEDULER };
+enum class Profile { STANDARD, RLSCHEDULER };
+enum class EstimateMode { REQUEST, ACTUAL, CUSTOM };
+enum class Allocation { NODES, CORES };   // whole nodes per job, or single cores
+enum class TooLarge { ERROR, SKIP };      // jobs the machine can never hold
+
+std::string_view backfill_name(Backfill b);
+std::string_view profile_name(Profile p);
+// Parsers throw ConfigError naming the valid values.
+Backfill parse_backfill(std::string_view s);
+Profile parse_profile(std::string_view s);
+
+// A configuration that cannot be simulated (unknown name, empty machine, ...).
+class ConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+// A job the machine can never hold, under TooLarge::ERROR.
+class JobTooLargeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// An invariant of the simulation broke (a bug, never bad input).
+class InvariantError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+struct Machine {
+  int64_t nodes = 0;
+  int64_t cores_per_node = 1;
+  int64_t gpus_per_node = 0;
+  Allocation allocation = Allocation::NODES;
+  int64_t total_cores() const { return nodes * cores_per_node; }
+};
+
+// A machine from a trace header: MaxNodes nodes of MaxProcs/MaxNodes cores (MaxProcs alone:
+// that many one-core nodes). Throws ConfigError when the header has neither.
+Machine machine_from_header(const TraceHeader& header);
+
+// Gives a job's runtime estimate in seconds; called once per job when it is submitted. This is
+// the hook a runtime predictor plugs into (EstimateMode::CUSTOM).
+using EstimateFn = std::function<double(const Job&)>;
+
+struct SimConfig {
+  Machine machine;
+  std::string policy = "fcfs";
+  PolicyOptions policy_options;
+  Backfill backfill = Backfill::EASY;
+  Profile profile = Profile::STANDARD;
+  EstimateMode estimate = EstimateMode::REQUEST;
+  EstimateFn estimate_fn;            // EstimateMode::CUSTOM only
+  bool kill_at_limit = false;        // end jobs at their requested time, as Slurm does
+  TooLarge too_large = TooLarge::ERROR;
+  double bsld_threshold = 10.0;      // seconds, the bounded-slowdown floor on run time
+  bool record_jobs = true;           // per-job outcomes (memory grows with the trace)
+  bool record_series = true;         // queue length / busy cores over time
+#ifdef NDEBUG
+  bool check_invariants = false;     // costly checks (reservation never delayed, ...)
+#else
+  bool check_invariants = true;
+#endif
+};
+
+struct JobOutcome {
+  int64_t id = 0;
+  int32_t user = -1;
+  double submit = 0, start = 0, end = 0, wait = 0, run = 0, bsld = 0, estimate = 0;
+  int64_t procs = 0;
+  int8_t killed = 0;  // ended at its limit (--kill-at-limit)
+};
+
+struct UserSummary {
+  int32_t user = -1;
+  int64_t jobs = 0;
+  double mean_wait = 0, mean_bsld = 0, core_seconds = 0;
+};
+
+struct Summary {
+  int64_t jobs = 0;          // jobs simulated (started and finished)
+  int64_t skipped = 0;       // too large (TooLarge::SKIP) or unusable (no run time / size)
+  int64_t killed = 0;        // ended at their limit
+  int64_t estimates_raised = 0;  // conservative: estimates below the run time raised to it
+  double avg_wait = 0, avg_bsld = 0, avg_turnaround = 0;
+  // Standard: core-seconds used / (makespan x cores). rlscheduler profile: the protocol's
+  // sum(run x procs) / ((last start - first submit) x MaxProcs).
+  double utilization = 0;
+  double makespan = 0;       // last end - first submit
+  double first_submit = 0, last_end = 0;
+};
+
+// Queue length and busy cores after each scheduling pass where either changed.
+struct TimeSeries {
+  std::vector<double> time;
+  std::vector<int64_t> queue_length;
+  std::vector<int64_t> busy_cores;
+};
+
+struct SimResult {
+  Summary summary;
+  std::vector<JobOutcome> jobs;      // in start order; empty unless record_jobs
+  std::vector<UserSummary> users;    // sorted by user id
+  TimeSeries series;                 // empty unless record_series
+};
+
+// Simulates `jobs`, which must be sorted by submit time (STANDARD) or be the prepared list of
+// the rlscheduler profile (see rlscheduler.hpp). Throws ConfigError, JobTooLargeError.
+SimResult simulate(std::span<const Job> jobs, const SimConfig& config);
+
+// Streaming form for the STANDARD profile: `next` yields jobs in submit order and returns false
+// at the end; memory then grows with the queue, not with the trace (with record_jobs and
+// record_series off).
+using JobSource = std::function<bool(Job&)>;
+SimResult simulate_stream(const JobSource& next, const SimConfig& config);
+
+// Jobs START..START+LEN-1 of `jobs` (cut at the end; empty past it).
+std::span<const Job> select_window(std::span<const Job> jobs, int64_t start, int64_t len);
+
+}  // namespace mlprio::replay

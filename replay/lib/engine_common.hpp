@@ -1,0 +1,130 @@
+// Pieces both simulation engines share (internal): the per-run metric accumulator that turns
+// started jobs into Summary, per-user summaries and JobOutcome rows, and the estimate rule.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <unordered_map>
+
+#include "mlprio/replay/simulator.hpp"
+
+namespace mlprio::replay::detail {
+
+// Always-on check: invariants protect the results, so they do not vanish under NDEBUG.
+#define MLPRIO_REPLAY_CHECK(cond, msg)                                                   \
+  do {                                                                                   \
+    if (!(cond))                                                                         \
+      throw ::mlprio::replay::InvariantError(std::string("replay invariant broken: ") + \
+                                             (msg) + " [" #cond "] at " __FILE__ ":" +   \
+                                             std::to_string(__LINE__));                  \
+  } while (0)
+
+inline double bounded_slowdown(double wait, double run, double threshold) {
+  return std::max(1.0, (wait + run) / std::max(run, threshold));
+}
+
+// The runtime estimate a job is scheduled with. REQUEST falls back to the run time when the
+// trace has no requested time (as RLScheduler and most simulators do).
+inline double job_estimate(const Job& j, const SimConfig& c) {
+  switch (c.estimate) {
+    case EstimateMode::ACTUAL:
+      return j.run;
+    case EstimateMode::CUSTOM: {
+      if (!c.estimate_fn) throw ConfigError("estimate mode 'custom' needs an estimate function");
+      const double e = c.estimate_fn(j);
+      if (!std::isfinite(e) || e < 0)
+        throw ConfigError("estimate function gave " + std::to_string(e) + " for job " +
+                          std::to_string(j.id) + "; it must be a finite number of seconds >= 0");
+      return e;
+    }
+    case EstimateMode::REQUEST:
+    default:
+      return j.req_time >= 0 ? j.req_time : j.run;
+  }
+}
+
+class MetricsAccumulator {
+ public:
+  explicit MetricsAccumulator(const SimConfig& c) : cfg_(c) {}
+
+  void started(const Job& j, double start, double end, double estimate, int64_t procs,
+               bool killed) {
+    const double run = end - start;
+    const double wait = start - j.submit;
+    const double bsld = bounded_slowdown(wait, run, cfg_.bsld_threshold);
+    if (n_ == 0) first_submit_ = j.submit;
+    first_submit_ = std::min(first_submit_, j.submit);
+    last_end_ = std::max(last_end_, end);
+    last_start_ = std::max(last_start_, start);
+    ++n_;
+    sum_wait_ += wait;
+    sum_bsld_ += bsld;
+    sum_turn_ += wait + run;
+    core_seconds_ += run * static_cast<double>(procs);
+    killed_ += killed ? 1 : 0;
+    auto& u = users_[j.user];
+    ++u.jobs;
+    u.mean_wait += wait;  // sums until finish()
+    u.mean_bsld += bsld;
+    u.core_seconds += run * static_cast<double>(procs);
+    if (cfg_.record_jobs) {
+      JobOutcome o;
+      o.id = j.id;
+      o.user = j.user;
+      o.submit = j.submit;
+      o.start = start;
+      o.end = end;
+      o.wait = wait;
+      o.run = run;
+      o.bsld = bsld;
+      o.estimate = estimate;
+      o.procs = procs;
+      o.killed = killed ? 1 : 0;
+      jobs_.push_back(o);
+    }
+  }
+
+  double last_start() const { return last_start_; }
+  double first_submit() const { return first_submit_; }
+  double core_seconds() const { return core_seconds_; }
+
+  void finish(SimResult& r, double total_cores) {
+    Summary& s = r.summary;
+    s.jobs = n_;
+    s.killed = killed_;
+    if (n_ > 0) {
+      const double n = static_cast<double>(n_);
+      s.avg_wait = sum_wait_ / n;
+      s.avg_bsld = sum_bsld_ / n;
+      s.avg_turnaround = sum_turn_ / n;
+      s.first_submit = first_submit_;
+      s.last_end = last_end_;
+      s.makespan = last_end_ - first_submit_;
+      s.utilization = s.makespan > 0 ? core_seconds_ / (s.makespan * total_cores) : 0.0;
+    }
+    r.users.reserve(users_.size());
+    for (auto& [id, u] : users_) {
+      u.user = id;
+      u.mean_wait /= static_cast<double>(u.jobs);
+      u.mean_bsld /= static_cast<double>(u.jobs);
+      r.users.push_back(u);
+    }
+    std::sort(r.users.begin(), r.users.end(),
+              [](const UserSummary& a, const UserSummary& b) { return a.user < b.user; });
+    r.jobs = std::move(jobs_);
+  }
+
+ private:
+  const SimConfig& cfg_;
+  int64_t n_ = 0, killed_ = 0;
+  double sum_wait_ = 0, sum_bsld_ = 0, sum_turn_ = 0, core_seconds_ = 0;
+  double first_submit_ = 0, last_end_ = 0, last_start_ = 0;
+  std::unordered_map<int32_t, UserSummary> users_;
+  std::vector<JobOutcome> jobs_;
+};
+
+// Runs the rlscheduler profile (rlscheduler_engine.cpp).
+SimResult simulate_rlscheduler(std::span<const Job> jobs, const SimConfig& config);
+
+}  // namespace mlprio::replay::detail

@@ -1,0 +1,126 @@
+// Result writers for replay runs: JSON (a contract: field names and order are fixed), the stdout
+// table and the HDF5 file through mlprio::h5. The HDF5 layout is documented in replay/README.md;
+// change both together and bump REPLAY_LAYOUT_VERSION.
+#include "mlprio/replay/output.hpp"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <span>
+
+#include "mlprio/io/hdf5.hpp"
+
+namespace mlprio::replay {
+
+std::string runs_json(const std::vector<RunRecord>& runs) {
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  for (const auto& r : runs) {
+    const Summary& s = r.result.summary;
+    nlohmann::ordered_json o;
+    o["policy"] = r.policy;
+    o["backfill"] = std::string(backfill_name(r.backfill));
+    o["window"] = {r.window_start, r.window_len};
+    o["jobs"] = s.jobs;
+    o["avg_wait"] = s.avg_wait;
+    o["avg_bsld"] = s.avg_bsld;
+    o["avg_turnaround"] = s.avg_turnaround;
+    o["utilization"] = s.utilization;
+    o["makespan"] = s.makespan;
+    arr.push_back(std::move(o));
+  }
+  nlohmann::ordered_json root;
+  root["runs"] = std::move(arr);
+  return root.dump();
+}
+
+void print_runs_table(std::ostream& out, const std::vector<RunRecord>& runs) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-12s %-13s %-13s %8s %12s %12s %14s %6s %12s\n", "policy",
+                "backfill", "window", "jobs", "avg_wait", "avg_bsld", "avg_turnaround", "util",
+                "makespan");
+  out << buf;
+  for (const auto& r : runs) {
+    const Summary& s = r.result.summary;
+    const std::string window =
+        std::to_string(r.window_start) + ":" + std::to_string(r.window_len);
+    std::snprintf(buf, sizeof buf, "%-12s %-13s %-13s %8lld %12.2f %12.2f %14.2f %6.3f %12.0f\n",
+                  r.policy.c_str(), std::string(backfill_name(r.backfill)).c_str(), window.c_str(),
+                  static_cast<long long>(s.jobs), s.avg_wait, s.avg_bsld, s.avg_turnaround,
+                  s.utilization, s.makespan);
+    out << buf;
+  }
+}
+
+namespace {
+
+const h5::CompoundType<JobOutcome>& job_type() {
+  static const auto t = h5::CompoundType<JobOutcome>{}
+                            .add("id", &JobOutcome::id)
+                            .add("user", &JobOutcome::user)
+                            .add("submit", &JobOutcome::submit)
+                            .add("start", &JobOutcome::start)
+                            .add("end", &JobOutcome::end)
+                            .add("wait", &JobOutcome::wait)
+                            .add("run", &JobOutcome::run)
+                            .add("bsld", &JobOutcome::bsld)
+                            .add("estimate", &JobOutcome::estimate)
+                            .add("procs", &JobOutcome::procs)
+                            .add("killed", &JobOutcome::killed);
+  return t;
+}
+
+const h5::CompoundType<UserSummary>& user_type() {
+  static const auto t = h5::CompoundType<UserSummary>{}
+                            .add("user", &UserSummary::user)
+                            .add("jobs", &UserSummary::jobs)
+                            .add("mean_wait", &UserSummary::mean_wait)
+                            .add("mean_bsld", &UserSummary::mean_bsld)
+                            .add("core_seconds", &UserSummary::core_seconds);
+  return t;
+}
+
+}  // namespace
+
+void write_runs_hdf5(const std::string& path, const std::vector<RunRecord>& runs,
+                     const h5::Provenance& provenance, const Machine& machine) {
+  h5::WriteFile file(path, provenance);
+  const h5::Group& root = file.root();
+  root.set_attr("replay_layout_version", static_cast<int64_t>(REPLAY_LAYOUT_VERSION));
+  root.set_attr("nodes", machine.nodes);
+  root.set_attr("cores_per_node", machine.cores_per_node);
+  root.set_attr("gpus_per_node", machine.gpus_per_node);
+  root.set_attr("allocation", machine.allocation == Allocation::NODES ? "nodes" : "cores");
+  const h5::Group all = root.create_group("runs");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunRecord& r = runs[i];
+    char name[32];
+    std::snprintf(name, sizeof name, "run_%04zu", i);
+    const h5::Group g = all.create_group(name);
+    const Summary& s = r.result.summary;
+    g.set_attr("policy", r.policy);
+    g.set_attr("backfill", backfill_name(r.backfill));
+    g.set_attr("profile", profile_name(r.profile));
+    g.set_attr("window_start", r.window_start);
+    g.set_attr("window_len", r.window_len);
+    g.set_attr("jobs", s.jobs);
+    g.set_attr("skipped", s.skipped);
+    g.set_attr("killed", s.killed);
+    g.set_attr("estimates_raised", s.estimates_raised);
+    g.set_attr("avg_wait", s.avg_wait);
+    g.set_attr("avg_bsld", s.avg_bsld);
+    g.set_attr("avg_turnaround", s.avg_turnaround);
+    g.set_attr("utilization", s.utilization);
+    g.set_attr("makespan", s.makespan);
+    g.set_attr("first_submit", s.first_submit);
+    g.set_attr("last_end", s.last_end);
+    g.write_table("jobs", job_type(), std::span<const JobOutcome>(r.result.jobs));
+    g.write_table("users", user_type(), std::span<const UserSummary>(r.result.users));
+    const h5::Group ts = g.create_group("series");
+    ts.write_column("time", std::span<const double>(r.result.series.time));
+    ts.write_column("queue_length", std::span<const int64_t>(r.result.series.queue_length));
+    ts.write_column("busy_cores", std::span<const int64_t>(r.result.series.busy_cores));
+  }
+  file.commit();
+}
+
+}  // namespace mlprio::replay

@@ -1,0 +1,574 @@
+// The STANDARD profile's event-driven engine (simulate() dispatches the rlscheduler profile to
+// rlscheduler_engine.cpp). Time advances from event instant to event instant; at each instant all
+// completions are applied first, then all arrivals in trace order, then one scheduling pass (see
+// replay/README.md, "Tie-breaking"). Only queued and running jobs are held (a slab with a free
+// list), so memory follows the queue, not the trace. Backfilling: NONE starts jobs in queue order
+// until one does not fit; EASY gives the first blocked job a reservation recomputed at every pass
+// and backfills jobs that end by it or use only the extra resources; CONSERVATIVE keeps a
+// reservation for every queued job in a profile of free resources over time, moves reservations
+// only earlier (never later) when a job ends before its estimate, and checks that it does.
+#include "mlprio/replay/simulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine_common.hpp"
+#include "mlprio/jobs/trace.hpp"
+
+namespace mlprio::replay {
+
+std::string_view backfill_name(Backfill b) {
+  switch (b) {
+    case Backfill::NONE: return "none";
+    case Backfill::EASY: return "easy";
+    case Backfill::CONSERVATIVE: return "conservative";
+    case Backfill::RLSCHEDULER: return "rlscheduler";
+  }
+  return "?";
+}
+
+std::string_view profile_name(Profile p) {
+  return p == Profile::RLSCHEDULER ? "rlscheduler" : "standard";
+}
+
+Backfill parse_backfill(std::string_view s) {
+  for (Backfill b : {Backfill::NONE, Backfill::EASY, Backfill::CONSERVATIVE, Backfill::RLSCHEDULER})
+    if (s == backfill_name(b)) return b;
+  throw ConfigError("unknown backfill '" + std::string(s) +
+                    "' (valid: none, easy, conservative, rlscheduler)");
+}
+
+Profile parse_profile(std::string_view s) {
+  if (s == "standard") return Profile::STANDARD;
+  if (s == "rlscheduler") return Profile::RLSCHEDULER;
+  throw ConfigError("unknown profile '" + std::string(s) + "' (valid: standard, rlscheduler)");
+}
+
+Machine machine_from_header(const TraceHeader& h) {
+  Machine m;
+  if (h.max_nodes > 0) {
+    m.nodes = h.max_nodes;
+    const int64_t procs = h.max_procs > 0 ? h.max_procs : h.max_nodes;
+    if (procs % h.max_nodes != 0)
+      throw ConfigError("trace header MaxProcs " + std::to_string(procs) +
+                        " is not a multiple of MaxNodes " + std::to_string(h.max_nodes) +
+                        "; give --nodes N --cores-per-node C");
+    m.cores_per_node = procs / h.max_nodes;
+  } else if (h.max_procs > 0) {
+    m.nodes = h.max_procs;
+    m.cores_per_node = 1;
+  } else {
+    throw ConfigError(
+        "the trace header has neither MaxNodes nor MaxProcs; give --nodes N --cores-per-node C");
+  }
+  return m;
+}
+
+std::span<const Job> select_window(std::span<const Job> jobs, int64_t start, int64_t len) {
+  if (start < 0 || len < 0) throw ConfigError("a window needs START >= 0 and LEN >= 0");
+  const auto n = static_cast<int64_t>(jobs.size());
+  if (start >= n) return {};
+  return jobs.subspan(static_cast<size_t>(start), static_cast<size_t>(std::min(len, n - start)));
+}
+
+namespace {
+
+constexpr double INF = std::numeric_limits<double>::infinity();
+
+struct Res {
+  int64_t units = 0;  // nodes (Allocation::NODES) or cores (Allocation::CORES)
+  int64_t gpus = 0;
+  bool fits_in(const Res& avail) const { return units <= avail.units && gpus <= avail.gpus; }
+  Res& operator+=(const Res& o) {
+    units += o.units;
+    gpus += o.gpus;
+    return *this;
+  }
+  Res& operator-=(const Res& o) {
+    units -= o.units;
+    gpus -= o.gpus;
+    return *this;
+  }
+};
+
+struct SimJob {
+  Job job;          // the trace record (kept for the estimate hook and the outcome)
+  int64_t index = 0;
+  Res need;
+  double estimate = 0;   // seconds, for backfilling and the policy
+  double duration = 0;   // seconds it will actually run (run, or cut at the limit)
+  bool killed = false;
+  double score = 0;
+  double start = -1;
+  double est_end = 0;    // start + estimate
+  double res_start = -1; // conservative reservation start; -1 when none yet
+  int64_t seq = 0;       // start order, to order simultaneous completions
+};
+
+// Free resources over time: a step function, free[i] holding from t[i] until t[i+1] (the last step
+// forever). Conservative backfilling books running jobs (until their estimated end) and
+// reservations in it.
+class FreeProfile {
+ public:
+  void reset(double now, Res total) { steps_ = {{now, total}}; }
+
+  // Forgets steps that ended before `now`, so the profile stays as short as the plan ahead.
+  void advance(double now) {
+    size_t k = 0;
+    while (k + 1 < steps_.size() && steps_[k + 1].t <= now) ++k;
+    if (k > 0) steps_.erase(steps_.begin(), steps_.begin() + static_cast<std::ptrdiff_t>(k));
+    if (steps_.front().t < now) steps_.front().t = now;
+  }
+
+  Res free_at(double t) const {
+    Res r = steps_.front().free;
+    for (const auto& s : steps_) {
+      if (s.t > t) break;
+      r = s.free;
+    }
+    return r;
+  }
+
+  // Earliest t >= now at which `need` fits for `duration` seconds: one pass, restarting the
+  // candidate after every step that is too full.
+  double earliest_fit(double now, double duration, const Res& need) const {
+    double cand = -INF;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const double next_t = i + 1 < steps_.size() ? steps_[i + 1].t : INF;
+      if (next_t <= now) continue;
+      if (!need.fits_in(steps_[i].free)) {
+        cand = -INF;
+        continue;
+      }
+      if (cand == -INF) cand = std::max(steps_[i].t, now);
+      if (next_t >= cand + duration) return cand;
+    }
+    return INF;  // cannot happen for jobs that fit the machine: the last step is all free
+  }
+
+  void book(double t0, double t1, const Res& need) { add(t0, t1, need, -1); }
+  void unbook(double t0, double t1, const Res& need) { add(t0, t1, need, +1); }
+
+  size_t size() const { return steps_.size(); }
+
+ private:
+  struct Step {
+    double t;
+    Res free;
+  };
+  size_t split(double t) {
+    auto it = std::lower_bound(steps_.begin(), steps_.end(), t,
+                               [](const Step& s, double v) { return s.t < v; });
+    if (it != steps_.end() && it->t == t) return static_cast<size_t>(it - steps_.begin());
+    const Res prev = std::prev(it)->free;
+    it = steps_.insert(it, Step{t, prev});
+    return static_cast<size_t>(it - steps_.begin());
+  }
+  void add(double t0, double t1, const Res& need, int sign) {
+    if (!(t1 > t0)) return;
+    t0 = std::max(t0, steps_.front().t);
+    if (!(t1 > t0)) return;
+    const size_t a = split(t0);
+    const size_t b = split(t1);
+    for (size_t k = a; k < b; ++k) {
+      if (sign < 0)
+        steps_[k].free -= need;
+      else
+        steps_[k].free += need;
+    }
+    // Merge equal neighbours so the profile does not grow with history.
+    size_t w = 0;
+    for (size_t k = 1; k < steps_.size(); ++k) {
+      if (steps_[k].free.units == steps_[w].free.units && steps_[k].free.gpus == steps_[w].free.gpus)
+        continue;
+      steps_[++w] = steps_[k];
+    }
+    steps_.resize(w + 1);
+  }
+  std::vector<Step> steps_;
+};
+
+class StandardEngine {
+ public:
+  StandardEngine(const SimConfig& c, QueuePolicy& p) : cfg_(c), policy_(p), metrics_(c) {
+    const Machine& m = cfg_.machine;
+    if (m.nodes <= 0 || m.cores_per_node <= 0 || m.gpus_per_node < 0)
+      throw ConfigError("the machine needs nodes > 0 and cores per node > 0 (got " +
+                        std::to_string(m.nodes) + " x " + std::to_string(m.cores_per_node) + ")");
+    total_.units = m.allocation == Allocation::NODES ? m.nodes : m.total_cores();
+    total_.gpus = m.nodes * m.gpus_per_node;
+    free_ = total_;
+    unit_cores_ = m.allocation == Allocation::NODES ? m.cores_per_node : 1;
+  }
+
+  SimResult run(const JobSource& next) {
+    Job incoming;
+    bool have_next = next(incoming);
+    double last_submit = -INF;
+    if (cfg_.backfill == Backfill::CONSERVATIVE) profile_.reset(have_next ? incoming.submit : 0, total_);
+    while (have_next || !queue_.empty() || !completions_.empty()) {
+      double t = INF;
+      if (!completions_.empty()) t = completions_.top().end;
+      if (have_next) t = std::min(t, incoming.submit);
+      if (wakeup_ > now_) t = std::min(t, wakeup_);
+      MLPRIO_REPLAY_CHECK(t < INF, "queued jobs but nothing running and nothing to arrive");
+      MLPRIO_REPLAY_CHECK(t >= now_, "time went backwards");
+      now_ = t;
+      bool early_end = false;
+      while (!completions_.empty() && completions_.top().end <= now_) {
+        const int32_t slot = completions_.top().slot;
+        completions_.pop();
+        early_end |= finish(slot);
+      }
+      while (have_next && incoming.submit <= now_) {
+        if (incoming.submit < last_submit)
+          throw ConfigError("jobs must be sorted by submit time (job " +
+                            std::to_string(incoming.id) + " submitted at " +
+                            std::to_string(incoming.submit) + " after one at " +
+                            std::to_string(last_submit) + ")");
+        last_submit = incoming.submit;
+        submit(incoming);
+        have_next = next(incoming);
+      }
+      schedule(early_end);
+      record_series();
+    }
+    SimResult r;
+    r.summary.skipped = skipped_;
+    r.summary.estimates_raised = raised_;
+    metrics_.finish(r, static_cast<double>(cfg_.machine.total_cores()));
+    r.series = std::move(series_);
+    return r;
+  }
+
+ private:
+  struct Completion {
+    double end;
+    int64_t seq;
+    int32_t slot;
+    bool operator>(const Completion& o) const { return std::tie(end, seq) > std::tie(o.end, o.seq); }
+  };
+
+  JobView view(const SimJob& j) const {
+    JobView v;
+    v.index = j.index;
+    v.submit = j.job.submit;
+    v.wait = now_ - j.job.submit;
+    v.estimate = j.estimate;
+    v.procs = j.job.procs();
+    v.gpus = static_cast<double>(j.need.gpus);
+    v.user = j.job.user;
+    return v;
+  }
+  ClusterState state() const {
+    ClusterState s;
+    s.now = now_;
+    s.total_cores = cfg_.machine.total_cores();
+    s.free_cores = free_.units * unit_cores_;
+    s.queued = static_cast<int64_t>(queue_.size());
+    s.running = static_cast<int64_t>(running_by_est_.size());
+    return s;
+  }
+  // Queue order: score, then submit time, then trace order.
+  bool before(int32_t a, int32_t b) const {
+    const SimJob& x = slab_[static_cast<size_t>(a)];
+    const SimJob& y = slab_[static_cast<size_t>(b)];
+    return std::tie(x.score, x.job.submit, x.index) < std::tie(y.score, y.job.submit, y.index);
+  }
+
+  int32_t alloc_slot() {
+    if (!free_slots_.empty()) {
+      const int32_t s = free_slots_.back();
+      free_slots_.pop_back();
+      return s;
+    }
+    slab_.emplace_back();
+    return static_cast<int32_t>(slab_.size() - 1);
+  }
+
+  void submit(const Job& job) {
+    const int64_t index = next_index_++;
+    const int64_t procs = job.procs();
+    if (!(job.run >= 0) || procs <= 0) {  // no run time or no size: cannot be replayed
+      ++skipped_;
+      return;
+    }
+    const Machine& m = cfg_.machine;
+    Res need;
+    need.units = m.allocation == Allocation::NODES ? (procs + m.cores_per_node - 1) / m.cores_per_node
+                                                   : procs;
+    const double gpus = job.req_gpus > 0 ? job.req_gpus : (job.alloc_gpus > 0 ? job.alloc_gpus : 0);
+    need.gpus = static_cast<int64_t>(std::ceil(gpus));
+    if (need.gpus > 0 && m.allocation == Allocation::NODES && m.gpus_per_node > 0)
+      need.units = std::max(need.units, (need.gpus + m.gpus_per_node - 1) / m.gpus_per_node);
+    if (!need.fits_in(total_)) {
+      if (cfg_.too_large == TooLarge::SKIP) {
+        ++skipped_;
+        return;
+      }
+      throw JobTooLargeError(
+          "job " + std::to_string(job.id) + " asks for " + std::to_string(procs) + " processors" +
+          (need.gpus > 0 ? " and " + std::to_string(need.gpus) + " GPUs" : std::string()) +
+          " but the machine has " + std::to_string(m.nodes) + " nodes x " +
+          std::to_string(m.cores_per_node) + " cores" +
+          (m.gpus_per_node > 0 ? " x " + std::to_string(m.gpus_per_node) + " GPUs" : std::string()) +
+          "; give a larger machine (--nodes/--cores-per-node) or --too-large skip");
+    }
+    const int32_t slot = alloc_slot();
+    SimJob& j = slab_[static_cast<size_t>(slot)];
+    j = SimJob{};
+    j.job = job;
+    j.index = index;
+    j.need = need;
+    j.duration = job.run;
+    if (cfg_.kill_at_limit && job.req_time >= 0 && job.req_time < job.run) {
+      j.duration = job.req_time;
+      j.killed = true;
+    }
+    j.estimate = detail::job_estimate(job, cfg_);
+    if (cfg_.backfill == Backfill::CONSERVATIVE && j.estimate < j.duration) {
+      // A reservation plan needs estimates that bound the run time (a real limit would have
+      // killed the job); raise it and count it.
+      j.estimate = j.duration;
+      ++raised_;
+    }
+    j.score = policy_.score(view(j), state());
+    if (policy_.dynamic()) {
+      queue_.push_back(slot);
+    } else {
+      auto it = std::upper_bound(queue_.begin(), queue_.end(), slot,
+                                 [this](int32_t a, int32_t b) { return before(a, b); });
+      queue_.insert(it, slot);
+    }
+    if (cfg_.backfill == Backfill::CONSERVATIVE) unplaced_ = true;
+  }
+
+  void start(int32_t slot) {
+    SimJob& j = slab_[static_cast<size_t>(slot)];
+    MLPRIO_REPLAY_CHECK(j.need.fits_in(free_), "job started without free resources");
+    MLPRIO_REPLAY_CHECK(now_ >= j.job.submit, "job started before its submit time");
+    free_ -= j.need;
+    MLPRIO_REPLAY_CHECK(free_.units >= 0 && free_.gpus >= 0, "more resources busy than exist");
+    j.start = now_;
+    j.est_end = now_ + j.estimate;
+    j.seq = next_seq_++;
+    completions_.push({now_ + j.duration, j.seq, slot});
+    running_by_est_.insert({j.est_end, j.seq, slot});
+    metrics_.started(j.job, now_, now_ + j.duration, j.estimate, j.job.procs(), j.killed);
+  }
+
+  // Returns true when the job ended before its estimated end (conservative must replan).
+  bool finish(int32_t slot) {
+    SimJob& j = slab_[static_cast<size_t>(slot)];
+    free_ += j.need;
+    MLPRIO_REPLAY_CHECK(free_.units <= total_.units && free_.gpus <= total_.gpus,
+                        "more resources free than exist");
+    running_by_est_.erase({j.est_end, j.seq, slot});
+    policy_.on_job_end(view(j), j.start, now_, j.job.procs());
+    bool early = false;
+    if (cfg_.backfill == Backfill::CONSERVATIVE && now_ < j.est_end) {
+      profile_.advance(now_);
+      profile_.unbook(now_, j.est_end, j.need);
+      early = true;
+    }
+    free_slots_.push_back(slot);
+    return early;
+  }
+
+  void order_queue() {
+    if (!policy_.dynamic()) return;
+    const ClusterState s = state();
+    for (int32_t slot : queue_) {
+      SimJob& j = slab_[static_cast<size_t>(slot)];
+      j.score = policy_.score(view(j), s);
+    }
+    std::sort(queue_.begin(), queue_.end(), [this](int32_t a, int32_t b) { return before(a, b); });
+  }
+
+  void schedule(bool early_end) {
+    if (queue_.empty()) {
+      wakeup_ = -INF;
+      return;
+    }
+    order_queue();
+    switch (cfg_.backfill) {
+      case Backfill::NONE: schedule_none(); break;
+      case Backfill::EASY: schedule_easy(); break;
+      case Backfill::CONSERVATIVE: schedule_conservative(early_end); break;
+      case Backfill::RLSCHEDULER:
+        throw ConfigError("backfill 'rlscheduler' replays a job list; call simulate()");
+    }
+  }
+
+  void schedule_none() {
+    size_t i = 0;
+    while (i < queue_.size() && slab_[static_cast<size_t>(queue_[i])].need.fits_in(free_))
+      start(queue_[i++]);
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+
+  void schedule_easy() {
+    size_t i = 0;
+    while (i < queue_.size() && slab_[static_cast<size_t>(queue_[i])].need.fits_in(free_))
+      start(queue_[i++]);
+    if (i == queue_.size() || free_.units == 0) {
+      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+    // Reservation of the first blocked job: the estimated end at which enough running jobs have
+    // finished (an overrunning job is taken to end now), and what is left over at that time.
+    const SimJob& head = slab_[static_cast<size_t>(queue_[i])];
+    Res avail = free_;
+    double shadow = INF;
+    for (const auto& [est_end, seq, slot] : running_by_est_) {
+      avail += slab_[static_cast<size_t>(slot)].need;
+      if (head.need.fits_in(avail)) {
+        shadow = std::max(est_end, now_);
+        break;
+      }
+    }
+    MLPRIO_REPLAY_CHECK(shadow < INF, "the blocked job fits nowhere on the machine");
+    Res extra = avail;
+    extra -= head.need;
+    size_t w = i + 1;  // compact the queue in place, keeping the not-started in order
+    for (size_t k = i + 1; k < queue_.size(); ++k) {
+      const int32_t slot = queue_[k];
+      const SimJob& j = slab_[static_cast<size_t>(slot)];
+      bool go = false;
+      if (free_.units > 0 && j.need.fits_in(free_)) {
+        if (now_ + j.estimate <= shadow) {
+          go = true;
+        } else if (j.need.fits_in(extra)) {
+          go = true;
+          extra -= j.need;
+        }
+      }
+      if (go)
+        start(slot);
+      else
+        queue_[w++] = slot;
+    }
+    queue_.resize(w);
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+
+  void place(SimJob& j) {
+    const double t = profile_.earliest_fit(now_, j.estimate, j.need);
+    MLPRIO_REPLAY_CHECK(t < INF, "no place in the profile for a job that fits the machine");
+    profile_.book(t, t + j.estimate, j.need);
+    j.res_start = t;
+  }
+
+  void schedule_conservative(bool early_end) {
+    profile_.advance(now_);
+    if (cfg_.check_invariants) {
+      const Res p = profile_.free_at(now_);
+      Res reserved_now{0, 0};
+      for (int32_t slot : queue_) {
+        const SimJob& j = slab_[static_cast<size_t>(slot)];
+        if (j.res_start >= 0 && j.res_start <= now_) reserved_now += j.need;
+      }
+      MLPRIO_REPLAY_CHECK(p.units + reserved_now.units == free_.units &&
+                              p.gpus + reserved_now.gpus == free_.gpus,
+                          "the reservation profile disagrees with the free resources");
+    }
+    if (early_end) {
+      // Move every reservation as early as it goes, in queue order. Taking one job out and
+      // putting it back at its earliest fit can only move it earlier: its old slot is still free.
+      for (int32_t slot : queue_) {
+        SimJob& j = slab_[static_cast<size_t>(slot)];
+        if (j.res_start < 0) continue;
+        const double old = j.res_start;
+        profile_.unbook(std::max(old, now_), old + j.estimate, j.need);
+        place(j);
+        MLPRIO_REPLAY_CHECK(j.res_start <= std::max(old, now_),
+                            "conservative backfilling delayed a reservation");
+      }
+    }
+    if (unplaced_) {
+      for (int32_t slot : queue_) {
+        SimJob& j = slab_[static_cast<size_t>(slot)];
+        if (j.res_start < 0) place(j);
+      }
+      unplaced_ = false;
+    }
+    size_t w = 0;
+    wakeup_ = INF;
+    for (size_t k = 0; k < queue_.size(); ++k) {
+      const int32_t slot = queue_[k];
+      SimJob& j = slab_[static_cast<size_t>(slot)];
+      if (j.res_start <= now_) {
+        start(slot);  // its booking in the profile now stands for the running job
+      } else {
+        wakeup_ = std::min(wakeup_, j.res_start);
+        queue_[w++] = slot;
+      }
+    }
+    queue_.resize(w);
+    if (queue_.empty()) wakeup_ = -INF;
+  }
+
+  void record_series() {
+    if (!cfg_.record_series) return;
+    const auto q = static_cast<int64_t>(queue_.size());
+    const int64_t busy = (total_.units - free_.units) * unit_cores_;
+    if (!series_.time.empty() && series_.queue_length.back() == q && series_.busy_cores.back() == busy)
+      return;
+    if (!series_.time.empty() && series_.time.back() == now_) {
+      series_.queue_length.back() = q;
+      series_.busy_cores.back() = busy;
+      return;
+    }
+    series_.time.push_back(now_);
+    series_.queue_length.push_back(q);
+    series_.busy_cores.push_back(busy);
+  }
+
+  const SimConfig& cfg_;
+  QueuePolicy& policy_;
+  detail::MetricsAccumulator metrics_;
+  Res total_, free_;
+  int64_t unit_cores_ = 1;
+  double now_ = -INF;
+  double wakeup_ = -INF;  // conservative: earliest future reservation start
+  bool unplaced_ = false;
+  int64_t next_index_ = 0, next_seq_ = 0, skipped_ = 0, raised_ = 0;
+  std::vector<SimJob> slab_;
+  std::vector<int32_t> free_slots_;
+  std::vector<int32_t> queue_;
+  std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions_;
+  std::set<std::tuple<double, int64_t, int32_t>> running_by_est_;
+  FreeProfile profile_;
+  TimeSeries series_;
+};
+
+}  // namespace
+
+SimResult simulate_stream(const JobSource& next, const SimConfig& config) {
+  if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER)
+    throw ConfigError("the rlscheduler event loop replays a job list; call simulate()");
+  auto policy = make_policy(config.policy, config.policy_options);
+  StandardEngine engine(config, *policy);
+  return engine.run(next);
+}
+
+SimResult simulate(std::span<const Job> jobs, const SimConfig& config) {
+  if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER)
+    return detail::simulate_rlscheduler(jobs, config);
+  size_t i = 0;
+  return simulate_stream(
+      [&](Job& out) {
+        if (i >= jobs.size()) return false;
+        out = jobs[i++];
+        return true;
+      },
+      config);
+}
+
+}  // namespace mlprio::replay

@@ -1,0 +1,227 @@
+// `mlprio-replay run`: replays a trace under one or more queue orders and one backfilling rule,
+// over the whole trace or over windows of it, and reports per-run metrics as a table, as JSON
+// (--json, a contract with scripts) and/or as an HDF5 file (--out). All the work is in the replay
+// library (simulate(), output.hpp); this file only turns options into a SimConfig.
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "mlprio/io/hdf5.hpp"
+#include "mlprio/replay/output.hpp"
+#include "mlprio/replay/rlscheduler.hpp"
+#include "mlprio/replay/simulator.hpp"
+
+namespace mlprio::cli {
+
+namespace {
+
+struct RunArgs {
+  TraceOptions trace;
+  std::vector<std::string> policies{"fcfs"};
+  std::string backfill = "easy";
+  std::string profile = "standard";
+  std::vector<std::string> windows;
+  std::string estimate = "request";
+  int64_t nodes = 0;
+  int64_t cores_per_node = 0;
+  int64_t gpus_per_node = 0;
+  std::string allocation = "nodes";
+  bool kill_at_limit = false;
+  std::string too_large = "error";
+  double bsld_threshold = 10.0;
+  std::string out;
+  bool json = false;
+  bool no_series = false;
+  replay::PolicyOptions prio;
+};
+
+std::pair<int64_t, int64_t> parse_window(const std::string& w) {
+  const auto colon = w.find(':');
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    size_t used1 = 0, used2 = 0;
+    const std::string a = w.substr(0, colon), b = w.substr(colon + 1);
+    const int64_t start = std::stoll(a, &used1);
+    const int64_t len = std::stoll(b, &used2);
+    if (used1 != a.size() || used2 != b.size() || start < 0 || len <= 0)
+      throw std::invalid_argument("range");
+    return {start, len};
+  } catch (const std::exception&) {
+    throw replay::ConfigError("--window '" + w +
+                              "': expected START:LEN with START >= 0 and LEN > 0, e.g. 1981:1024");
+  }
+}
+
+std::string config_text(const RunArgs& a, const replay::Machine& m) {
+  std::ostringstream s;
+  s << "policy=";
+  for (size_t i = 0; i < a.policies.size(); ++i) s << (i ? "," : "") << a.policies[i];
+  s << " backfill=" << a.backfill << " profile=" << a.profile << " estimate=" << a.estimate
+    << " nodes=" << m.nodes << " cores_per_node=" << m.cores_per_node
+    << " gpus_per_node=" << m.gpus_per_node << " allocation=" << a.allocation
+    << " kill_at_limit=" << (a.kill_at_limit ? 1 : 0) << " too_large=" << a.too_large
+    << " bsld_threshold=" << a.bsld_threshold << " priority_weight_age=" << a.prio.weight_age
+    << " priority_weight_job_size=" << a.prio.weight_job_size
+    << " priority_weight_fairshare=" << a.prio.weight_fairshare
+    << " priority_max_age=" << a.prio.max_age
+    << " priority_decay_half_life=" << a.prio.decay_half_life
+    << " priority_favor_small=" << (a.prio.favor_small ? 1 : 0);
+  for (const auto& w : a.windows) s << " window=" << w;
+  return s.str();
+}
+
+void run_run(const RunArgs& a) {
+  using namespace mlprio::replay;
+  SimConfig cfg;
+  cfg.profile = parse_profile(a.profile);
+  cfg.backfill = parse_backfill(a.backfill);
+  if (a.estimate == "request")
+    cfg.estimate = EstimateMode::REQUEST;
+  else if (a.estimate == "actual")
+    cfg.estimate = EstimateMode::ACTUAL;
+  else
+    throw ConfigError("--estimate '" + a.estimate + "': valid values are request and actual");
+  cfg.kill_at_limit = a.kill_at_limit;
+  cfg.too_large = a.too_large == "skip" ? TooLarge::SKIP : TooLarge::ERROR;
+  cfg.bsld_threshold = a.bsld_threshold;
+  cfg.policy_options = a.prio;
+  cfg.record_series = !a.no_series;
+  cfg.record_jobs = !a.out.empty();
+  for (const auto& p : a.policies) make_policy(p, a.prio);  // fail before loading the trace
+
+  std::vector<std::pair<int64_t, int64_t>> windows;
+  for (const auto& w : a.windows) windows.push_back(parse_window(w));
+
+  const Trace trace = load_trace_reporting(a.trace, a.json);
+  std::vector<Job> prepared;
+  std::span<const Job> jobs(trace.jobs);
+  if (cfg.profile == Profile::RLSCHEDULER) {
+    RlschedulerPrepareReport rep;
+    prepared = prepare_rlscheduler_jobs(trace.jobs, &rep);
+    jobs = prepared;
+    if (!a.json && (rep.dropped_zero_run > 0 || rep.fixed_negative_run > 0))
+      std::cerr << "mlprio-replay: rlscheduler profile: dropped " << rep.dropped_zero_run
+                << " jobs with run time 0, set " << rep.fixed_negative_run
+                << " negative run times to 10 s\n";
+  }
+  if (a.nodes > 0) {
+    cfg.machine.nodes = a.nodes;
+    cfg.machine.cores_per_node = a.cores_per_node > 0 ? a.cores_per_node : 1;
+  } else if (cfg.profile == Profile::RLSCHEDULER) {
+    cfg.machine = rlscheduler_machine(trace.header);
+  } else {
+    cfg.machine = machine_from_header(trace.header);
+  }
+  cfg.machine.gpus_per_node = a.gpus_per_node;
+  cfg.machine.allocation = a.allocation == "cores" ? Allocation::CORES : Allocation::NODES;
+  if (windows.empty()) windows.emplace_back(0, static_cast<int64_t>(jobs.size()));
+
+  std::vector<RunRecord> runs;
+  for (const auto& policy : a.policies) {
+    for (const auto& [start, len] : windows) {
+      cfg.policy = policy;
+      RunRecord r;
+      r.policy = policy;
+      r.backfill = cfg.backfill;
+      r.profile = cfg.profile;
+      r.window_start = start;
+      r.window_len = len;
+      r.result = simulate(select_window(jobs, start, len), cfg);
+      runs.push_back(std::move(r));
+    }
+  }
+  if (!a.out.empty()) {
+    h5::Provenance prov;
+    prov.kind = "replay";
+    prov.command_line = command_line();
+    prov.config = config_text(a, cfg.machine);
+    prov.input_sha256 = file_sha256(trace.path);
+    write_runs_hdf5(a.out, runs, prov, cfg.machine);
+  }
+  if (a.json)
+    std::cout << runs_json(runs) << "\n";
+  else
+    print_runs_table(std::cout, runs);
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "Replay a trace under scheduling policies");
+  add_trace_options(*cmd, args->trace);
+  cmd->add_option("--policy", args->policies,
+                  "Queue order(s), comma separated: fcfs, sjf, smallest, f1..f4, wfp3, unicep, "
+                  "multifactor")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--backfill", args->backfill, "Backfilling: none, easy, conservative, rlscheduler")
+      ->check(CLI::IsMember({"none", "easy", "conservative", "rlscheduler"}))
+      ->capture_default_str();
+  cmd->add_option("--profile", args->profile,
+                  "Job handling: standard, or rlscheduler (RLScheduler SC20's protocol)")
+      ->check(CLI::IsMember({"standard", "rlscheduler"}))
+      ->capture_default_str();
+  cmd->add_option("--window", args->windows,
+                  "START:LEN, repeatable: replay jobs START..START+LEN-1 from an empty cluster")
+      ->take_all();
+  cmd->add_option("--estimate", args->estimate,
+                  "Runtime estimate for backfilling and policies: request (requested time, or run "
+                  "time when absent) or actual")
+      ->capture_default_str();
+  cmd->add_option("--nodes", args->nodes, "Nodes (default: trace header MaxNodes)");
+  cmd->add_option("--cores-per-node", args->cores_per_node,
+                  "Cores per node (default: MaxProcs / MaxNodes, or 1 with --nodes)");
+  cmd->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node")->capture_default_str();
+  cmd->add_option("--allocation", args->allocation, "Jobs take whole nodes or single cores")
+      ->check(CLI::IsMember({"nodes", "cores"}))
+      ->capture_default_str();
+  cmd->add_flag("--kill-at-limit", args->kill_at_limit,
+                "End jobs at their requested time, as Slurm does");
+  cmd->add_option("--too-large", args->too_large,
+                  "Jobs larger than the machine: error (stop) or skip (count them)")
+      ->check(CLI::IsMember({"error", "skip"}))
+      ->capture_default_str();
+  cmd->add_option("--bsld-threshold", args->bsld_threshold,
+                  "Bounded-slowdown run-time floor, seconds")
+      ->capture_default_str();
+  cmd->add_option("--priority-weight-age", args->prio.weight_age,
+                  "multifactor: PriorityWeightAge")
+      ->capture_default_str();
+  cmd->add_option("--priority-weight-job-size", args->prio.weight_job_size,
+                  "multifactor: PriorityWeightJobSize")
+      ->capture_default_str();
+  cmd->add_option("--priority-weight-fairshare", args->prio.weight_fairshare,
+                  "multifactor: PriorityWeightFairshare")
+      ->capture_default_str();
+  cmd->add_option("--priority-max-age", args->prio.max_age,
+                  "multifactor: PriorityMaxAge, seconds")
+      ->capture_default_str();
+  cmd->add_option("--priority-decay-half-life", args->prio.decay_half_life,
+                  "multifactor: PriorityDecayHalfLife, seconds (0: no decay)")
+      ->capture_default_str();
+  cmd->add_flag("--priority-favor-small", args->prio.favor_small,
+                "multifactor: PriorityFavorSmall (smaller jobs get the larger size factor)");
+  cmd->add_option("--out", args->out, "Write every run to this HDF5 file");
+  cmd->add_flag("--json", args->json, "Print {\"runs\":[...]} on stdout instead of the table");
+  cmd->add_flag("--no-series", args->no_series, "Do not record queue-length/busy-core series");
+  cmd->callback([args]() {
+    try {
+      run_run(*args);
+    } catch (const replay::ConfigError& e) {
+      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
+      exit_code() = 2;
+    } catch (const replay::JobTooLargeError& e) {
+      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
+      exit_code() = 2;
+    } catch (const replay::UnknownPolicyError& e) {
+      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
+      exit_code() = 2;
+    }
+  });
+}
+
+}  // namespace mlprio::cli
