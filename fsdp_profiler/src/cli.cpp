@@ -1,0 +1,187 @@
+// The replay and sweep commands of mlprio-fsdp: turn parsed arguments into library calls and
+// print the results (a table, or JSON with --json), optionally writing HDF5 with --out.
+#include "cli.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "h5_output.hpp"
+#include "mlprio/fsdp/snapshot.hpp"
+#include "mlprio/fsdp/sweep.hpp"
+
+namespace mlprio::fsdp::cli {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+AllocatorSettings make_settings(const std::string& conf, const std::string& version,
+                                double fraction) {
+  AllocatorSettings base;
+  if (version == "1.13") base.version = TorchVersion::TORCH_1_13;
+  else if (version != "2.x") throw SettingsError("--torch-version: expected 1.13 or 2.x, got '" +
+                                                 version + "'");
+  if (fraction < 0.0 || fraction > 1.0)
+    throw SettingsError("--memory-fraction: expected a number in [0, 1]");
+  base.memory_fraction = fraction;
+  return parse_alloc_conf(conf, base);
+}
+
+ordered_json stats_json(const MemoryStats& s) {
+  ordered_json j = ordered_json::object();
+  for (const auto& [k, v] : s.flatten()) j[k] = v;
+  return j;
+}
+
+void parse_range(const std::string& text, int64_t& lo, int64_t& hi, int64_t& step) {
+  const std::string hint = "--mbs: expected LO:HI or LO:HI:STEP with 1 <= LO <= HI, e.g. 1:64";
+  size_t a = text.find(':');
+  try {
+    if (a == std::string::npos) {
+      lo = hi = std::stoll(text);
+    } else {
+      size_t b = text.find(':', a + 1);
+      size_t used = 0;
+      lo = std::stoll(text.substr(0, a), &used);
+      if (used != a) throw std::invalid_argument("x");
+      const std::string hs = text.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+      hi = std::stoll(hs, &used);
+      if (used != hs.size()) throw std::invalid_argument("x");
+      if (b != std::string::npos) step = std::stoll(text.substr(b + 1));
+    }
+  } catch (const std::logic_error&) {
+    throw SettingsError(hint + " (got '" + text + "')");
+  }
+  if (lo < 1 || hi < lo || step < 1) throw SettingsError(hint + " (got '" + text + "')");
+}
+
+}  // namespace
+
+int run_replay(const ReplayArgs& a) {
+  const AllocatorSettings settings = make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
+  const uint64_t capacity = parse_bytes(a.capacity);
+  const Snapshot snap = read_snapshot(a.snapshot);
+  SimulatedDevice dev(capacity);
+  ReplayOptions opts;
+  opts.device_index = a.device;
+  const ReplayResult r = replay_snapshot(snap, dev, settings, opts);
+  ordered_json summary = {{"device", r.device_index},        {"entries", r.entries},
+                          {"allocs", r.allocs},              {"frees", r.frees},
+                          {"failed_allocs", r.failed_allocs}, {"unmatched_frees", r.unmatched_frees},
+                          {"other_actions", r.other_actions}};
+  if (a.json) {
+    ordered_json j;
+    j["stats"] = stats_json(r.stats);
+    j["replay"] = summary;
+    j["capacity_bytes"] = capacity;
+    j["alloc_conf"] = settings.to_alloc_conf();
+    std::cout << j.dump(2) << "\n";
+  } else {
+    const auto& s = r.stats;
+    std::printf("replayed %lld entries of device %d on %s (%s)\n",
+                static_cast<long long>(r.entries), r.device_index,
+                format_bytes(capacity).c_str(), settings.to_alloc_conf().c_str());
+    std::printf("  num_alloc_retries %lld, num_ooms %lld, failed allocs %lld, unmatched frees %lld\n",
+                static_cast<long long>(s.num_alloc_retries), static_cast<long long>(s.num_ooms),
+                static_cast<long long>(r.failed_allocs), static_cast<long long>(r.unmatched_frees));
+    std::printf("  peak allocated %s, peak reserved %s, segments now %lld\n",
+                format_bytes(static_cast<uint64_t>(s.allocated_bytes[AGGREGATE].peak)).c_str(),
+                format_bytes(static_cast<uint64_t>(s.reserved_bytes[AGGREGATE].peak)).c_str(),
+                static_cast<long long>(s.segment[AGGREGATE].current));
+  }
+  if (!a.out.empty()) {
+    ordered_json cfg = {{"snapshot", a.snapshot}, {"capacity_bytes", capacity},
+                        {"alloc_conf", settings.to_alloc_conf()}, {"torch_version", a.torch_version}};
+    write_replay_h5(a.out, RunInfo{a.command_line, cfg.dump(), ""}, r);
+  }
+  return 0;
+}
+
+int run_sweep_command(const SweepArgs& a) {
+  SweepOptions o;
+  o.settings = make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
+  o.capacity = parse_bytes(a.capacity);
+  parse_range(a.mbs, o.mbs_lo, o.mbs_hi, o.mbs_step);
+  o.steps = a.steps;
+  if (a.steps < 1 || a.steps > 1000) throw SettingsError("--steps: expected 1..1000");
+  if (a.world_size < 1) throw SettingsError("--world-size: expected >= 1");
+  FsdpConfig& c = o.base;
+  c.model = find_model(a.model, a.models_file);
+  c.world_size = a.world_size;
+  if (a.sharding == "FULL_SHARD") c.sharding = ShardingStrategy::FULL_SHARD;
+  else if (a.sharding == "SHARD_GRAD_OP") c.sharding = ShardingStrategy::SHARD_GRAD_OP;
+  else if (a.sharding == "NO_SHARD") c.sharding = ShardingStrategy::NO_SHARD;
+  else throw SettingsError("--sharding: expected FULL_SHARD, SHARD_GRAD_OP or NO_SHARD, got '" +
+                           a.sharding + "'");
+  if (a.fsdp == "1") c.version = FsdpVersion::FSDP1;
+  else if (a.fsdp == "2") c.version = FsdpVersion::FSDP2;
+  else throw SettingsError("--fsdp: expected 1 or 2, got '" + a.fsdp + "'");
+  if (a.precision == "bf16") c.mixed_precision = true;
+  else if (a.precision == "fp32") c.mixed_precision = false;
+  else throw SettingsError("--precision: expected bf16 or fp32, got '" + a.precision + "'");
+  c.activation_checkpointing = a.activation_checkpointing;
+  c.flash_attention = a.flash_attention;
+  c.limit_all_gathers = a.limit_all_gathers;
+  if (isatty(STDERR_FILENO)) {
+    o.progress = [](int64_t mbs, size_t done, size_t total) {
+      if (mbs == 0) std::fprintf(stderr, "\r%zu/%zu minibatch sizes done.            \n", done, total);
+      else std::fprintf(stderr, "\rmbs %lld (%zu/%zu)   ", static_cast<long long>(mbs), done + 1, total);
+    };
+  }
+  const SweepResult r = run_sweep(o);
+  StepGenerator probe(c);
+  const int64_t params = c.model.total_params();
+  const auto zero3 = static_cast<int64_t>(4 * probe.largest_unit_params() +
+                                          18 * params / c.world_size);
+  ordered_json cfg = {{"model", c.model.name},
+                      {"params", params},
+                      {"world_size", c.world_size},
+                      {"sharding", a.sharding},
+                      {"fsdp", a.fsdp},
+                      {"precision", a.precision},
+                      {"activation_checkpointing", c.activation_checkpointing},
+                      {"flash_attention", c.flash_attention},
+                      {"limit_all_gathers", c.limit_all_gathers},
+                      {"capacity_bytes", o.capacity},
+                      {"alloc_conf", o.settings.to_alloc_conf()},
+                      {"steps", o.steps}};
+  if (a.json) {
+    ordered_json j = cfg;
+    j["zero3_estimate_bytes"] = zero3;
+    j["points"] = ordered_json::array();
+    for (const auto& p : r.points)
+      j["points"].push_back({{"mbs", p.mbs},
+                             {"retries_per_step", p.retries_per_step},
+                             {"first_step_retries", p.first_step_retries},
+                             {"oom", p.oom},
+                             {"ooms", p.ooms},
+                             {"peak_reserved_bytes", p.peak_reserved},
+                             {"peak_allocated_bytes", p.peak_allocated},
+                             {"fragmentation", p.fragmentation},
+                             {"alloc_overhead_ms_per_step", p.alloc_overhead_ms_per_step}});
+    j["max_safe_mbs"] = r.max_safe_mbs;
+    j["first_bad_mbs"] = r.first_bad_mbs ? ordered_json(r.first_bad_mbs) : ordered_json(nullptr);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::printf("%s (%.2fB params), %d GPUs, %s, %s; DeepSpeed ZeRO-3 model-state estimate %s\n",
+                c.model.name.c_str(), static_cast<double>(params) / 1e9, c.world_size,
+                format_bytes(o.capacity).c_str(), o.settings.to_alloc_conf().c_str(),
+                format_bytes(static_cast<uint64_t>(zero3)).c_str());
+    std::printf("%6s %10s %8s %5s %14s %14s %6s\n", "mbs", "retries/st", "1st", "oom",
+                "peak_reserved", "peak_alloc", "frag");
+    for (const auto& p : r.points)
+      std::printf("%6lld %10.2f %8lld %5s %14s %14s %6.3f\n", static_cast<long long>(p.mbs),
+                  p.retries_per_step, static_cast<long long>(p.first_step_retries),
+                  p.oom ? "yes" : "no", format_bytes(static_cast<uint64_t>(p.peak_reserved)).c_str(),
+                  format_bytes(static_cast<uint64_t>(p.peak_allocated)).c_str(), p.fragmentation);
+    std::printf("max_safe_mbs %lld\n", static_cast<long long>(r.max_safe_mbs));
+  }
+  if (!a.out.empty()) write_sweep_h5(a.out, RunInfo{a.command_line, cfg.dump(), ""}, r);
+  return 0;
+}
+
+}  // namespace mlprio::fsdp::cli

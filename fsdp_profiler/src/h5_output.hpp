@@ -1,0 +1,22 @@
+// HDF5 output of mlprio-fsdp through mlprio::h5 (core/io). The layout is documented in
+// fsdp_profiler/README.md; files carry Provenance kind "fsdp" and are renamed into place only
+// when complete.
+#pragma once
+
+#include <string>
+
+#include "mlprio/fsdp/snapshot.hpp"
+#include "mlprio/fsdp/sweep.hpp"
+
+namespace mlprio::fsdp {
+
+struct RunInfo {
+  std::string command_line;
+  std::string config_json;  // the run's configuration as JSON text
+  std::string input_sha256;
+};
+
+void write_replay_h5(const std::string& path, const RunInfo& info, const ReplayResult& r);
+void write_sweep_h5(const std::string& path, const RunInfo& info, const SweepResult& r);
+
+}  // namespace mlprio::fsdp

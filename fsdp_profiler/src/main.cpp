@@ -1,0 +1,90 @@
+// mlprio-fsdp: predicts CUDA caching-allocator retries and fragmentation for FSDP training on a
+// simulated device. main() declares every option (with help and default) and dispatches to
+// cli.cpp; errors become one message on stderr, exit status 2 for bad input, 1 otherwise.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "cli.hpp"
+#include "mlprio/fsdp/device.hpp"
+#include "mlprio/fsdp/model_shapes.hpp"
+#include "mlprio/fsdp/settings.hpp"
+#include "mlprio/fsdp/snapshot.hpp"
+
+int main(int argc, char** argv) {
+  using namespace mlprio::fsdp;
+  CLI::App app{"mlprio-fsdp: CUDA caching-allocator model for FSDP training (simulated device)"};
+  app.require_subcommand(1);
+  std::string command_line;
+  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+
+  cli::ReplayArgs ra;
+  ra.command_line = command_line;
+  auto* replay = app.add_subcommand("replay", "Re-run a memory snapshot's device_traces");
+  replay->add_option("--snapshot", ra.snapshot, "Snapshot as JSON (scripts/snapshot_to_json.py)")
+      ->required();
+  replay->add_option("--capacity", ra.capacity, "Device memory, e.g. 80GiB")->capture_default_str();
+  replay->add_option("--alloc-conf", ra.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF string");
+  replay->add_option("--torch-version", ra.torch_version, "Allocator rules: 1.13 or 2.x")
+      ->capture_default_str();
+  replay->add_option("--memory-fraction", ra.memory_fraction,
+                     "set_per_process_memory_fraction (0: not set)")->capture_default_str();
+  replay->add_option("--device", ra.device, "Device index in the snapshot (-1: first non-empty)")
+      ->capture_default_str();
+  replay->add_flag("--json", ra.json, "Print {\"stats\": memory_stats} as JSON");
+  replay->add_option("--out", ra.out, "Write an HDF5 result file");
+
+  cli::SweepArgs sa;
+  sa.command_line = command_line;
+  auto* sweep = app.add_subcommand("sweep", "Find the largest minibatch without cudaMalloc retries");
+  sweep->add_option("--model", sa.model, "gpt2-xl, t5-3b, llama2-7b, llama2-13b or a models-file name")
+      ->required();
+  sweep->add_option("--models-file", sa.models_file, "Extra shapes (default configs/models.json)");
+  sweep->add_option("--world-size", sa.world_size, "Number of GPUs")->capture_default_str();
+  sweep->add_option("--capacity", sa.capacity, "Memory per GPU, e.g. 80GiB")->capture_default_str();
+  sweep->add_option("--mbs", sa.mbs, "Per-GPU minibatch range LO:HI[:STEP]")->capture_default_str();
+  sweep->add_option("--alloc-conf", sa.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF string");
+  sweep->add_option("--torch-version", sa.torch_version, "Allocator rules: 1.13 or 2.x")
+      ->capture_default_str();
+  sweep->add_option("--memory-fraction", sa.memory_fraction,
+                    "set_per_process_memory_fraction (0: not set)")->capture_default_str();
+  sweep->add_option("--sharding", sa.sharding, "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD")
+      ->capture_default_str();
+  sweep->add_option("--fsdp", sa.fsdp, "FSDP implementation: 1 (flat params) or 2 (fully_shard)")
+      ->capture_default_str();
+  sweep->add_option("--precision", sa.precision, "bf16 (mixed) or fp32")->capture_default_str();
+  sweep->add_flag("--activation-checkpointing", sa.activation_checkpointing,
+                  "Checkpoint every transformer block");
+  sweep->add_flag("--flash-attention", sa.flash_attention, "No s^2 attention tensors");
+  sweep->add_option("--limit-all-gathers", sa.limit_all_gathers,
+                    "FSDP1 all-gathers in flight (0: unlimited)")->capture_default_str();
+  sweep->add_option("--steps", sa.steps, "Training steps per minibatch")->capture_default_str();
+  sweep->add_flag("--json", sa.json, "Print the result as JSON");
+  sweep->add_option("--out", sa.out, "Write an HDF5 result file");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    if (replay->parsed()) return cli::run_replay(ra);
+    return cli::run_sweep_command(sa);
+  } catch (const SettingsError& e) {
+    std::fprintf(stderr, "mlprio-fsdp: %s\n", e.what());
+    return 2;
+  } catch (const SnapshotError& e) {
+    std::fprintf(stderr, "mlprio-fsdp: %s\n", e.what());
+    return 2;
+  } catch (const ModelConfigError& e) {
+    std::fprintf(stderr, "mlprio-fsdp: %s\n", e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "mlprio-fsdp: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mlprio-fsdp: error: %s\n", e.what());
+    return 1;
+  }
+}

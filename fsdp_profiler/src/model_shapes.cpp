@@ -1,0 +1,138 @@
+// Built-in transformer shapes (public Hugging Face configs) and the JSON loader for others.
+#include "mlprio/fsdp/model_shapes.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#ifndef MLPRIO_FSDP_CONFIG_DIR
+#define MLPRIO_FSDP_CONFIG_DIR ""
+#endif
+
+namespace mlprio::fsdp {
+
+int64_t TransformerShape::layer_params(bool cross) const {
+  const int64_t attn = 4 * d_model * d_attn;  // q, k, v, o
+  const int64_t mlp = (gated_mlp ? 3 : 2) * d_model * d_ff;
+  const int64_t norms = 2 * d_model;
+  return attn * (cross ? 2 : 1) + mlp + norms + (cross ? d_model : 0);
+}
+
+int64_t TransformerShape::root_params() const {
+  int64_t p = vocab * d_model + 2 * d_model;  // embedding, final norm(s)
+  if (!tied_embeddings) p += vocab * d_model;
+  if (!gated_mlp && !encoder_decoder()) p += seq_len * d_model;  // GPT-2 learned positions
+  return p;
+}
+
+int64_t TransformerShape::total_params() const {
+  return root_params() + n_layers * layer_params(false) + n_dec_layers * layer_params(true);
+}
+
+namespace {
+
+std::vector<TransformerShape> builtins() {
+  std::vector<TransformerShape> v;
+  TransformerShape g;  // GPT2-XL: 48 x 1600, 25 heads, context 1024
+  g.name = "gpt2-xl";
+  g.n_layers = 48; g.d_model = 1600; g.n_heads = 25; g.d_attn = 1600; g.d_ff = 6400;
+  g.vocab = 50257; g.seq_len = 1024;
+  v.push_back(g);
+  TransformerShape t;  // T5-3B: 24 + 24 layers, d_model 1024, 32 heads x 128, d_ff 16384
+  t.name = "t5-3b";
+  t.n_layers = 24; t.n_dec_layers = 24; t.d_model = 1024; t.n_heads = 32; t.d_attn = 4096;
+  t.d_ff = 16384; t.vocab = 32128; t.seq_len = 512; t.dec_seq_len = 128;
+  v.push_back(t);
+  TransformerShape l7;  // LLaMA-2-7B
+  l7.name = "llama2-7b";
+  l7.n_layers = 32; l7.d_model = 4096; l7.n_heads = 32; l7.d_attn = 4096; l7.d_ff = 11008;
+  l7.vocab = 32000; l7.seq_len = 4096; l7.gated_mlp = true; l7.tied_embeddings = false;
+  l7.dropout = false;
+  v.push_back(l7);
+  TransformerShape l13 = l7;  // LLaMA-2-13B
+  l13.name = "llama2-13b";
+  l13.n_layers = 40; l13.d_model = 5120; l13.n_heads = 40; l13.d_attn = 5120; l13.d_ff = 13824;
+  v.push_back(l13);
+  return v;
+}
+
+std::string default_file() {
+  const std::string p = std::string(MLPRIO_FSDP_CONFIG_DIR) + "/models.json";
+  return std::filesystem::exists(p) ? p : "";
+}
+
+std::vector<TransformerShape> from_file(const std::string& path) {
+  std::vector<TransformerShape> out;
+  if (path.empty()) return out;
+  std::ifstream in(path);
+  if (!in) throw ModelConfigError(path + ": cannot open models file");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw ModelConfigError(path + ": not valid JSON: " + e.what());
+  }
+  const auto models = doc.find("models");
+  if (!doc.is_object() || models == doc.end() || !models->is_array())
+    throw ModelConfigError(path + ": expected {\"models\": [ {\"name\": ..., \"n_layers\": ...} ]}");
+  for (size_t i = 0; i < models->size(); ++i) {
+    const auto& m = (*models)[i];
+    const std::string loc = path + ": models[" + std::to_string(i) + "]";
+    auto num = [&](const char* f, bool required) -> int64_t {
+      const auto it = m.find(f);
+      if (it == m.end()) {
+        if (required) throw ModelConfigError(loc + ": missing integer field '" + f + "'");
+        return 0;
+      }
+      if (!it->is_number_integer() || it->get<int64_t>() < 0)
+        throw ModelConfigError(loc + "." + f + ": expected a non-negative integer");
+      return it->get<int64_t>();
+    };
+    if (!m.is_object() || !m.contains("name") || !m["name"].is_string())
+      throw ModelConfigError(loc + ": expected an object with a string \"name\"");
+    TransformerShape s;
+    s.name = m["name"].get<std::string>();
+    s.n_layers = num("n_layers", true);
+    s.n_dec_layers = num("n_dec_layers", false);
+    s.d_model = num("d_model", true);
+    s.n_heads = num("n_heads", true);
+    s.d_attn = num("d_attn", false);
+    if (s.d_attn == 0) s.d_attn = s.d_model;
+    s.d_ff = num("d_ff", true);
+    s.vocab = num("vocab", true);
+    s.seq_len = num("seq_len", true);
+    s.dec_seq_len = num("dec_seq_len", false);
+    s.gated_mlp = m.value("gated_mlp", false);
+    s.tied_embeddings = m.value("tied_embeddings", true);
+    s.dropout = m.value("dropout", true);
+    if (s.n_layers == 0 || s.d_model == 0 || s.n_heads == 0 || s.seq_len == 0)
+      throw ModelConfigError(loc + ": n_layers, d_model, n_heads and seq_len must be > 0");
+    if (s.n_dec_layers > 0 && s.dec_seq_len == 0)
+      throw ModelConfigError(loc + ": an encoder-decoder model needs dec_seq_len > 0");
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+TransformerShape find_model(std::string_view name, const std::string& models_file) {
+  for (const auto& m : builtins())
+    if (m.name == name) return m;
+  for (const auto& m : from_file(models_file.empty() ? default_file() : models_file))
+    if (m.name == name) return m;
+  std::string known;
+  for (const auto& n : known_models(models_file)) known += (known.empty() ? "" : ", ") + n;
+  throw ModelConfigError("unknown model '" + std::string(name) + "'; known: " + known);
+}
+
+std::vector<std::string> known_models(const std::string& models_file) {
+  std::vector<std::string> names;
+  for (const auto& m : builtins()) names.push_back(m.name);
+  for (const auto& m : from_file(models_file.empty() ? default_file() : models_file))
+    names.push_back(m.name);
+  return names;
+}
+
+}  // namespace mlprio::fsdp
