@@ -1,0 +1,132 @@
+// The feature schema of the priority model and the causal feature builder.
+//
+// A feature row is a fixed-length float vector (XGBoost's input type; NaN = missing) whose column
+// names and order are the schema a model file records and load_predictor() checks. Rows for a
+// whole trace are built causally in submit order: a job's user-history columns only see jobs
+// that had finished (start + run <= its submit time), so training and evaluation never leak the
+// future. Deployed predictors use a frozen UserHistory snapshot stored in the model file.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "mlprio/jobs/job.hpp"
+#include "mlprio/jobs/trace.hpp"
+
+namespace mlprio::model {
+
+// Bump when columns change: a model file trained with another schema is refused.
+inline constexpr int SCHEMA_VERSION = 1;
+inline constexpr float MISSING = std::numeric_limits<float>::quiet_NaN();
+
+enum Feature : int {
+  F_REQ_PROCS,
+  F_REQ_NODES,
+  F_REQ_GPUS,
+  F_REQ_MEM_GIB,
+  F_REQ_TIME,
+  F_PARTITION,
+  F_QOS,
+  F_QUEUE,
+  F_ACCOUNT,
+  F_USER,
+  F_APP,
+  F_NAME,
+  F_NAME_TOK0,
+  F_NAME_TOK1,
+  F_HIST_LAST2_MEAN,
+  F_HIST_LAST_RUN,
+  F_HIST_RUN_REQ_RATIO,
+  F_HIST_RATIO_TIMES_REQ,
+  F_HIST_COUNT,
+  F_HIST_FAIL_RATE,
+  F_HOUR_OF_DAY,
+  F_DAY_OF_WEEK,
+  F_LLM_MODEL_SIZE,
+  F_LLM_SEQ_LEN,
+  F_LLM_BATCH_SIZE,
+  F_LLM_LORA_RANK,
+  F_LLM_EPOCHS,
+  F_LLM_DATASET_SIZE,
+  N_FEATURES
+};
+
+// Column names in schema order.
+const std::array<std::string_view, N_FEATURES>& feature_names();
+
+// True for the final states counted as failures (FAILED, TIMEOUT, OUT_OF_MEMORY, NODE_FAIL).
+bool is_failure(JobStatus s);
+
+// Stable 64-bit FNV-1a, the hash behind categorical columns and user keys (same on every build).
+uint64_t stable_hash(std::string_view s, uint64_t seed = 14695981039346656037ULL);
+
+// Key of a job's user: hash of the user name, or of "#<id>" when the trace has numbers only
+// (SWF). 0 when the user is unknown.
+uint64_t user_key(const Job& job, const TraceNames& names);
+
+// What is known about one user from jobs that have finished.
+struct UserStats {
+  double last_run = std::numeric_limits<double>::quiet_NaN();
+  double prev_run = std::numeric_limits<double>::quiet_NaN();
+  double ratio_sum = 0;   // sum of run / requested time over jobs with a request
+  int64_t ratio_n = 0;
+  int64_t count = 0;      // finished jobs with a known run time
+  int64_t failures = 0;
+  void record(const Job& finished);
+};
+
+struct UserHistory {
+  std::unordered_map<uint64_t, UserStats> by_user;
+  const UserStats* find(uint64_t key) const {
+    auto it = by_user.find(key);
+    return it == by_user.end() ? nullptr : &it->second;
+  }
+};
+
+// When a finished job becomes visible to the history: start + run, where start is submit + wait
+// and a trace without wait times is taken to start at submit (the earliest it could have ended).
+// NaN when the run time is unknown (such jobs never enter a history).
+double finish_time(const Job& job);
+
+// Encodes jobs of one trace into rows. Resolves the free-form feature keys of `names` once, so
+// encode() neither allocates nor looks strings up.
+class FeatureEncoder {
+ public:
+  // `epoch_offset` is added to Job::submit to get Unix time (SWF's UnixStartTime; 0 for sacct).
+  explicit FeatureEncoder(const TraceNames& names, double epoch_offset = 0.0);
+  // Fills row (N_FEATURES floats). `hist` is the job user's history, or nullptr when none.
+  void encode(const Job& job, const UserStats* hist, std::span<float> row) const;
+  uint64_t user_of(const Job& job) const { return user_key(job, names_); }
+
+ private:
+  const TraceNames& names_;
+  double epoch_offset_;
+  static constexpr int N_LLM = F_LLM_DATASET_SIZE - F_LLM_MODEL_SIZE + 1;
+  static constexpr int MAX_ALIASES = 4;
+  std::array<std::array<int32_t, MAX_ALIASES>, N_LLM> llm_ids_{};
+};
+
+struct FeatureMatrix {
+  size_t rows = 0;
+  std::vector<float> values;  // row-major, rows x N_FEATURES
+  std::span<const float> row(size_t i) const {
+    return {values.data() + i * N_FEATURES, static_cast<size_t>(N_FEATURES)};
+  }
+};
+
+// Rows for every job, history computed causally in submit order (jobs must be sorted by submit;
+// throws std::invalid_argument otherwise). When `final_history` is given it receives the history
+// after every job of the trace has finished (the snapshot a model file stores).
+FeatureMatrix build_features(std::span<const Job> jobs, const TraceNames& names,
+                             double epoch_offset = 0.0, UserHistory* final_history = nullptr);
+
+// Rows from a frozen history (the deployed path): no job of the batch sees another.
+void encode_with_history(std::span<const Job> jobs, const TraceNames& names,
+                         const UserHistory& history, double epoch_offset, std::span<float> out);
+
+}  // namespace mlprio::model

@@ -1,0 +1,67 @@
+// The mlprio model file: one JSON document carrying format name and version, the kind of
+// predictor, the feature schema it was trained on, training provenance and metrics, the frozen
+// per-user history, the calibration shifts and (kind "xgboost") XGBoost's own saved model as
+// base64. read_model_document() is the gate every load goes through: it refuses missing,
+// oversized, group/world-writable, corrupt, wrong-format, wrong-version and wrong-schema files
+// with a ModelError naming the file and the reason, because slurmctld loads it as root.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mlprio/model/features.hpp"
+#include "mlprio/model/predictor.hpp"
+
+namespace mlprio::model {
+
+inline constexpr const char* MODEL_FORMAT = "mlprio-model";
+inline constexpr int MODEL_VERSION = 1;
+inline constexpr uint64_t MODEL_MAX_BYTES = 256ULL << 20;
+
+// The schema array this build writes and expects.
+nlohmann::json schema_json();
+
+// Reads and checks a model file (see the file comment); throws ModelError.
+nlohmann::json read_model_document(const std::string& path);
+// Checks a parsed document (format, version, schema, kind present); throws ModelError whose
+// message starts with `origin`.
+void check_model_document(const nlohmann::json& doc, const std::string& origin);
+// Writes atomically (temporary file + rename) with mode 0644; throws ModelError.
+void write_model_document(const std::string& path, const nlohmann::json& doc);
+
+// Builds the predictor a checked document describes (registered by "kind").
+std::unique_ptr<Predictor> make_predictor(const nlohmann::json& doc);
+
+// Frozen user history <-> JSON (keys are hex user hashes: no user names in the file).
+nlohmann::json history_to_json(const UserHistory& h);
+UserHistory history_from_json(const nlohmann::json& j);
+
+std::string base64_encode(std::string_view bytes);
+// Throws ModelError on a character outside the alphabet or a bad length.
+std::string base64_decode(std::string_view text);
+
+// The run-time calibration applied on top of a log-run-time regressor: the point prediction is
+// exp(margin + point_shift) and the upper one exp(margin + upper_shift), both capped by the
+// request when there is one.
+struct Calibration {
+  double point_shift = 0.0;
+  double upper_shift = 0.0;
+};
+
+// Builds an XGBoost-kind predictor from XGBoost's saved JSON model(s) without libxgboost (the
+// trees are evaluated by our own allocation-free walker). `fail_json` may be empty.
+std::unique_ptr<Predictor> make_tree_predictor(const std::string& runtime_json,
+                                               const std::string& fail_json, Calibration cal,
+                                               UserHistory history, double epoch_offset,
+                                               std::string description);
+
+// The closed-form model: the user's last-two mean capped by the request, else the request, else
+// `default_runtime`; fail_prob is the user's past failure rate.
+std::unique_ptr<Predictor> make_formula_predictor(UserHistory history, double default_runtime,
+                                                  std::string description);
+
+}  // namespace mlprio::model

@@ -1,0 +1,76 @@
+// The contract between the priority model and its users (the replayer, the Slurm plugin's C ABI,
+// the mlprio-model tool): a Predictor turns job records into run-time and failure predictions,
+// and score() turns a prediction into a priority. Implementations (XGBoost model, closed-form
+// formulas, LLM advisor) live in core/src/model/, one file each, registered by the model file's
+// "kind". Predictors are immutable after loading, so concurrent readers need no lock.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "mlprio/jobs/job.hpp"
+#include "mlprio/jobs/trace.hpp"
+
+namespace mlprio::model {
+
+inline constexpr double NOT_PREDICTED = std::numeric_limits<double>::quiet_NaN();
+
+struct Prediction {
+  double runtime = NOT_PREDICTED;        // expected actual run time, seconds
+  double runtime_upper = NOT_PREDICTED;  // a high quantile, seconds (for time limits)
+  double fail_prob = NOT_PREDICTED;      // probability the job fails (OOM, timeout, crash)
+};
+
+// A model file that cannot be used: missing, unreadable, corrupt, wrong schema or version,
+// unsafe permissions. what() says which and why.
+class ModelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Predictor {
+ public:
+  virtual ~Predictor() = default;
+  // Predicts for each job; `names` resolves the interned strings of the jobs (user, partition,
+  // job name, ...). out.size() == jobs.size(). Must not allocate per job on the hot path.
+  virtual void predict(std::span<const Job> jobs, const TraceNames& names,
+                       std::span<Prediction> out) const = 0;
+  // One line for logs: kind, schema version, training window.
+  virtual std::string describe() const = 0;
+
+  // Added for the evaluator and the replayer, which keep their own causal history: predicts from
+  // feature rows already built (features.hpp schema, row-major, jobs.size() x N_FEATURES).
+  // `jobs` supplies what is not in the row (the request that caps a prediction). The default
+  // throws ModelError, so test doubles of Predictor need not implement it.
+  virtual void predict_rows(std::span<const float> rows, std::span<const Job> jobs,
+                            std::span<Prediction> out) const;
+  // The model file's kind ("xgboost", "formula").
+  virtual std::string kind() const { return "unknown"; }
+};
+
+// Loads a model file and checks its schema; throws ModelError with a reason.
+std::unique_ptr<Predictor> load_predictor(const std::string& path);
+
+// What the score may know about the cluster at scoring time.
+struct ClusterState {
+  int64_t total_procs = 0;
+  int64_t free_procs = 0;
+  int64_t queued_jobs = 0;
+};
+
+// Score parameters (documented in core/model/README.md). Higher score = scheduled earlier.
+struct ScoreConfig {
+  double age_weight = 1.0;            // how fast waiting raises the score
+  double starvation_limit = 86400.0;  // wait (s) after which a job outranks any fresh job
+  double size_weight = 0.0;           // favour (>0) or penalise (<0) wide jobs
+};
+
+// The one priority function both the replayer's `ml` policy and site_factor/mlprio call.
+double score(const Job& job, const Prediction& p, double now, const ClusterState& cluster,
+             const ScoreConfig& cfg);
+
+}  // namespace mlprio::model

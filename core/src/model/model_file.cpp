@@ -1,0 +1,269 @@
+// Reading, checking and writing mlprio model files, and the registry that turns a checked
+// document into a Predictor by its "kind". The checks run before any field is trusted: the file
+// is opened once (O_NOFOLLOW is not used because sites link models into place; the permission
+// check applies to the file the descriptor refers to), its mode and size are taken from that
+// descriptor, then the JSON is parsed and its header compared with this build.
+#include "mlprio/model/model_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace mlprio::model {
+namespace {
+
+[[noreturn]] void refuse(const std::string& origin, const std::string& why) {
+  throw ModelError("model file " + origin + ": " + why);
+}
+
+double json_double(const nlohmann::json& v) {
+  return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace
+
+void Predictor::predict_rows(std::span<const float>, std::span<const Job>,
+                             std::span<Prediction>) const {
+  throw ModelError("this predictor (" + describe() + ") does not predict from feature rows");
+}
+
+nlohmann::json schema_json() {
+  nlohmann::json a = nlohmann::json::array();
+  for (auto n : feature_names()) a.push_back(std::string(n));
+  return a;
+}
+
+void check_model_document(const nlohmann::json& doc, const std::string& origin) {
+  if (!doc.is_object()) refuse(origin, "top level is not a JSON object");
+  if (!doc.contains("format") || doc["format"] != MODEL_FORMAT)
+    refuse(origin, std::string("\"format\" is not \"") + MODEL_FORMAT +
+                       "\" (is this an mlprio model file?)");
+  if (!doc.contains("version") || !doc["version"].is_number_integer())
+    refuse(origin, "\"version\" is missing or not an integer");
+  if (doc["version"].get<int64_t>() != MODEL_VERSION)
+    refuse(origin, "version " + doc["version"].dump() + " is not supported (this build reads " +
+                       std::to_string(MODEL_VERSION) + "); retrain with this mlprio-model");
+  if (!doc.contains("kind") || !doc["kind"].is_string())
+    refuse(origin, "\"kind\" is missing (expected \"xgboost\" or \"formula\")");
+  if (!doc.contains("schema_version") || doc["schema_version"] != SCHEMA_VERSION)
+    refuse(origin, "feature schema version differs from this build's (" +
+                       std::to_string(SCHEMA_VERSION) + "); retrain");
+  if (!doc.contains("schema") || doc["schema"] != schema_json()) {
+    std::string detail;
+    if (doc.contains("schema") && doc["schema"].is_array()) {
+      const auto& s = doc["schema"];
+      const auto want = schema_json();
+      for (size_t i = 0; i < std::max(s.size(), want.size()); ++i) {
+        const std::string got = i < s.size() ? s[i].dump() : "(none)";
+        const std::string exp = i < want.size() ? want[i].dump() : "(none)";
+        if (got != exp) {
+          detail = ": column " + std::to_string(i) + " is " + got + ", this build expects " + exp;
+          break;
+        }
+      }
+    }
+    refuse(origin, "feature schema does not match this build" + detail + "; retrain");
+  }
+}
+
+nlohmann::json read_model_document(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) refuse(path, std::string("cannot open: ") + std::strerror(errno));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) refuse(path, std::string("cannot stat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) refuse(path, "not a regular file");
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    refuse(path, std::string("is writable by group or others (mode ") + mode +
+                     "); slurmctld loads it as root, so only its owner may write it "
+                     "(chmod go-w)");
+  }
+  if (static_cast<uint64_t>(st.st_size) > MODEL_MAX_BYTES)
+    refuse(path, "is larger than " + std::to_string(MODEL_MAX_BYTES >> 20) + " MiB");
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) refuse(path, std::string("read failed: ") + (n < 0 ? std::strerror(errno) : "short read"));
+    got += static_cast<size_t>(n);
+  }
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+  if (doc.is_discarded()) refuse(path, "is not valid JSON (corrupt or truncated)");
+  check_model_document(doc, path);
+  return doc;
+}
+
+void write_model_document(const std::string& path, const nlohmann::json& doc) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) refuse(path, "cannot create " + tmp + ": " + std::strerror(errno));
+  const std::string text = doc.dump(1) + "\n";
+  size_t put = 0;
+  bool ok = true;
+  while (put < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + put, text.size() - put);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = false;
+      break;
+    }
+    put += static_cast<size_t>(n);
+  }
+  ok = ok && ::fchmod(fd, 0644) == 0 && ::fsync(fd) == 0;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    std::remove(tmp.c_str());
+    refuse(path, "write failed: " + err);
+  }
+}
+
+nlohmann::json history_to_json(const UserHistory& h) {
+  // Sorted keys (nlohmann's object is a std::map), so equal histories give equal bytes.
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, s] : h.by_user) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
+    auto num = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
+    j[hex] = {num(s.last_run), num(s.prev_run), s.ratio_sum, s.ratio_n, s.count, s.failures};
+  }
+  return j;
+}
+
+UserHistory history_from_json(const nlohmann::json& j) {
+  UserHistory h;
+  if (!j.is_object()) throw ModelError("\"user_history\" is not an object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const auto& v = it.value();
+    if (!v.is_array() || v.size() != 6) throw ModelError("\"user_history\" entry is malformed");
+    const uint64_t key = std::stoull(it.key(), nullptr, 16);
+    UserStats s;
+    s.last_run = json_double(v[0]);
+    s.prev_run = json_double(v[1]);
+    s.ratio_sum = json_double(v[2]);
+    s.ratio_n = v[3].get<int64_t>();
+    s.count = v[4].get<int64_t>();
+    s.failures = v[5].get<int64_t>();
+    h.by_user.emplace(key, s);
+  }
+  return h;
+}
+
+namespace {
+constexpr char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}
+
+std::string base64_encode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) |
+                       uint32_t(uint8_t(bytes[i + 2]));
+    out += B64[v >> 18];
+    out += B64[(v >> 12) & 63];
+    out += B64[(v >> 6) & 63];
+    out += B64[v & 63];
+  }
+  if (i < bytes.size()) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
+    if (i + 1 < bytes.size()) v |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    out += B64[v >> 18];
+    out += B64[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? B64[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::string base64_decode(std::string_view text) {
+  if (text.size() % 4 != 0) throw ModelError("base64 text length is not a multiple of 4");
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = text[i + k];
+      if (c == '=' && i + 4 == text.size() && k >= 2) {
+        v[k] = 0;
+        ++pad;
+      } else {
+        v[k] = val(c);
+        if (v[k] < 0 || pad > 0) throw ModelError("base64 text has an invalid character");
+      }
+    }
+    const uint32_t w = (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) |
+                       uint32_t(v[3]);
+    out += static_cast<char>(w >> 16);
+    if (pad < 2) out += static_cast<char>((w >> 8) & 255);
+    if (pad < 1) out += static_cast<char>(w & 255);
+  }
+  return out;
+}
+
+std::unique_ptr<Predictor> make_predictor(const nlohmann::json& doc) {
+  const std::string kind = doc.at("kind").get<std::string>();
+  const UserHistory hist =
+      doc.contains("user_history") ? history_from_json(doc["user_history"]) : UserHistory{};
+  std::string desc = kind + " model, schema v" + std::to_string(SCHEMA_VERSION);
+  if (doc.contains("training") && doc["training"].contains("window"))
+    desc += ", trained on " + doc["training"]["window"].dump();
+  try {
+    if (kind == "xgboost") {
+      if (!doc.contains("booster_runtime") || !doc["booster_runtime"].is_string())
+        throw ModelError("\"booster_runtime\" is missing");
+      const std::string rt = base64_decode(doc["booster_runtime"].get<std::string>());
+      std::string fail;
+      if (doc.contains("booster_fail") && doc["booster_fail"].is_string())
+        fail = base64_decode(doc["booster_fail"].get<std::string>());
+      Calibration cal;
+      if (doc.contains("calibration")) {
+        cal.point_shift = doc["calibration"].value("point_shift", 0.0);
+        cal.upper_shift = doc["calibration"].value("upper_shift", 0.0);
+      }
+      return make_tree_predictor(rt, fail, cal, hist, 0.0, desc);
+    }
+    if (kind == "formula") {
+      const double def = doc.contains("formula") ? doc["formula"].value("default_runtime", 3600.0)
+                                                 : 3600.0;
+      return make_formula_predictor(hist, def, desc);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw ModelError(std::string("model document is malformed: ") + e.what());
+  }
+  throw ModelError("unknown model kind \"" + kind + "\" (expected \"xgboost\" or \"formula\")");
+}
+
+std::unique_ptr<Predictor> load_predictor(const std::string& path) {
+  const nlohmann::json doc = read_model_document(path);
+  try {
+    return make_predictor(doc);
+  } catch (const ModelError& e) {
+    throw ModelError("model file " + path + ": " + e.what());
+  }
+}
+
+}  // namespace mlprio::model

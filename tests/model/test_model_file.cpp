@@ -1,0 +1,128 @@
+// Model-file refusals: load_predictor must refuse missing, corrupt, wrong-format, wrong-version,
+// wrong-schema and group/world-writable files with a ModelError that says why, because
+// slurmctld loads the file as root. Also base64 round trips.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sys/stat.h>
+
+#include "model_tool.hpp"
+#include "mlprio/model/model_file.hpp"
+#include "synthetic.hpp"
+
+using namespace mlprio;
+using namespace mlprio::model;
+
+namespace {
+std::string tmp(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("mlprio_mf_" + name)).string();
+}
+void write_text(const std::string& path, const std::string& text, mode_t mode = 0644) {
+  std::filesystem::remove(path);
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), mode);
+}
+nlohmann::json formula_doc() {
+  const Trace t = testing::synthetic_trace(300, 2);
+  TrainOptions o;
+  o.kind = "formula";
+  std::vector<std::string> notes;
+  return train_model(t, "none", o, notes);
+}
+void expect_refusal(const std::string& path, const std::string& reason) {
+  try {
+    load_predictor(path);
+    FAIL("loaded " << path << " although it should be refused for: " << reason);
+  } catch (const ModelError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find(reason) != std::string::npos);
+    CHECK(std::string(e.what()).find(path) != std::string::npos);
+  }
+}
+}  // namespace
+
+TEST_CASE("a good formula model file loads", "[model][file]") {
+  const std::string p = tmp("good.json");
+  write_model_document(p, formula_doc());
+  CHECK(load_predictor(p)->kind() == "formula");
+  std::filesystem::remove(p);
+}
+
+TEST_CASE("model files are refused with a reason", "[model][file]") {
+  const auto doc = formula_doc();
+  const std::string p = tmp("bad.json");
+  SECTION("missing") { expect_refusal(tmp("does_not_exist.json"), "cannot open"); }
+  SECTION("corrupt JSON") {
+    write_text(p, doc.dump().substr(0, 200));
+    expect_refusal(p, "not valid JSON");
+  }
+  SECTION("empty") {
+    write_text(p, "");
+    expect_refusal(p, "not valid JSON");
+  }
+  SECTION("wrong format") {
+    auto d = doc;
+    d["format"] = "something-else";
+    write_text(p, d.dump());
+    expect_refusal(p, "\"format\"");
+  }
+  SECTION("wrong version") {
+    auto d = doc;
+    d["version"] = MODEL_VERSION + 1;
+    write_text(p, d.dump());
+    expect_refusal(p, "version 2 is not supported");
+  }
+  SECTION("schema column renamed") {
+    auto d = doc;
+    d["schema"][3] = "req_mem_mib";
+    write_text(p, d.dump());
+    expect_refusal(p, "column 3");
+  }
+  SECTION("schema column missing") {
+    auto d = doc;
+    d["schema"].erase(d["schema"].size() - 1);
+    write_text(p, d.dump());
+    expect_refusal(p, "schema does not match");
+  }
+  SECTION("unknown kind") {
+    auto d = doc;
+    d["kind"] = "oracle";
+    write_text(p, d.dump());
+    expect_refusal(p, "unknown model kind");
+  }
+  SECTION("group-writable") {
+    write_text(p, doc.dump(), 0664);
+    expect_refusal(p, "writable by group or others");
+  }
+  SECTION("world-writable") {
+    write_text(p, doc.dump(), 0646);
+    expect_refusal(p, "writable by group or others");
+  }
+  SECTION("a directory") { expect_refusal(std::filesystem::temp_directory_path().string(), "not a regular file"); }
+  SECTION("xgboost kind with a corrupt booster") {
+    auto d = doc;
+    d["kind"] = "xgboost";
+    d["booster_runtime"] = base64_encode("{\"learner\": 3}");
+    write_text(p, d.dump());
+    expect_refusal(p, "booster is malformed");
+  }
+  SECTION("xgboost kind with bad base64") {
+    auto d = doc;
+    d["kind"] = "xgboost";
+    d["booster_runtime"] = "@@@@";
+    write_text(p, d.dump());
+    expect_refusal(p, "base64");
+  }
+  std::filesystem::remove(p);
+}
+
+TEST_CASE("base64 round-trips every length", "[model][file]") {
+  std::string s;
+  for (int n = 0; n < 70; ++n) {
+    CHECK(base64_decode(base64_encode(s)) == s);
+    s += static_cast<char>((n * 37 + 11) & 0xff);
+  }
+  CHECK(base64_encode("foobar") == "Zm9vYmFy");
+  CHECK(base64_encode("fo") == "Zm8=");
+  CHECK_THROWS_AS(base64_decode("Zm9"), ModelError);
+}

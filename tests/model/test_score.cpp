@@ -1,0 +1,98 @@
+// Score properties (core/src/model/README.md): shorter predicted runs score higher at equal
+// wait, waiting raises the score, any job at or past the starvation limit outranks every job
+// below it whatever the predictions and weights, starved jobs are served oldest first, and
+// missing predictions fall back to the request without producing NaN.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+
+#include "mlprio/model/predictor.hpp"
+
+using namespace mlprio;
+using namespace mlprio::model;
+
+namespace {
+Job job_at(double submit, int64_t procs = 1, double req = 3600) {
+  Job j;
+  j.submit = submit;
+  j.req_procs = procs;
+  j.req_time = req;
+  return j;
+}
+Prediction pred(double rt) {
+  Prediction p;
+  p.runtime = rt;
+  return p;
+}
+const ClusterState CLUSTER{1024, 512, 10};
+}  // namespace
+
+TEST_CASE("shorter predicted run time scores higher", "[model][score]") {
+  const ScoreConfig cfg;
+  double prev = std::numeric_limits<double>::infinity();
+  for (double rt : {0.0, 1.0, 30.0, 60.0, 600.0, 3600.0, 86400.0, 1e6}) {
+    const double s = score(job_at(0), pred(rt), 100, CLUSTER, cfg);
+    CHECK(s < prev);
+    prev = s;
+  }
+}
+
+TEST_CASE("waiting raises the score", "[model][score]") {
+  const ScoreConfig cfg;
+  double prev = -1;
+  for (double w : {0.0, 10.0, 3600.0, 40000.0, 86399.0, 86400.0, 1e6}) {
+    const double s = score(job_at(0), pred(3600), w, CLUSTER, cfg);
+    CHECK(s > prev);
+    prev = s;
+  }
+}
+
+TEST_CASE("starvation limit: a starved job outranks any job below the limit", "[model][score]") {
+  std::mt19937_64 rng(123);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int trial = 0; trial < 2000; ++trial) {
+    ScoreConfig cfg;
+    cfg.age_weight = 10 * u(rng);
+    cfg.starvation_limit = 60 + 1e6 * u(rng);
+    cfg.size_weight = 4 * u(rng) - 2;
+    const double now = 2e6;
+    const Job starved = job_at(now - cfg.starvation_limit * (1 + u(rng)), 1024, 1e6);
+    const Job fresh = job_at(now - cfg.starvation_limit * u(rng) * 0.999, 1 + static_cast<int64_t>(u(rng) * 1024));
+    const double s_starved = score(starved, pred(1e7 * u(rng) + 1e5), now, CLUSTER, cfg);
+    const double s_fresh = score(fresh, pred(u(rng) * 10), now, CLUSTER, cfg);
+    INFO("trial " << trial);
+    REQUIRE(s_starved > s_fresh);
+  }
+}
+
+TEST_CASE("starved jobs are served oldest first", "[model][score]") {
+  const ScoreConfig cfg;
+  const double now = 1e6;
+  const double a = score(job_at(now - 2 * cfg.starvation_limit), pred(1e5), now, CLUSTER, cfg);
+  const double b = score(job_at(now - 1.5 * cfg.starvation_limit), pred(1), now, CLUSTER, cfg);
+  CHECK(a > b);
+}
+
+TEST_CASE("missing predictions fall back to the request; scores stay finite", "[model][score]") {
+  const ScoreConfig cfg;
+  const double with_req = score(job_at(0, 1, 600), Prediction{}, 10, CLUSTER, cfg);
+  CHECK(with_req == score(job_at(0, 1, 600), pred(600), 10, CLUSTER, cfg));
+  Job nothing = job_at(0, -1, -1);
+  CHECK(std::isfinite(score(nothing, Prediction{}, 0, ClusterState{}, cfg)));
+  CHECK(std::isfinite(score(nothing, pred(std::numeric_limits<double>::infinity()), -5, CLUSTER, cfg)));
+  ScoreConfig broken;
+  broken.starvation_limit = 0;
+  broken.age_weight = std::nan("");
+  CHECK(std::isfinite(score(job_at(0), pred(10), 100, CLUSTER, broken)));
+}
+
+TEST_CASE("size weight favours or penalises wide jobs within its bound", "[model][score]") {
+  ScoreConfig cfg;
+  cfg.size_weight = 0.5;
+  const double wide = score(job_at(0, 1024), pred(600), 0, CLUSTER, cfg);
+  const double narrow = score(job_at(0, 1), pred(600), 0, CLUSTER, cfg);
+  CHECK(wide > narrow);
+  CHECK(wide - narrow <= 0.5 + 1e-12);
+  cfg.size_weight = -0.5;
+  CHECK(score(job_at(0, 1024), pred(600), 0, CLUSTER, cfg) < score(job_at(0, 1), pred(600), 0, CLUSTER, cfg));
+}
