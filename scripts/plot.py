@@ -1,0 +1,184 @@
+#!/usr/bin/python3
+"""Draws the standard mlprio plots from one HDF5 file (a demo file, or any replay/fsdp file).
+
+Usage: scripts/plot.py FILE.h5 OUTDIR
+
+Reads whatever groups are present and skips the rest:
+  replay runs  (/runs/run_NNNN or /replay/runs/run_NNNN): bounded-slowdown CDF, queue length
+               over time and its time-weighted CDF, mean wait by job size;
+  model eval   (/model/errors/<method>): CDF of relative prediction error per method;
+  fsdp sweep   (/sweep or /fsdp/sweep): retries per step and peak memory per minibatch, and
+               memory over time for the recorded minibatches.
+Uses Debian's python3-h5py and python3-matplotlib (run with /usr/bin/python3).
+"""
+import os
+import sys
+
+import h5py
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+GIB = float(1 << 30)
+
+
+def find(f, *paths):
+    for p in paths:
+        if p in f:
+            return f[p]
+    return None
+
+
+def label_of(run):
+    a = run.attrs
+    def s(k):
+        v = a.get(k, "")
+        return v.decode() if isinstance(v, bytes) else str(v)
+    return f"{s('policy')}+{s('backfill')}"
+
+
+def cdf(ax, values, label):
+    v = np.sort(np.asarray(values, dtype=float))
+    if v.size == 0:
+        return
+    ax.plot(v, np.arange(1, v.size + 1) / v.size, label=label)
+
+
+def plot_replay(runs, out):
+    written = []
+    names = sorted(runs.keys())
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for n in names:
+        cdf(ax, runs[n]["jobs"]["bsld"], label_of(runs[n]))
+    ax.set_xscale("log")
+    ax.set_xlabel("bounded slowdown (10 s)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title("Bounded slowdown CDF")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    p = os.path.join(out, "bsld_cdf.png"); fig.tight_layout(); fig.savefig(p, dpi=110); plt.close(fig); written.append(p)
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for n in names:
+        if "series" not in runs[n]:
+            continue
+        s = runs[n]["series"]
+        t = np.asarray(s["time"], dtype=float)
+        q = np.asarray(s["queue_length"], dtype=float)
+        if t.size == 0:
+            continue
+        ax1.step((t - t[0]) / 3600.0, q, where="post", label=label_of(runs[n]), linewidth=0.8)
+        # Time-weighted CDF: each sample holds until the next.
+        dt = np.diff(np.append(t, t[-1]))
+        order = np.argsort(q)
+        w = np.cumsum(dt[order])
+        if w[-1] > 0:
+            ax2.plot(q[order], w / w[-1], label=label_of(runs[n]))
+    ax1.set_xlabel("hours since first submit"); ax1.set_ylabel("jobs waiting"); ax1.set_title("Queue length over time")
+    ax2.set_xlabel("jobs waiting"); ax2.set_ylabel("fraction of time"); ax2.set_title("Queue length CDF (time-weighted)")
+    for a in (ax1, ax2):
+        a.grid(alpha=0.3); a.legend(fontsize=7)
+    p = os.path.join(out, "queue_length.png"); fig.tight_layout(); fig.savefig(p, dpi=110); plt.close(fig); written.append(p)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    width = 0.8 / max(1, len(names))
+    for i, n in enumerate(names):
+        j = runs[n]["jobs"]
+        procs = np.maximum(1, np.asarray(j["procs"], dtype=float))
+        bucket = np.floor(np.log2(procs)).astype(int)
+        waits = np.asarray(j["wait"], dtype=float)
+        bs = np.arange(bucket.max() + 1) if bucket.size else np.arange(1)
+        means = [waits[bucket == b].mean() / 3600.0 if np.any(bucket == b) else 0 for b in bs]
+        ax.bar(bs + i * width, means, width=width, label=label_of(runs[n]))
+    ax.set_xlabel("job size bucket: log2(processors)")
+    ax.set_ylabel("mean wait (hours)")
+    ax.set_title("Wait by job size")
+    ax.legend(fontsize=7); ax.grid(alpha=0.3, axis="y")
+    p = os.path.join(out, "wait_by_size.png"); fig.tight_layout(); fig.savefig(p, dpi=110); plt.close(fig); written.append(p)
+    return written
+
+
+def plot_model(errors, out):
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in sorted(errors.keys()):
+        cdf(ax, np.abs(np.asarray(errors[name], dtype=float)), name)
+    ax.set_xscale("log")
+    ax.set_xlabel("|predicted - actual| / actual")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title("Run-time prediction error CDF")
+    ax.legend(); ax.grid(alpha=0.3)
+    p = os.path.join(out, "prediction_error_cdf.png"); fig.tight_layout(); fig.savefig(p, dpi=110); plt.close(fig)
+    return [p]
+
+
+def plot_fsdp(sweep, out):
+    written = []
+    pts = sweep["points"][:]
+    mbs = pts["mbs"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    ax1.plot(mbs, pts["retries_per_step"], marker="o")
+    oom = pts["oom"].astype(bool)
+    if oom.any():
+        ax1.plot(mbs[oom], pts["retries_per_step"][oom], "rx", markersize=10, label="OOM")
+        ax1.legend()
+    safe = sweep.attrs.get("max_safe_mbs", None)
+    if safe is not None and safe > 0:
+        ax1.axvline(safe, color="green", linestyle="--", linewidth=1)
+        ax2.axvline(safe, color="green", linestyle="--", linewidth=1, label=f"max safe mbs = {safe}")
+    ax1.set_xlabel("minibatch"); ax1.set_ylabel("cudaMalloc retries per step"); ax1.set_title("Retries per minibatch")
+    for key, lab in (("peak_reserved_bytes", "peak reserved"), ("peak_allocated_bytes", "peak allocated")):
+        if key in pts.dtype.names:
+            ax2.plot(mbs, pts[key] / GIB, marker=".", label=lab)
+    ax2.set_xlabel("minibatch"); ax2.set_ylabel("GiB"); ax2.set_title("Peak memory per minibatch"); ax2.legend()
+    for a in (ax1, ax2):
+        a.grid(alpha=0.3)
+    p = os.path.join(out, "fsdp_retries.png"); fig.tight_layout(); fig.savefig(p, dpi=110); plt.close(fig); written.append(p)
+    if "series" in sweep:
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        for name in sorted(sweep["series"].keys()):
+            s = sweep["series"][name]
+            ax.plot(np.asarray(s["reserved_bytes"]) / GIB, label=f"{name} reserved", linewidth=0.8)
+            ax.plot(np.asarray(s["allocated_bytes"]) / GIB, label=f"{name} allocated", linewidth=0.8)
+        ax.set_xlabel("allocator event"); ax.set_ylabel("GiB"); ax.set_title("GPU memory over time (simulated)")
+        ax.legend(fontsize=8); ax.grid(alpha=0.3)
+        p = os.path.join(out, "fsdp_memory.png"); fig.tight_layout(); fig.savefig(p, dpi=110); plt.close(fig); written.append(p)
+    return written
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.stderr.write(__doc__)
+        return 2
+    path, out = argv[1], argv[2]
+    os.makedirs(out, exist_ok=True)
+    written = []
+    with h5py.File(path, "r") as f:
+        if f.attrs.get("format") not in ("mlprio", b"mlprio"):
+            sys.stderr.write(f"plot.py: {path} is not an mlprio result file\n")
+            return 2
+        # Runs may sit at the root (a replay file) or under any part of a merged file.
+        runs = {}
+        for prefix in [""] + [k + "/" for k in f.keys() if isinstance(f[k], h5py.Group)]:
+            if prefix + "runs" in f:
+                for name, g in f[prefix + "runs"].items():
+                    runs[prefix + name] = g
+        if runs:
+            written += plot_replay(runs, out)
+        errors = find(f, "model/errors")
+        if errors is not None and len(errors) > 0:
+            written += plot_model(errors, out)
+        sweep = find(f, "sweep", "fsdp/sweep")
+        if sweep is not None and "points" in sweep:
+            written += plot_fsdp(sweep, out)
+    for p in written:
+        print(p)
+    if not written:
+        sys.stderr.write(f"plot.py: nothing to plot in {path}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,56 @@
+#!/usr/bin/python3
+"""Checks a demo output folder: files exist, the HDF5 file is an mlprio file that h5py reads,
+the replay and FSDP numbers are sane, and every plot is a PNG. Exit 1 with the reasons."""
+import json
+import os
+import sys
+
+import h5py
+
+out = sys.argv[1]
+errors = []
+
+
+def need(cond, msg):
+    if not cond:
+        errors.append(msg)
+
+
+for f in ["workload.swf", "inspect.json", "replay.json", "fsdp.json", "demo.h5"]:
+    need(os.path.exists(os.path.join(out, f)), f"missing {f}")
+
+if not errors:
+    total = json.load(open(os.path.join(out, "inspect.json")))["jobs"]
+    test_len = total - total * 7 // 10
+    runs = json.load(open(os.path.join(out, "replay.json")))["runs"]
+    need(len(runs) >= 4, f"expected at least 4 replay runs, got {len(runs)}")
+    for r in runs:
+        tag = f"{r['policy']}+{r['backfill']}"
+        need(r["jobs"] == test_len, f"{tag}: {r['jobs']} jobs replayed, expected {test_len}")
+        need(r["avg_bsld"] >= 1.0, f"{tag}: avg_bsld {r['avg_bsld']} < 1")
+        need(r["avg_wait"] >= 0.0, f"{tag}: negative avg_wait")
+        need(0.0 < r["utilization"] <= 1.0, f"{tag}: utilization {r['utilization']} outside (0, 1]")
+    need({"fcfs", "multifactor", "f1"} <= {r["policy"] for r in runs}, "a baseline policy is missing")
+    need({"easy", "conservative"} <= {r["backfill"] for r in runs}, "EASY or conservative is missing")
+    fsdp = json.load(open(os.path.join(out, "fsdp.json")))
+    need(fsdp["max_safe_mbs"] >= 1, f"max_safe_mbs {fsdp['max_safe_mbs']} < 1")
+    with h5py.File(os.path.join(out, "demo.h5"), "r") as h:
+        need(h.attrs["format"] == "mlprio", "demo.h5 has no format=mlprio")
+        need("fsdp" in h and "sweep" in h["fsdp"], "demo.h5 lacks /fsdp/sweep")
+        nruns = sum(len(h[k]["runs"]) for k in h if "runs" in h[k])
+        need(nruns == len(runs), f"demo.h5 holds {nruns} runs, replay.json {len(runs)}")
+        for k in h:
+            if "runs" in h[k]:
+                for name, g in h[k]["runs"].items():
+                    need(g["jobs"].shape[0] == test_len, f"/{k}/runs/{name}/jobs has {g['jobs'].shape[0]} rows")
+                    need((g["jobs"]["start"] >= g["jobs"]["submit"]).all(), f"/{k}/runs/{name}: a job starts before submission")
+    plots = os.path.join(out, "plots")
+    for p in ["bsld_cdf.png", "queue_length.png", "wait_by_size.png", "fsdp_retries.png", "fsdp_memory.png"]:
+        path = os.path.join(plots, p)
+        ok = os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+        need(ok, f"plot {p} missing or not a PNG")
+
+if errors:
+    print("demo check FAILED:\n  " + "\n  ".join(errors))
+    sys.exit(1)
+print("demo check passed")
