@@ -1,9 +1,11 @@
 // The caching-allocator model (see allocator.hpp). The structure follows torch's
 // DeviceCachingAllocator so that each rule can be compared with its source: malloc() climbs the
 // same ladder, free_block() merges the same way, and every statistic is updated at the same
-// point. Blocks live in an arena indexed by BlockId; the free lists are std::pmr::set keyed
-// (stream, size, addr) drawing nodes from a pool resource, so steady-state operations do not
-// touch the heap.
+// point. Blocks live in an arena indexed by BlockId; the free lists are, per pool and stream,
+// vectors sorted by (size, addr) (torch's (stream, size, addr) order, one stream at a time), so a
+// lookup is a binary search over contiguous memory and steady-state operations do not touch the
+// heap. Debug builds (no NDEBUG) also check on every free-list update that the list agrees with
+// the blocks; check() verifies everything in any build.
 #include "mlprio/fsdp/allocator.hpp"
 
 #include <algorithm>
@@ -97,28 +99,84 @@ void CachingAllocator::delete_block(BlockId id) {
   free_slots_.push_back(id);
 }
 
-CachingAllocator::Pool& CachingAllocator::pool_of(const Block& b) {
-  return b.is_small ? *small_pool_ : *large_pool_;
+// Branch-free binary search: the free lists are short and their order is random, so a
+// conditional move beats a mispredicted branch per level.
+size_t CachingAllocator::FreeList::search(const FreeEntry* first, size_t n, Key key) {
+  if (n == 0) return 0;
+  const FreeEntry* base = first;
+  while (n > 1) {
+    const size_t half = n / 2;
+    base = base[half - 1].key < key ? base + half : base;
+    n -= half;
+  }
+  return static_cast<size_t>(base - first) + (base->key < key ? 1 : 0);
 }
 
-void CachingAllocator::stat_inc(StatArray& a, bool is_small, int64_t amount) {
-  a[AGGREGATE].increase(amount);
-  a[stat_pool(is_small)].increase(amount);
-}
-void CachingAllocator::stat_dec(StatArray& a, bool is_small, int64_t amount) {
-  a[AGGREGATE].decrease(amount);
-  a[stat_pool(is_small)].decrease(amount);
+void CachingAllocator::replace_free_at(Pool& pool, StreamId stream, size_t index, BlockId id) {
+  Block& b = blk(id);
+  b.gc_count_base = pool.get_free_blocks_call_count;
+  auto& v = pool.blocks.by_stream[stream];
+  const FreeEntry e{free_key(b.size, b.addr), id};
+  if (index > 0 && e.key < v[index - 1].key) {
+    const size_t j = FreeList::search(v.data(), index, e.key);
+    std::move_backward(v.begin() + static_cast<std::ptrdiff_t>(j),
+                       v.begin() + static_cast<std::ptrdiff_t>(index),
+                       v.begin() + static_cast<std::ptrdiff_t>(index + 1));
+    v[j] = e;
+  } else if (index + 1 < v.size() && v[index + 1].key < e.key) {
+    const size_t j =
+        index + 1 + FreeList::search(v.data() + index + 1, v.size() - index - 1, e.key);
+    std::move(v.begin() + static_cast<std::ptrdiff_t>(index + 1),
+              v.begin() + static_cast<std::ptrdiff_t>(j), v.begin() + static_cast<std::ptrdiff_t>(index));
+    v[j - 1] = e;
+  } else {
+    v[index] = e;
+  }
 }
 
 void CachingAllocator::insert_free(BlockId id) {
   Block& b = blk(id);
   Pool& p = pool_of(b);
   b.gc_count_base = p.get_free_blocks_call_count;
-  p.blocks.insert(FreeKey{b.stream, b.size, b.addr, id});
+  auto& v = p.blocks.by_stream[b.stream];
+  const Key key = free_key(b.size, b.addr);
+  const size_t i = FreeList::lower_bound(v, key);
+  // A (size, addr) already present would be a block freed twice (a std::set ignores it).
+  if (i < v.size() && v[i].key == key) {
+#ifndef NDEBUG
+    fail("block inserted twice into a free list");
+#else
+    return;
+#endif
+  }
+  v.insert(v.begin() + static_cast<std::ptrdiff_t>(i), FreeEntry{key, id});
+  ++p.blocks.count;
 }
 void CachingAllocator::erase_free(BlockId id) {
   const Block& b = blk(id);
-  pool_of(b).blocks.erase(FreeKey{b.stream, b.size, b.addr, id});
+  Pool& p = pool_of(b);
+  auto& v = p.blocks.by_stream[b.stream];
+  const size_t i = FreeList::lower_bound(v, free_key(b.size, b.addr));
+  if (i == v.size() || v[i].id != id) {
+#ifndef NDEBUG
+    fail("erasing a block that is not in its free list");
+#else
+    return;  // as std::set::erase of a missing key
+#endif
+  }
+  erase_free_at(p, b.stream, i);
+}
+void CachingAllocator::erase_free_at(Pool& pool, StreamId stream, size_t index) {
+  auto& v = pool.blocks.by_stream[stream];
+  v.erase(v.begin() + static_cast<std::ptrdiff_t>(index));
+  --pool.blocks.count;
+}
+std::vector<BlockId> CachingAllocator::free_block_ids(const Pool& pool) const {
+  std::vector<BlockId> ids;
+  ids.reserve(pool.blocks.count);
+  for (const auto& v : pool.blocks.by_stream)
+    for (const FreeEntry& e : v) ids.push_back(e.id);
+  return ids;
 }
 void CachingAllocator::insert_unmapped(BlockId id) {
   const Block& b = blk(id);
@@ -150,7 +208,8 @@ AllocResult CachingAllocator::malloc(uint64_t bytes, StreamId stream) {
   Pool& pool = size <= SMALL_SIZE ? *small_pool_ : *large_pool_;
   const uint64_t alloc_size = allocation_size(size);
 
-  BlockId found = get_free_block(pool, stream, size);
+  size_t index = NOT_LISTED;
+  BlockId found = get_free_block(pool, stream, size, index);
   if (found == NO_BLOCK) {
     if (gc_enabled_) garbage_collect();
     // The ladder, in torch's order: a new segment; release cached oversize blocks and try
@@ -163,34 +222,34 @@ AllocResult CachingAllocator::malloc(uint64_t bytes, StreamId stream) {
       return AllocResult{};
     }
   }
-  return alloc_found_block(found, size, bytes);
+  return alloc_found_block(found, size, bytes, index);
 }
 
-BlockId CachingAllocator::get_free_block(Pool& pool, StreamId stream, uint64_t size) {
+BlockId CachingAllocator::get_free_block(Pool& pool, StreamId stream, uint64_t size,
+                                         size_t& index) {
   if (gc_enabled_) ++pool.get_free_blocks_call_count;
-  auto it = pool.blocks.lower_bound(FreeKey{stream, size, 0, NO_BLOCK});
-  if (it == pool.blocks.end() || it->stream != stream) return NO_BLOCK;
-  if (blk(it->id).expandable >= 0 && settings_.expandable_segments) {
+  const auto& v = pool.blocks.by_stream[stream];
+  size_t i = FreeList::lower_bound(v, free_key(size, 0));
+  if (i == v.size()) return NO_BLOCK;
+  if (blk(v[i].id).expandable >= 0 && settings_.expandable_segments) {
     // A free block followed by unmapped space can grow, so best fit compares the size it could
     // reach, preferring a smaller reachable size among candidates on the stream.
     auto reach = [&](BlockId id) {
       const Block& b = blk(id);
       return b.size + (b.next != NO_BLOCK && !blk(b.next).mapped ? blk(b.next).size : 0);
     };
-    auto next = std::next(it);
-    while (blk(it->id).expandable >= 0 && next != pool.blocks.end() && next->stream == stream &&
-           reach(next->id) < reach(it->id)) {
-      it = next++;
+    size_t next = i + 1;
+    while (blk(v[i].id).expandable >= 0 && next < v.size() && reach(v[next].id) < reach(v[i].id)) {
+      i = next++;
     }
   }
-  const uint64_t candidate = it->size;
+  const uint64_t candidate = v[i].size();
   if (size < settings_.max_split_size && candidate >= settings_.max_split_size) return NO_BLOCK;
   if (size >= settings_.max_split_size &&
       candidate >= size + settings_.max_non_split_rounding_size)
     return NO_BLOCK;
-  const BlockId id = it->id;
-  pool.blocks.erase(it);
-  return id;
+  index = i;
+  return v[i].id;
 }
 
 bool CachingAllocator::alloc_block(Pool& pool, StreamId stream, uint64_t size, uint64_t alloc_size,
@@ -221,7 +280,8 @@ bool CachingAllocator::alloc_block(Pool& pool, StreamId stream, uint64_t size, u
   return true;
 }
 
-AllocResult CachingAllocator::alloc_found_block(BlockId id, uint64_t size, uint64_t requested) {
+AllocResult CachingAllocator::alloc_found_block(BlockId id, uint64_t size, uint64_t requested,
+                                               size_t index) {
   const bool small = blk(id).is_small;
   const bool exp = blk(id).expandable >= 0;
   const bool already_split = blk(id).is_split();
@@ -247,7 +307,11 @@ AllocResult CachingAllocator::alloc_found_block(BlockId id, uint64_t size, uint6
     r.prev = nb;
     r.addr += size;
     r.size -= size;
-    insert_free(rem);
+    if (index != NOT_LISTED) {
+      replace_free_at(pool_of(r), r.stream, index, rem);
+    } else {
+      insert_free(rem);
+    }
     if (!exp) {
       if (already_split) {
         stat_dec(stats_.inactive_split_bytes, small, static_cast<int64_t>(size));
@@ -257,9 +321,12 @@ AllocResult CachingAllocator::alloc_found_block(BlockId id, uint64_t size, uint6
       }
     }
     id = nb;
-  } else if (already_split && !exp) {
-    stat_dec(stats_.inactive_split_bytes, small, static_cast<int64_t>(blk(id).size));
-    stat_dec(stats_.inactive_split, small, 1);
+  } else {
+    if (index != NOT_LISTED) erase_free_at(pool_of(blk(id)), blk(id).stream, index);
+    if (already_split && !exp) {
+      stat_dec(stats_.inactive_split_bytes, small, static_cast<int64_t>(blk(id).size));
+      stat_dec(stats_.inactive_split, small, 1);
+    }
   }
   Block& b = blk(id);
   b.allocated = true;
@@ -278,28 +345,24 @@ bool CachingAllocator::release_available_cached_blocks(Pool& pool, StreamId stre
                                                        uint64_t size) {
   if (settings_.max_split_size == UNLIMITED) return false;
   const uint64_t key_size = std::max(size, settings_.max_split_size);
-  auto it = pool.blocks.lower_bound(FreeKey{stream, key_size, 0, NO_BLOCK});
-  if (it == pool.blocks.end() || it->stream != stream || blk(it->id).expandable >= 0) {
+  const auto& v = pool.blocks.by_stream[stream];
+  const size_t i = FreeList::lower_bound(v, free_key(key_size, 0));
+  if (i == v.size() || blk(v[i].id).expandable >= 0) {
     // No single cached block is large enough: release oversize blocks from the largest down
-    // until enough is released.
-    if (it == pool.blocks.begin()) return false;
+    // until enough is released. Releasing entry j leaves entries 0..j-1 where they are.
     uint64_t released = 0;
-    --it;
-    while (released < key_size && it->size >= settings_.max_split_size && it->stream == stream) {
-      auto cur = it;
-      const bool is_first = cur == pool.blocks.begin();
-      if (!is_first) --it;
-      const BlockId cid = cur->id;
+    for (size_t j = i; j > 0 && released < key_size && v[j - 1].size() >= settings_.max_split_size;) {
+      --j;
+      const BlockId cid = v[j].id;
       if (blk(cid).expandable < 0 && !blk(cid).is_split()) {
         released += blk(cid).size;
         release_block(cid);
       }
-      if (is_first) break;
     }
     return released >= key_size;
   }
-  if (blk(it->id).is_split()) return false;  // oversize blocks are whole segments; be safe
-  release_block(it->id);
+  if (blk(v[i].id).is_split()) return false;  // oversize blocks are whole segments; be safe
+  release_block(v[i].id);
   return true;
 }
 
@@ -312,9 +375,7 @@ bool CachingAllocator::release_cached_blocks() {
 
 void CachingAllocator::release_blocks(Pool& pool) {
   std::vector<BlockId> to_unmap;
-  for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
-    const BlockId id = it->id;
-    ++it;
+  for (const BlockId id : free_block_ids(pool)) {
     if (blk(id).expandable >= 0) {
       to_unmap.push_back(id);
     } else if (!blk(id).is_split()) {
@@ -347,10 +408,12 @@ void CachingAllocator::garbage_collect() {
   Pool& pool = *large_pool_;
   uint64_t total_age = 0;
   int64_t freeable = 0;
-  for (const FreeKey& k : pool.blocks) {
-    if (!blk(k.id).is_split()) {
-      total_age += pool.get_free_blocks_call_count - blk(k.id).gc_count_base;
-      ++freeable;
+  for (const auto& v : pool.blocks.by_stream) {
+    for (const FreeEntry& e : v) {
+      if (!blk(e.id).is_split()) {
+        total_age += pool.get_free_blocks_call_count - blk(e.id).gc_count_base;
+        ++freeable;
+      }
     }
   }
   if (freeable == 0) return;
@@ -359,9 +422,7 @@ void CachingAllocator::garbage_collect() {
   while (reclaimed < target && block_freed && freeable > 0) {
     const double age_threshold = static_cast<double>(total_age) / static_cast<double>(freeable);
     block_freed = false;
-    for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
-      const BlockId id = it->id;
-      ++it;
+    for (const BlockId id : free_block_ids(pool)) {
       const Block& b = blk(id);
       const uint64_t age = pool.get_free_blocks_call_count - b.gc_count_base;
       if (!b.is_split() && b.expandable < 0 && static_cast<double>(age) >= age_threshold) {
@@ -438,6 +499,7 @@ void CachingAllocator::insert_events(BlockId id) {
     uses &= uses - 1;
     b.event_count += 1;
     events_[s].push_back(PendingEvent{id, next_seq_[s]++});
+    pending_streams_ |= uint64_t{1} << s;
     ++pending_events_;
   }
 }
@@ -463,7 +525,9 @@ void CachingAllocator::all_streams_done() {
 }
 
 void CachingAllocator::process_events() {
-  for (StreamId s = 0; s < MAX_STREAMS && pending_events_ > 0; ++s) {
+  // Streams in increasing order, as before, but only those with queued events.
+  for (uint64_t streams = pending_streams_; streams != 0; streams &= streams - 1) {
+    const auto s = static_cast<StreamId>(std::countr_zero(streams));
     auto& q = events_[s];
     while (!q.empty() && q.front().seq < done_seq_[s]) {
       const BlockId id = q.front().block;
@@ -471,6 +535,7 @@ void CachingAllocator::process_events() {
       --pending_events_;
       finish_event(id);
     }
+    if (q.empty()) pending_streams_ &= ~(uint64_t{1} << s);
   }
 }
 
@@ -487,6 +552,7 @@ void CachingAllocator::synchronize_and_free_events() {
     }
     done_seq_[s] = next_seq_[s];
   }
+  pending_streams_ = 0;  // every queue was drained
   while (!deferred_.empty()) complete_deferred_free(deferred_.back());
 }
 
@@ -498,14 +564,38 @@ void CachingAllocator::free_block(BlockId id) {
   const uint64_t requested = blk(id).requested;
   int64_t net_blocks = 0;
   int64_t net_bytes = 0;
+  // The first free neighbour's free-list slot is reused for the merged block (same order of
+  // merges and block deletions as try_merge() twice, so block ids stay the same).
+  Pool& pool = pool_of(blk(id));
+  const StreamId stream = blk(id).stream;
+  size_t slot = NOT_LISTED;
   for (BlockId cand : {blk(id).prev, blk(id).next}) {
-    const uint64_t subsumed = try_merge(id, cand);
-    if (subsumed > 0) {
-      net_blocks -= 1;
-      net_bytes -= static_cast<int64_t>(subsumed);
+    if (!mergeable(id, cand)) continue;
+    const Block& c = blk(cand);
+    uint64_t subsumed = 0;
+    auto& v = pool.blocks.by_stream[stream];
+    const size_t ci = FreeList::lower_bound(v, free_key(c.size, c.addr));
+    if (!c.mapped || ci == v.size() || v[ci].id != cand) {
+#ifndef NDEBUG
+      if (c.mapped) fail("free neighbour missing from its free list");
+#endif
+      subsumed = try_merge(id, cand);
+    } else if (slot == NOT_LISTED) {
+      slot = ci;
+      subsumed = merge_links(id, cand);
+    } else {
+      erase_free_at(pool, stream, ci);
+      if (ci < slot) --slot;
+      subsumed = merge_links(id, cand);
     }
+    net_blocks -= 1;
+    net_bytes -= static_cast<int64_t>(subsumed);
   }
-  insert_free(id);
+  if (slot != NOT_LISTED) {
+    replace_free_at(pool, stream, slot, id);
+  } else {
+    insert_free(id);
+  }
   Block& b = blk(id);
   if (b.is_split()) {
     net_blocks += 1;
@@ -523,17 +613,26 @@ void CachingAllocator::free_block(BlockId id) {
   stat_dec(stats_.requested_bytes, small, static_cast<int64_t>(requested));
 }
 
-uint64_t CachingAllocator::try_merge(BlockId dst, BlockId src) {
-  if (src == NO_BLOCK) return 0;
+bool CachingAllocator::mergeable(BlockId dst, BlockId src) const {
+  if (src == NO_BLOCK) return false;
   const Block& s = blk(src);
-  Block& d = blk(dst);
-  if (s.allocated || s.event_count > 0 || s.stream_uses != 0 || s.mapped != d.mapped) return 0;
-  if (s.mapped) {
+  return !(s.allocated || s.event_count > 0 || s.stream_uses != 0 || s.mapped != blk(dst).mapped);
+}
+
+uint64_t CachingAllocator::try_merge(BlockId dst, BlockId src) {
+  if (!mergeable(dst, src)) return 0;
+  if (blk(src).mapped) {
     erase_free(src);
   } else {
     erase_unmapped(src);
   }
   // The free lists are keyed by address and size, so dst must leave them while it changes.
+  return merge_links(dst, src);
+}
+
+uint64_t CachingAllocator::merge_links(BlockId dst, BlockId src) {
+  const Block& s = blk(src);
+  Block& d = blk(dst);
   if (d.prev == src) {
     d.addr = s.addr;
     d.prev = s.prev;
@@ -761,7 +860,9 @@ void CachingAllocator::check() const {
     } else if (b.mapped) {
       ++free_mapped;
       const Pool& p = b.is_small ? *small_pool_ : *large_pool_;
-      if (p.blocks.count(FreeKey{b.stream, b.size, b.addr, id}) == 0)
+      const auto& v = p.blocks.by_stream[b.stream];
+      const size_t i = FreeList::lower_bound(v, free_key(b.size, b.addr));
+      if (i == v.size() || v[i].id != id || v[i].key != free_key(b.size, b.addr))
         fail("free block missing from its pool's free list");
       if (b.expandable < 0 && b.is_split()) {
         recount.inactive_split[pi].current += 1;
@@ -798,8 +899,24 @@ void CachingAllocator::check() const {
     reserved += pages * e.page;
     recount.reserved_bytes[stat_pool(e.is_small)].current += static_cast<int64_t>(pages * e.page);
   }
-  if (small_pool_->blocks.size() + large_pool_->blocks.size() != free_mapped)
-    fail("free lists hold blocks that are not free");
+  size_t listed = 0;
+  for (const Pool* p : {small_pool_.get(), large_pool_.get()}) {
+    size_t in_pool = 0;
+    for (const auto& v : p->blocks.by_stream) {
+      in_pool += v.size();
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i > 0 && !(v[i - 1].key < v[i].key)) fail("free list not sorted by (size, addr)");
+        if (v[i].id >= blocks_.size() || !blk(v[i].id).live)
+          fail("free list names a block that does not exist");
+        const Block& b = blk(v[i].id);
+        if (&v != &p->blocks.by_stream[b.stream] || b.is_small != p->is_small)
+          fail("free block listed under the wrong stream or pool");
+      }
+    }
+    if (in_pool != p->blocks.count) fail("free list count is wrong");
+    listed += in_pool;
+  }
+  if (listed != free_mapped) fail("free lists hold blocks that are not free");
   if (small_pool_->unmapped.size() + large_pool_->unmapped.size() != unmapped)
     fail("unmapped lists disagree with the blocks");
   auto cmp = [&](const char* name, const StatArray& got, StatArray want) {
@@ -829,7 +946,11 @@ void CachingAllocator::check() const {
     if (stats_.allocated_bytes[i].peak < stats_.allocated_bytes[i].current) fail("peak < current");
   }
   uint64_t queued = 0;
-  for (const auto& q : events_) queued += q.size();
+  for (StreamId s = 0; s < MAX_STREAMS; ++s) {
+    queued += events_[s].size();
+    if (!events_[s].empty() && ((pending_streams_ >> s) & 1) == 0)
+      fail("stream with queued events missing from the pending mask");
+  }
   if (queued != pending_events_) fail("pending event count is wrong");
 }
 

@@ -10,6 +10,7 @@
 // BlockId indices into an arena so that the hot path makes no heap allocation.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory_resource>
@@ -110,16 +111,29 @@ class CachingAllocator {
     bool deferred = false;
     bool is_split() const { return prev != NO_BLOCK || next != NO_BLOCK; }
   };
-  struct FreeKey {
-    StreamId stream;
-    uint64_t size;
-    uint64_t addr;
+  // One free, mapped block in its (pool, stream) free list: key = size << 64 | addr, so one
+  // 128-bit compare orders by (size, addr) without a branch.
+  __extension__ using Key = unsigned __int128;
+  static Key free_key(uint64_t size, uint64_t addr) { return Key{size} << 64 | addr; }
+  struct FreeEntry {
+    Key key;
     BlockId id;
-    bool operator<(const FreeKey& o) const {
-      if (stream != o.stream) return stream < o.stream;
-      if (size != o.size) return size < o.size;
-      return addr < o.addr;
+    uint64_t size() const { return static_cast<uint64_t>(key >> 64); }
+    uint64_t addr() const { return static_cast<uint64_t>(key); }
+  };
+  // A pool's free, mapped blocks: per stream, a vector sorted by (size, addr). Taken stream by
+  // stream this is exactly torch's set ordered by (stream, size, addr), so best fit, the
+  // oversize walks and every iteration see the blocks in the same order, but a lookup is a
+  // binary search over contiguous memory and insert/erase make no node allocation (the vectors
+  // keep their capacity, so steady-state operations do not touch the heap).
+  struct FreeList {
+    std::array<std::vector<FreeEntry>, MAX_STREAMS> by_stream;
+    size_t count = 0;
+    // Index of the first entry not smaller than (size, addr) in stream `s`'s vector.
+    static size_t lower_bound(const std::vector<FreeEntry>& v, Key key) {
+      return search(v.data(), v.size(), key);
     }
+    static size_t search(const FreeEntry* first, size_t n, Key key);
   };
   struct AddrKey {
     StreamId stream;
@@ -138,9 +152,9 @@ class CachingAllocator {
     std::vector<uint8_t> mapped;
   };
   struct Pool {
-    explicit Pool(bool small, std::pmr::memory_resource* r) : is_small(small), blocks(r), unmapped(r) {}
+    explicit Pool(bool small, std::pmr::memory_resource* r) : is_small(small), unmapped(r) {}
     bool is_small;
-    std::pmr::set<FreeKey> blocks;    // free, mapped blocks by (stream, size, addr)
+    FreeList blocks;                  // free, mapped blocks by (stream, size, addr)
     std::pmr::set<AddrKey> unmapped;  // unmapped ranges of expandable segments by (stream, addr)
     uint64_t get_free_blocks_call_count = 0;
   };
@@ -153,19 +167,32 @@ class CachingAllocator {
   const Block& blk(BlockId id) const { return blocks_[id]; }
   BlockId new_block();
   void delete_block(BlockId id);
-  Pool& pool_of(const Block& b);
+  Pool& pool_of(const Block& b) { return b.is_small ? *small_pool_ : *large_pool_; }
   size_t stat_pool(bool is_small) const { return is_small ? SMALL_POOL : LARGE_POOL; }
-  void stat_inc(StatArray& a, bool is_small, int64_t amount);
-  void stat_dec(StatArray& a, bool is_small, int64_t amount);
+  void stat_inc(StatArray& a, bool is_small, int64_t amount) {
+    a[AGGREGATE].increase(amount);
+    a[stat_pool(is_small)].increase(amount);
+  }
+  void stat_dec(StatArray& a, bool is_small, int64_t amount) {
+    a[AGGREGATE].decrease(amount);
+    a[stat_pool(is_small)].decrease(amount);
+  }
 
   void insert_free(BlockId id);
   void erase_free(BlockId id);
+  void erase_free_at(Pool& pool, StreamId stream, size_t index);
+  std::vector<BlockId> free_block_ids(const Pool& pool) const;  // in (stream, size, addr) order
   void insert_unmapped(BlockId id);
   void erase_unmapped(BlockId id);
-  BlockId get_free_block(Pool& pool, StreamId stream, uint64_t size);
+  static constexpr size_t NOT_LISTED = SIZE_MAX;
+  // Best fit; the block stays listed at `index` for alloc_found_block() to erase or reuse.
+  BlockId get_free_block(Pool& pool, StreamId stream, uint64_t size, size_t& index);
   bool alloc_block(Pool& pool, StreamId stream, uint64_t size, uint64_t alloc_size, bool is_retry,
                    BlockId& out);
-  AllocResult alloc_found_block(BlockId id, uint64_t size, uint64_t requested);
+  AllocResult alloc_found_block(BlockId id, uint64_t size, uint64_t requested, size_t index);
+  // Block `id`, whose key changed, takes over free-list slot `index` of the same pool and stream
+  // (one shift of the entries in between instead of an erase plus an insert).
+  void replace_free_at(Pool& pool, StreamId stream, size_t index, BlockId id);
   bool release_available_cached_blocks(Pool& pool, StreamId stream, uint64_t size);
   bool release_cached_blocks();
   void release_blocks(Pool& pool);
@@ -173,6 +200,8 @@ class CachingAllocator {
   void garbage_collect();
   void free_block(BlockId id);
   uint64_t try_merge(BlockId dst, BlockId src);
+  bool mergeable(BlockId dst, BlockId src) const;
+  uint64_t merge_links(BlockId dst, BlockId src);  // src into dst; the free lists untouched
   void insert_events(BlockId id);
   void finish_event(BlockId id);
 
@@ -199,6 +228,7 @@ class CachingAllocator {
   std::vector<uint64_t> next_seq_;
   std::vector<uint64_t> done_seq_;
   uint64_t pending_events_ = 0;
+  uint64_t pending_streams_ = 0;  // bit per stream whose event queue is not empty
   std::vector<BlockId> deferred_;      // blocks awaiting complete_deferred_free()
 };
 
