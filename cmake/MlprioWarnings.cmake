@@ -1,8 +1,9 @@
 # One INTERFACE target carries the project's warning flags; every target links it.
 add_library(mlprio_warnings INTERFACE)
 target_compile_options(mlprio_warnings INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+  $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wpedantic -Wshadow
     -Wcast-align -Wunused -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough>
+  $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor>
   # GCC 12 reports -Wrestrict false positives inside libstdc++'s std::string concatenation at -O2+
   # (GCC bug 105329); the code it points at is the standard library's, not ours.
   $<$<AND:$<CXX_COMPILER_ID:GNU>,$<COMPILE_LANGUAGE:CXX>>:-Wno-restrict>

@@ -1,0 +1,55 @@
+// Internals of the plugin C ABI (slurm_plugin/include/mlprio_abi.h): the parameter parser, the
+// LLM fine-tuning feature extractor and the conversion of a plugin's job view into the core's
+// Job record. Kept apart from the C entry points so unit tests can reach them without Slurm;
+// nothing here knows about Slurm's headers or locks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "mlprio/jobs/job.hpp"
+#include "mlprio/jobs/trace.hpp"
+#include "mlprio_abi.h"
+
+namespace mlprio::plugin {
+
+// Every key of PrioritySiteFactorParameters, with its default, declared once here.
+struct Params {
+  std::string model;              // model=PATH
+  double weight = 10000.0;        // weight=N: factor = weight * score (score is in (0, 1] before starvation)
+  int64_t max_boost = 100000;     // max_boost=N: |factor| cap
+  double limit_margin = 0.25;     // limit_margin=F: time limit = predicted run * (1 + F)
+  double refuse_above = 1.0;      // refuse_above=P: failure probability that refuses (1 = never)
+  int refuse_mode = MLPRIO_WARN;  // refuse_mode=refuse|warn
+  std::string llm_url;            // llm_url=URL (advisor; see README for what is implemented)
+  int64_t llm_timeout_ms = 2000;  // llm_timeout_ms=N
+  int64_t budget_us = 200;        // budget_us=N: inline model budget per job, 0 = async only
+  int64_t check_period_ms = 5000; // check_period_ms=N: model file mtime check period
+};
+
+struct ParseResult {
+  Params params;
+  std::vector<std::string> warnings;  // unknown keys, bad values (each already explains itself)
+};
+
+// Parses "key=value,key=value". Never throws on user input: problems become warnings and the
+// key keeps its default.
+ParseResult parse_params(std::string_view text);
+
+// LLM fine-tuning parameters in text: `#MLPRIO k=v ...` script lines, `k=v` tokens in a comment
+// (optionally after "mlprio:"), and hints in a job name ("llama-7b-lora16"). Canonical keys:
+// model_size, seq_len, batch_size, lora_rank, epochs, quant_bits. Later sources override earlier.
+std::vector<std::pair<std::string, double>> extract_features(std::string_view script,
+                                                             std::string_view comment,
+                                                             std::string_view name);
+std::string format_features(const std::vector<std::pair<std::string, double>>& f);
+
+// The job as the core sees it; strings are interned into `names`.
+Job to_core_job(const mlprio_job_t& in, TraceNames& names);
+
+std::string format_duration(double seconds);
+
+}  // namespace mlprio::plugin

@@ -1,0 +1,281 @@
+// Parsing for the plugin ABI: PrioritySiteFactorParameters, LLM fine-tuning parameters found in
+// job scripts, comments and names, and the plugin's job view -> core Job conversion. Pure
+// functions over strings so tests check them without a cluster; errors become warnings with the
+// offending key and a valid example, because a typo in slurm.conf must never stop slurmctld.
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "abi_detail.hpp"
+
+namespace mlprio::plugin {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// A number with an optional k/m/b/t (or K/M/B/T, G) multiplier: "7e9", "7B", "1.5b", "4k".
+bool parse_number(std::string_view s, double& out) {
+  s = trim(s);
+  if (s.empty() || s.size() > 64) return false;
+  std::string buf(s);
+  char* end = nullptr;
+  double v = std::strtod(buf.c_str(), &end);
+  if (end == buf.c_str()) return false;
+  std::string_view rest(end);
+  if (rest.size() == 1) {
+    switch (std::tolower(static_cast<unsigned char>(rest[0]))) {
+      case 'k': v *= 1e3; break;
+      case 'm': v *= 1e6; break;
+      case 'b': case 'g': v *= 1e9; break;
+      case 't': v *= 1e12; break;
+      default: return false;
+    }
+  } else if (!rest.empty()) {
+    return false;
+  }
+  if (!std::isfinite(v)) return false;
+  out = v;
+  return true;
+}
+
+bool parse_int(std::string_view s, int64_t& out) {
+  s = trim(s);
+  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// Canonical feature key for an alias, or "" when the key is not a fine-tuning parameter.
+std::string canonical_key(std::string_view k) {
+  const std::string key = lower(trim(k));
+  static const std::pair<const char*, const char*> ALIASES[] = {
+      {"model_size", "model_size"}, {"params", "model_size"},    {"model_params", "model_size"},
+      {"seq_len", "seq_len"},       {"seqlen", "seq_len"},       {"max_seq_len", "seq_len"},
+      {"sequence_length", "seq_len"},
+      {"batch_size", "batch_size"}, {"bs", "batch_size"},        {"micro_batch", "batch_size"},
+      {"global_batch", "batch_size"},
+      {"lora_rank", "lora_rank"},   {"lora_r", "lora_rank"},     {"rank", "lora_rank"},
+      {"epochs", "epochs"},         {"num_epochs", "epochs"},    {"epoch", "epochs"},
+      {"quant_bits", "quant_bits"}, {"bits", "quant_bits"},
+  };
+  for (const auto& [alias, canon] : ALIASES)
+    if (key == alias) return canon;
+  return {};
+}
+
+void set_feature(std::vector<std::pair<std::string, double>>& out, const std::string& k,
+                 double v) {
+  for (auto& [key, value] : out)
+    if (key == k) {
+      value = v;
+      return;
+    }
+  out.emplace_back(k, v);
+}
+
+// "k=v" tokens separated by spaces, commas or semicolons.
+void scan_pairs(std::string_view text, std::vector<std::pair<std::string, double>>& out) {
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (std::isspace(static_cast<unsigned char>(text[i])) ||
+                               text[i] == ',' || text[i] == ';'))
+      ++i;
+    size_t j = i;
+    while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j])) &&
+           text[j] != ',' && text[j] != ';')
+      ++j;
+    std::string_view tok = text.substr(i, j - i);
+    i = j;
+    auto eq = tok.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string key = canonical_key(tok.substr(0, eq));
+    double v = 0;
+    if (!key.empty() && parse_number(tok.substr(eq + 1), v)) set_feature(out, key, v);
+  }
+}
+
+// Job-name hints: "-7b" / "_13B" -> model_size, "lora16"/"r16" -> lora_rank, "seq2048"/"2k"
+// after "seq" -> seq_len, "bs8" -> batch_size, "ep3" -> epochs, "qlora" -> quant_bits=4.
+void scan_name(std::string_view name, std::vector<std::pair<std::string, double>>& out) {
+  const std::string n = lower(name);
+  size_t i = 0;
+  while (i < n.size()) {
+    if (!std::isalnum(static_cast<unsigned char>(n[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < n.size() && std::isalnum(static_cast<unsigned char>(n[j]))) ++j;
+    const std::string tok = n.substr(i, j - i);
+    i = j;
+    auto num_after = [&](std::string_view prefix, double& v) {
+      return tok.size() > prefix.size() && tok.compare(0, prefix.size(), prefix) == 0 &&
+             parse_number(std::string_view(tok).substr(prefix.size()), v);
+    };
+    double v = 0;
+    if (tok == "qlora") {
+      set_feature(out, "quant_bits", 4);
+    } else if (num_after("lora", v) || num_after("r", v)) {
+      set_feature(out, "lora_rank", v);
+    } else if (num_after("seq", v)) {
+      set_feature(out, "seq_len", v);
+    } else if (num_after("bs", v)) {
+      set_feature(out, "batch_size", v);
+    } else if (num_after("ep", v)) {
+      set_feature(out, "epochs", v);
+    } else if (tok.size() >= 2 && tok.back() == 'b' &&
+               std::isdigit(static_cast<unsigned char>(tok.front())) &&
+               parse_number(tok, v) && v >= 1e8) {
+      set_feature(out, "model_size", v);
+    }
+  }
+}
+
+}  // namespace
+
+ParseResult parse_params(std::string_view text) {
+  ParseResult r;
+  Params& p = r.params;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = trim(text.substr(pos, comma - pos));
+    pos = comma + 1;
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      r.warnings.push_back("parameter '" + std::string(item) +
+                           "' has no value; write key=value, e.g. weight=1000");
+      continue;
+    }
+    const std::string key = lower(trim(item.substr(0, eq)));
+    const std::string_view val = trim(item.substr(eq + 1));
+    auto bad = [&](const char* example) {
+      r.warnings.push_back("parameter " + key + "='" + std::string(val) +
+                           "' is not valid (e.g. " + example + "); keeping the default");
+    };
+    double d = 0;
+    int64_t n = 0;
+    if (key == "model") {
+      if (val.empty() || val.front() != '/') bad("model=/etc/slurm/mlprio/model.json, an absolute path");
+      else p.model = std::string(val);
+    } else if (key == "weight") {
+      if (parse_number(val, d) && d >= 0) p.weight = d; else bad("weight=1000");
+    } else if (key == "max_boost") {
+      if (parse_int(val, n) && n >= 0 && n < 0x7ffffff0LL) p.max_boost = n; else bad("max_boost=100000");
+    } else if (key == "limit_margin") {
+      if (parse_number(val, d) && d >= 0 && d <= 10) p.limit_margin = d; else bad("limit_margin=0.25");
+    } else if (key == "refuse_above") {
+      if (parse_number(val, d) && d >= 0 && d <= 1) p.refuse_above = d; else bad("refuse_above=0.9");
+    } else if (key == "refuse_mode") {
+      const std::string v = lower(val);
+      if (v == "refuse") p.refuse_mode = MLPRIO_REFUSE;
+      else if (v == "warn") p.refuse_mode = MLPRIO_WARN;
+      else bad("refuse_mode=refuse or refuse_mode=warn");
+    } else if (key == "llm_url") {
+      if (val.rfind("http://", 0) == 0 || val.rfind("https://", 0) == 0) p.llm_url = std::string(val);
+      else bad("llm_url=http://127.0.0.1:8080/v1");
+    } else if (key == "llm_timeout_ms") {
+      if (parse_int(val, n) && n > 0 && n <= 600000) p.llm_timeout_ms = n; else bad("llm_timeout_ms=2000");
+    } else if (key == "budget_us") {
+      if (parse_int(val, n) && n >= 0 && n <= 50000) p.budget_us = n; else bad("budget_us=200");
+    } else if (key == "check_period_ms") {
+      if (parse_int(val, n) && n >= 100 && n <= 3600000) p.check_period_ms = n; else bad("check_period_ms=5000");
+    } else {
+      r.warnings.push_back("unknown parameter '" + key +
+                           "' ignored (known: model, weight, max_boost, limit_margin, refuse_above, "
+                           "refuse_mode, llm_url, llm_timeout_ms, budget_us, check_period_ms)");
+    }
+  }
+  return r;
+}
+
+std::vector<std::pair<std::string, double>> extract_features(std::string_view script,
+                                                             std::string_view comment,
+                                                             std::string_view name) {
+  std::vector<std::pair<std::string, double>> out;
+  scan_name(name, out);
+  // Scripts can be megabytes; the parameters live in the header, so look at the first 64 KiB.
+  script = script.substr(0, std::min<size_t>(script.size(), 64 * 1024));
+  size_t pos = 0;
+  while (pos < script.size()) {
+    size_t nl = script.find('\n', pos);
+    if (nl == std::string_view::npos) nl = script.size();
+    std::string_view line = trim(script.substr(pos, nl - pos));
+    pos = nl + 1;
+    if (line.rfind("#MLPRIO", 0) == 0) scan_pairs(line.substr(7), out);
+  }
+  std::string_view c = trim(comment);
+  if (c.rfind("mlprio:", 0) == 0) c.remove_prefix(7);
+  scan_pairs(c, out);
+  return out;
+}
+
+std::string format_features(const std::vector<std::pair<std::string, double>>& f) {
+  std::string s;
+  char buf[64];
+  for (const auto& [k, v] : f) {
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    if (!s.empty()) s += ' ';
+    s += k + "=" + buf;
+  }
+  return s;
+}
+
+Job to_core_job(const mlprio_job_t& in, TraceNames& names) {
+  Job j;
+  j.id = in.job_id;
+  j.submit = in.submit_time >= 0 ? in.submit_time : UNKNOWN;
+  j.req_time = in.time_limit_s > 0 ? in.time_limit_s : UNKNOWN;
+  j.req_procs = in.req_cpus > 0 ? in.req_cpus : UNKNOWN_INT;
+  j.req_nodes = in.req_nodes > 0 ? in.req_nodes : UNKNOWN_INT;
+  j.req_gpus = in.req_gpus >= 0 ? in.req_gpus : UNKNOWN;
+  j.req_mem = in.req_mem_bytes > 0 ? in.req_mem_bytes : UNKNOWN_INT;
+  j.status = JobStatus::PENDING;
+  if (in.user) j.user = names.users.intern(in.user);
+  if (in.account) j.account = names.accounts.intern(in.account);
+  if (in.partition) j.partition = names.partitions.intern(in.partition);
+  if (in.qos) j.qos = names.qos.intern(in.qos);
+  if (in.name) j.name = names.job_names.intern(in.name);
+  // Features: admin_comment (what job_submit/mlprio parsed from the script) wins over the
+  // user's comment and the job name.
+  auto feats = extract_features(in.script ? in.script : "", in.comment ? in.comment : "",
+                                in.name ? in.name : "");
+  if (in.admin_comment) {
+    for (auto& [k, v] : extract_features("", in.admin_comment, "")) set_feature(feats, k, v);
+  }
+  j.features.reserve(feats.size());
+  for (const auto& [k, v] : feats) j.features.emplace_back(names.features.intern(k), v);
+  return j;
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "unknown";
+  auto s = static_cast<int64_t>(std::llround(seconds));
+  const int64_t d = s / 86400;
+  s %= 86400;
+  char buf[48];
+  if (d > 0)
+    std::snprintf(buf, sizeof buf, "%lld-%02lld:%02lld:%02lld", static_cast<long long>(d),
+                  static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60),
+                  static_cast<long long>(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  return buf;
+}
+
+}  // namespace mlprio::plugin

@@ -1,0 +1,134 @@
+/*
+ * mlprio_abi.h - the small C ABI between Slurm's C plugins (site_factor/mlprio,
+ * job_submit/mlprio) and mlprio's C++ core. Every function returns an MLPRIO_*
+ * status and never lets an exception, exit() or abort() escape; on failure the
+ * reason is in mlprio_last_error() (thread-local, valid until the next call on
+ * the same thread), as in XGBoost's C API. A context owns one parsed parameter
+ * set, one model (reloaded when its file changes), a cache of per-job site
+ * factors and, when started, a C++ watcher/worker thread that never touches
+ * Slurm state: it only predicts and reports job ids whose answers are ready.
+ */
+#ifndef MLPRIO_ABI_H
+#define MLPRIO_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum mlprio_status {
+	MLPRIO_OK = 0,
+	MLPRIO_ERR_PARAM = 1,    /* a parameter string could not be parsed */
+	MLPRIO_ERR_MODEL = 2,    /* model missing/corrupt/unsafe: neutral mode */
+	MLPRIO_ERR_INTERNAL = 3, /* unexpected C++ exception, caught here */
+	MLPRIO_NO_MODEL = 4,     /* no usable model loaded: answer is neutral */
+	MLPRIO_PENDING = 5,      /* answer queued for the worker thread */
+	MLPRIO_TIMEOUT = 6       /* nothing became ready before the timeout */
+};
+
+enum mlprio_refuse_mode { MLPRIO_REFUSE = 0, MLPRIO_WARN = 1 };
+
+typedef struct mlprio_ctx mlprio_ctx_t;
+
+/* What the plugins know about a job, in plain units. Unknown numbers are < 0,
+ * unknown strings NULL. Strings are only read during the call. */
+typedef struct {
+	uint32_t job_id;          /* 0 in job_submit (no id yet) */
+	double submit_time;       /* Unix seconds */
+	double time_limit_s;      /* requested limit, seconds */
+	int64_t req_cpus;
+	int64_t req_nodes;
+	double req_gpus;
+	int64_t req_mem_bytes;    /* whole job */
+	const char *user;
+	const char *account;
+	const char *partition;
+	const char *qos;
+	const char *name;         /* job name */
+	const char *comment;      /* --comment */
+	const char *admin_comment;/* where job_submit/mlprio leaves parsed features */
+	const char *script;       /* batch script (job_submit only) */
+} mlprio_job_t;
+
+typedef struct {
+	double runtime_s;         /* NaN when not predicted */
+	double runtime_upper_s;
+	double fail_prob;
+} mlprio_prediction_t;
+
+/* The parsed PrioritySiteFactorParameters, for the shims' own decisions. */
+typedef struct {
+	double weight;
+	int64_t max_boost;
+	double limit_margin;
+	double refuse_above;
+	int refuse_mode;          /* enum mlprio_refuse_mode */
+	int64_t budget_us;        /* inline model budget per job; 0 = always async */
+	int64_t check_period_ms;  /* model file mtime check period */
+	int64_t llm_timeout_ms;
+	int have_model_path;
+} mlprio_params_t;
+
+/* Log sink: level 0 = error, 1 = info, 2 = debug. Called from any thread. */
+typedef void (*mlprio_log_fn)(int level, const char *msg);
+
+const char *mlprio_last_error(void);
+void mlprio_set_log(mlprio_log_fn fn);
+
+/* Parses params and loads the model. The context is created (in neutral mode)
+ * even when the model cannot be used: then MLPRIO_ERR_MODEL is returned and
+ * *out is valid. Parameter problems are logged, never fatal. */
+int mlprio_ctx_create(const char *params, mlprio_ctx_t **out);
+void mlprio_ctx_free(mlprio_ctx_t *ctx);
+/* New parameters (scontrol reconfigure): re-parse, reload the model, drop the
+ * cache. Same return convention as create. */
+int mlprio_ctx_reconfigure(mlprio_ctx_t *ctx, const char *params);
+/* Reload the model when its file's mtime/size/mode changed; *reloaded = 1 if
+ * the model (or neutral mode) changed. Cheap when nothing changed (one stat). */
+int mlprio_ctx_check_reload(mlprio_ctx_t *ctx, int *reloaded);
+int mlprio_ctx_params(const mlprio_ctx_t *ctx, mlprio_params_t *out);
+/* One line: model kind and version, or why the context is neutral. */
+int mlprio_ctx_describe(const mlprio_ctx_t *ctx, char *buf, size_t len);
+/* Monotonic counter that changes on every model swap. */
+uint64_t mlprio_ctx_generation(const mlprio_ctx_t *ctx);
+
+/* In-process prediction for one job (job_submit). */
+int mlprio_predict(mlprio_ctx_t *ctx, const mlprio_job_t *job,
+		   mlprio_prediction_t *out);
+
+/* The site factor for a job, as a signed offset (the shim adds NICE_OFFSET).
+ * Cached answer or an in-process call within the budget: MLPRIO_OK. Over the
+ * budget: *factor = 0 and MLPRIO_PENDING (queued for the worker). No model:
+ * *factor = 0 and MLPRIO_NO_MODEL. */
+int mlprio_site_factor(mlprio_ctx_t *ctx, const mlprio_job_t *job,
+		       int64_t *factor);
+/* Forget a job's cached factor (job finished/purged). */
+void mlprio_forget(mlprio_ctx_t *ctx, uint32_t job_id);
+
+/* Start/stop the C++ worker: it predicts queued jobs and checks the model
+ * file every check_period_ms. */
+int mlprio_worker_start(mlprio_ctx_t *ctx);
+void mlprio_worker_stop(mlprio_ctx_t *ctx);
+/* Wait up to timeout_ms for job ids whose late answers are ready. *all = 1
+ * means "the model changed: re-prioritise every pending job". Returns
+ * MLPRIO_OK when ids or all are set, MLPRIO_TIMEOUT otherwise. */
+int mlprio_take_ready(mlprio_ctx_t *ctx, uint32_t *ids, size_t cap,
+		      size_t *n, int *all, int timeout_ms);
+/* Wake anyone in mlprio_take_ready (used by fini before joining). */
+void mlprio_wake(mlprio_ctx_t *ctx);
+
+/* LLM fine-tuning parameters found in text (#MLPRIO lines of a script,
+ * "key=value" in a comment, hints in a job name) as "k=v k=v". Returns the
+ * number of parameters found, or -1 on error. */
+int mlprio_extract_features(const char *script, const char *comment,
+			    const char *name, char *buf, size_t len);
+
+/* "HH:MM:SS" or "D-HH:MM:SS" for a number of seconds. */
+void mlprio_format_duration(double seconds, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MLPRIO_ABI_H */

@@ -1,0 +1,267 @@
+/*****************************************************************************\
+ *  site_factor_mlprio.c - site_factor plugin that sets the SITE term of
+ *  priority/multifactor from mlprio's learned model.
+ *
+ *  site_factor_p_set() runs under the job write lock on every set_job_prio():
+ *  it only reads the job record and calls the C ABI, which answers from a
+ *  per-job cache or with one in-process model call within budget_us; anything
+ *  slower is queued for a C++ worker and the job keeps a neutral factor until
+ *  the answer is ready. A second thread started here (the "applier") waits for
+ *  ready answers with NO Slurm lock and NO plugin mutex held, then takes the
+ *  job write lock and calls set_job_prio() on those jobs, the pattern
+ *  job_submit/pbs uses. site_factor_p_update() (only run with slurmdbd) sets
+ *  the cached factors of all pending jobs. All logic lives behind
+ *  mlprio_abi.h; no C++ exception can reach slurmctld.
+\*****************************************************************************/
+
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "slurm/slurm.h"
+#include "slurm/slurm_errno.h"
+
+#include "src/common/list.h"
+#include "src/common/log.h"
+#include "src/common/xmalloc.h"
+#include "src/common/xstring.h"
+#include "src/slurmctld/locks.h"
+#include "src/slurmctld/slurmctld.h"
+
+#include "mlprio_abi.h"
+
+const char plugin_name[] = "mlprio learned site factor plugin";
+const char plugin_type[] = "site_factor/mlprio";
+const uint32_t plugin_version = SLURM_VERSION_NUMBER;
+
+#define APPLY_BATCH 1024
+
+static mlprio_ctx_t *ctx = NULL;
+static pthread_t applier_tid;
+static bool applier_running = false;
+static volatile bool applier_stop = false;
+
+static void _log_cb(int level, const char *msg)
+{
+	if (level == 0)
+		error("%s: %s", plugin_type, msg);
+	else if (level == 1)
+		info("%s: %s", plugin_type, msg);
+	else
+		debug("%s: %s", plugin_type, msg);
+}
+
+/* Memory (bytes, whole job) from pn_min_memory, which carries MEM_PER_CPU. */
+static int64_t _job_mem_bytes(job_record_t *job_ptr)
+{
+	struct job_details *d = job_ptr->details;
+	uint64_t mem;
+
+	if (!d || (d->pn_min_memory == 0) || (d->pn_min_memory == NO_VAL64))
+		return -1;
+	if (d->pn_min_memory & MEM_PER_CPU) {
+		mem = d->pn_min_memory & (~MEM_PER_CPU);
+		return (int64_t) (mem * (uint64_t) MAX(d->min_cpus, 1)) << 20;
+	}
+	return (int64_t) (d->pn_min_memory * (uint64_t) MAX(d->min_nodes, 1))
+	       << 20;
+}
+
+/* "gres:gpu:2" or "gres:gpu:a100:2" in a TRES string -> 2. */
+static double _gpus_in(const char *tres)
+{
+	const char *p;
+	const char *last;
+
+	if (!tres || !(p = strstr(tres, "gpu")))
+		return -1;
+	last = strchr(p, ',');
+	while ((p = strchr(p, ':')) && (!last || p < last)) {
+		char *end = NULL;
+		double v = strtod(p + 1, &end);
+		if (end != p + 1 && (!*end || *end == ',' || *end == ';'))
+			return v;
+		p++;
+	}
+	return 1;
+}
+
+static void _fill_job(job_record_t *job_ptr, mlprio_job_t *j)
+{
+	struct job_details *d = job_ptr->details;
+	double gpn;
+
+	memset(j, 0, sizeof(*j));
+	j->job_id = job_ptr->job_id;
+	j->submit_time = d ? (double) d->submit_time : -1;
+	j->time_limit_s = ((job_ptr->time_limit == NO_VAL) ||
+			   (job_ptr->time_limit == INFINITE)) ?
+		-1 : (double) job_ptr->time_limit * 60.0;
+	j->req_cpus = d ? (int64_t) d->min_cpus : -1;
+	j->req_nodes = d ? (int64_t) d->min_nodes : -1;
+	j->req_gpus = _gpus_in(job_ptr->tres_per_job);
+	if (j->req_gpus < 0 && (gpn = _gpus_in(job_ptr->tres_per_node)) >= 0)
+		j->req_gpus = gpn * (d ? MAX(d->min_nodes, 1) : 1);
+	j->req_mem_bytes = _job_mem_bytes(job_ptr);
+	j->user = job_ptr->user_name;
+	j->account = job_ptr->account;
+	j->partition = job_ptr->partition;
+	j->qos = job_ptr->qos_ptr ? job_ptr->qos_ptr->name : NULL;
+	j->name = job_ptr->name;
+	j->comment = job_ptr->comment;
+	j->admin_comment = job_ptr->admin_comment;
+	j->script = NULL;
+}
+
+/* Caller holds the job write lock. */
+static void _set_factor(job_record_t *job_ptr)
+{
+	mlprio_job_t j;
+	int64_t f = 0;
+	int rc;
+
+	if (!ctx) {
+		job_ptr->site_factor = NICE_OFFSET;
+		return;
+	}
+	_fill_job(job_ptr, &j);
+	rc = mlprio_site_factor(ctx, &j, &f);
+	if (rc == MLPRIO_ERR_INTERNAL) {
+		error("%s: JobId=%u: %s", plugin_type, job_ptr->job_id,
+		      mlprio_last_error());
+		f = 0;
+	}
+	job_ptr->site_factor = (uint32_t) ((int64_t) NICE_OFFSET + f);
+}
+
+static int _reprio_pending(void *x, void *arg)
+{
+	job_record_t *job_ptr = x;
+
+	if (IS_JOB_PENDING(job_ptr))
+		set_job_prio(job_ptr);
+	return SLURM_SUCCESS;
+}
+
+static int _update_pending(void *x, void *arg)
+{
+	job_record_t *job_ptr = x;
+
+	if (IS_JOB_PENDING(job_ptr))
+		_set_factor(job_ptr);
+	else if (IS_JOB_FINISHED(job_ptr) && ctx)
+		mlprio_forget(ctx, job_ptr->job_id);
+	return SLURM_SUCCESS;
+}
+
+/*
+ * Applies late answers. Waits in the ABI with no lock held; only then takes
+ * the job write lock (config read, job write, node read, part read: what
+ * set_job_prio() needs) and releases it before waiting again, so it can never
+ * hold a Slurm lock while blocked on the plugin, and fini() can always join it.
+ */
+static void *_applier(void *arg)
+{
+	slurmctld_lock_t job_write_lock = {
+		READ_LOCK, WRITE_LOCK, READ_LOCK, READ_LOCK, NO_LOCK };
+	uint32_t ids[APPLY_BATCH];
+
+	while (!applier_stop) {
+		size_t n = 0, i;
+		int all = 0;
+
+		if (mlprio_take_ready(ctx, ids, APPLY_BATCH, &n, &all, 1000) !=
+		    MLPRIO_OK)
+			continue;
+		if (applier_stop)
+			break;
+		lock_slurmctld(job_write_lock);
+		if (all) {
+			list_for_each(job_list, _reprio_pending, NULL);
+		} else {
+			for (i = 0; i < n; i++) {
+				job_record_t *job_ptr = find_job_record(ids[i]);
+				if (job_ptr && IS_JOB_PENDING(job_ptr))
+					set_job_prio(job_ptr);
+			}
+		}
+		unlock_slurmctld(job_write_lock);
+		if (all)
+			info("%s: re-prioritised pending jobs after a model change",
+			     plugin_type);
+		else
+			debug("%s: applied %zu late answers", plugin_type, n);
+	}
+	return NULL;
+}
+
+extern int init(void)
+{
+	char desc[512];
+	int rc;
+
+	mlprio_set_log(_log_cb);
+	rc = mlprio_ctx_create(slurm_conf.site_factor_params, &ctx);
+	if (!ctx) {
+		/* Never fatal: the plugin stays loaded and neutral. */
+		error("%s: cannot create context: %s", plugin_type,
+		      mlprio_last_error());
+		return SLURM_SUCCESS;
+	}
+	mlprio_ctx_describe(ctx, desc, sizeof(desc));
+	info("%s: loaded (%s)%s", plugin_type, desc,
+	     (rc == MLPRIO_OK) ? "" : "; SITE factor is neutral");
+	if (mlprio_worker_start(ctx) != MLPRIO_OK) {
+		error("%s: worker not started: %s", plugin_type,
+		      mlprio_last_error());
+		return SLURM_SUCCESS;
+	}
+	applier_stop = false;
+	slurm_thread_create(&applier_tid, _applier, NULL);
+	applier_running = true;
+	return SLURM_SUCCESS;
+}
+
+extern int fini(void)
+{
+	if (applier_running) {
+		applier_stop = true;
+		mlprio_wake(ctx);
+		pthread_join(applier_tid, NULL);
+		applier_running = false;
+	}
+	if (ctx) {
+		mlprio_ctx_free(ctx);	/* joins the C++ worker */
+		ctx = NULL;
+	}
+	info("%s: unloaded", plugin_type);
+	return SLURM_SUCCESS;
+}
+
+/* Called after "scontrol reconfigure" with no slurmctld lock held. */
+extern void site_factor_p_reconfig(void)
+{
+	char desc[512];
+	int rc;
+
+	if (!ctx)
+		return;
+	rc = mlprio_ctx_reconfigure(ctx, slurm_conf.site_factor_params);
+	mlprio_ctx_describe(ctx, desc, sizeof(desc));
+	info("%s: reconfigured (%s)%s", plugin_type, desc,
+	     (rc == MLPRIO_OK) ? "" : "; SITE factor is neutral");
+}
+
+extern void site_factor_p_set(job_record_t *job_ptr)
+{
+	_set_factor(job_ptr);
+}
+
+/* Only run by multifactor's decay thread, i.e. with slurmdbd. */
+extern void site_factor_p_update(void)
+{
+	if (!ctx)
+		return;
+	list_for_each(job_list, _update_pending, NULL);
+}

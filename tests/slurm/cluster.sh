@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# A throw-away Slurm cluster on 127.0.0.1 for the plugin tests: its own munged (own key and
+# socket), slurmctld and slurmd on non-default ports, state and logs in one temp dir, the mlprio
+# plugins loaded from the build tree. Source it, call cluster_start PARAMS, and cluster_stop runs
+# from an EXIT trap whatever happens (every daemon is stopped by the PID it wrote; every wait is
+# bounded). Used by cluster_test.sh and bench/plugin_sbatch_latency.sh.
+#   MLPRIO_BUILD    build dir holding lib/slurm/*.so and bin/mlprio_slurm_testmodel (required)
+#   CLUSTER_PLUGINS 1 (default) loads both plugins, 0 loads neither (baseline for the bench)
+
+SKIP=77
+CL_DIR=""
+CL_PORT_BASE=${CL_PORT_BASE:-16817}
+
+cluster_skip_unless_possible() {
+  if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (slurmd/munged run as root here)"; exit $SKIP; fi
+  for b in munged slurmctld slurmd sbatch sprio scontrol; do
+    command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] ||
+      { echo "SKIP: $b not installed (run scripts/bootstrap)"; exit $SKIP; }
+  done
+  [ -f "$MLPRIO_BUILD/lib/slurm/site_factor_mlprio.so" ] ||
+    { echo "SKIP: plugins not built in $MLPRIO_BUILD/lib/slurm"; exit $SKIP; }
+}
+
+# Wait up to $1 seconds for command "$2..." to succeed.
+wait_for() {
+  local t=$1; shift
+  local end=$(( $(date +%s) + t ))
+  while [ "$(date +%s)" -le "$end" ]; do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+_kill_pidfile() {
+  local f=$1 pid
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f" 2>/dev/null)
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null
+}
+
+cluster_stop() {
+  [ -n "$CL_DIR" ] || return 0
+  _kill_pidfile "$CL_DIR/slurmd.pid"
+  _kill_pidfile "$CL_DIR/slurmctld.pid"
+  _kill_pidfile "$CL_DIR/munged.pid"
+  if [ -n "${KEEP_CLUSTER_DIR:-}" ]; then echo "cluster dir kept: $CL_DIR"; else rm -rf "$CL_DIR"; fi
+  CL_DIR=""
+}
+
+# Writes slurm.conf with site factor parameters $1.
+cluster_write_conf() {
+  local params=$1 plugins=""
+  if [ "${CLUSTER_PLUGINS:-1}" = 1 ]; then
+    plugins="PrioritySiteFactorPlugin=site_factor/mlprio
+PrioritySiteFactorParameters=$params
+JobSubmitPlugins=mlprio"
+  fi
+  cat > "$CL_DIR/slurm.conf" <<CONF
+ClusterName=mlpriotest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$CL_PORT_BASE
+SlurmdPort=$((CL_PORT_BASE + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$CL_DIR/munge.sock
+CredType=cred/munge
+StateSaveLocation=$CL_DIR/state
+SlurmdSpoolDir=$CL_DIR/spool
+SlurmctldPidFile=$CL_DIR/slurmctld.pid
+SlurmdPidFile=$CL_DIR/slurmd.pid
+SlurmctldLogFile=$CL_DIR/slurmctld.log
+SlurmdLogFile=$CL_DIR/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+PluginDir=/usr/lib/x86_64-linux-gnu/slurm-wlm:$MLPRIO_BUILD/lib/slurm
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SwitchType=switch/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+ReturnToService=2
+JobCompType=jobcomp/filetxt
+JobCompLoc=$CL_DIR/jobcomp.log
+AccountingStorageType=accounting_storage/none
+PriorityType=priority/multifactor
+PriorityWeightAge=1000
+PriorityWeightFairshare=0
+PriorityWeightJobSize=0
+PriorityWeightPartition=0
+PriorityWeightQOS=0
+$plugins
+NodeName=mlprionode NodeHostname=$(hostname) NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes=mlprionode Default=YES MaxTime=INFINITE State=UP
+PartitionName=hold Nodes=mlprionode MaxTime=INFINITE State=DOWN
+PartitionName=short Nodes=mlprionode MaxTime=30 State=DOWN
+CONF
+}
+
+# cluster_start PARAMS: everything up and the node idle, or returns 1 (logs printed).
+cluster_start() {
+  CL_DIR=$(mktemp -d /tmp/mlprio-slurm.XXXXXX)
+  chmod 755 "$CL_DIR"
+  mkdir -p "$CL_DIR/state" "$CL_DIR/spool"
+  export SLURM_CONF="$CL_DIR/slurm.conf"
+  cluster_write_conf "$1"
+  dd if=/dev/urandom of="$CL_DIR/munge.key" bs=1024 count=1 status=none
+  chmod 600 "$CL_DIR/munge.key"
+  /usr/sbin/munged --force --socket="$CL_DIR/munge.sock" --key-file="$CL_DIR/munge.key" \
+    --pid-file="$CL_DIR/munged.pid" --log-file="$CL_DIR/munged.log" \
+    --seed-file="$CL_DIR/munged.seed" >"$CL_DIR/munged.out" 2>&1 ||
+    { echo "munged failed:"; cat "$CL_DIR/munged.out" "$CL_DIR/munged.log" 2>/dev/null; return 1; }
+  wait_for 10 test -S "$CL_DIR/munge.sock" || { echo "munged socket missing"; return 1; }
+  /usr/sbin/slurmctld -c -f "$SLURM_CONF" >"$CL_DIR/slurmctld.out" 2>&1 ||
+    { echo "slurmctld failed:"; cat "$CL_DIR/slurmctld.out"; tail -30 "$CL_DIR/slurmctld.log"; return 1; }
+  wait_for 20 scontrol ping || { echo "slurmctld not answering:"; tail -30 "$CL_DIR/slurmctld.log"; return 1; }
+  /usr/sbin/slurmd -N mlprionode -f "$SLURM_CONF" >"$CL_DIR/slurmd.out" 2>&1 ||
+    { echo "slurmd failed:"; cat "$CL_DIR/slurmd.out"; tail -30 "$CL_DIR/slurmd.log"; return 1; }
+  wait_for 30 sh -c 'sinfo -h -n mlprionode -p debug -o %t | grep -Eq "^idle"' ||
+    { echo "node not idle:"; sinfo; tail -20 "$CL_DIR/slurmd.log"; return 1; }
+  return 0
+}
+
+cluster_alive() {
+  [ -f "$CL_DIR/slurmctld.pid" ] && kill -0 "$(cat "$CL_DIR/slurmctld.pid")" 2>/dev/null &&
+    scontrol ping >/dev/null 2>&1
+}
+
+# Site factor of a job as sprio shows it.
+site_of() { sprio -h -j "$1" -o "%S" 2>/dev/null | tr -d ' '; }

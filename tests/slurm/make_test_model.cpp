@@ -1,0 +1,64 @@
+// Writes small "formula" mlprio model files for the Slurm cluster tests: a per-user history
+// (last two run times, failure rate) decides the predicted run time and failure probability, so a
+// test knows exactly what the plugins must do. Also writes the broken variants (corrupt JSON,
+// wrong schema) the failure tests need. Usage:
+//   mlprio_slurm_testmodel OUT [--user NAME --last-run S --fail-rate P] [--default-runtime S]
+//                              [--corrupt | --wrong-schema]
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "mlprio/model/features.hpp"
+#include "mlprio/model/model_file.hpp"
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s OUT [--user NAME --last-run S --fail-rate P] "
+                         "[--default-runtime S] [--corrupt|--wrong-schema]\n", argv[0]);
+    return 2;
+  }
+  namespace m = mlprio::model;
+  std::string out = argv[1], user, mode;
+  double last_run = 3300, fail_rate = 0, def_rt = 3600;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
+      return argv[++i];
+    };
+    if (a == "--user") user = next();
+    else if (a == "--last-run") last_run = std::atof(next().c_str());
+    else if (a == "--fail-rate") fail_rate = std::atof(next().c_str());
+    else if (a == "--default-runtime") def_rt = std::atof(next().c_str());
+    else if (a == "--corrupt" || a == "--wrong-schema") mode = a;
+    else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+  }
+  if (mode == "--corrupt") {
+    std::ofstream(out) << "{\"format\": \"mlprio-model\", \"version\": 1, \"kind\": \"form";
+    return 0;
+  }
+  try {
+    nlohmann::json doc = {{"format", m::MODEL_FORMAT}, {"version", m::MODEL_VERSION},
+                          {"kind", "formula"},        {"schema_version", m::SCHEMA_VERSION},
+                          {"schema", m::schema_json()},
+                          {"formula", {{"default_runtime", def_rt}}},
+                          {"training", {{"window", "test fixture"}}}};
+    if (mode == "--wrong-schema") doc["schema"] = nlohmann::json::array({"req_procs", "bogus"});
+    if (!user.empty()) {
+      m::UserHistory h;
+      m::UserStats s;
+      s.last_run = last_run;
+      s.prev_run = last_run;
+      s.count = 100;
+      s.failures = static_cast<int64_t>(fail_rate * 100 + 0.5);
+      h.by_user[m::stable_hash(user)] = s;
+      doc["user_history"] = m::history_to_json(h);
+    }
+    m::write_model_document(out, doc);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

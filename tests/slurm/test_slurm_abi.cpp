@@ -1,0 +1,257 @@
+// Unit tests of the plugin C ABI (slurm_plugin/include/mlprio_abi.h) without a cluster: the
+// parameter parser, the LLM parameter extractor, refusal of unusable model files (neutral
+// factor, never a crash), the cached/inline/async site factor paths and reload on file change.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+
+#include "abi_detail.hpp"
+#include "mlprio/model/model_file.hpp"
+#include "mlprio_abi.h"
+
+namespace fs = std::filesystem;
+namespace m = mlprio::model;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/mlprio-abi-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string file(const std::string& n) const { return (path / n).string(); }
+};
+
+void write_formula(const std::string& path, const std::string& user = "", double last = 3300,
+                   double fail = 0) {
+  nlohmann::json doc = {{"format", m::MODEL_FORMAT}, {"version", m::MODEL_VERSION},
+                        {"kind", "formula"},        {"schema_version", m::SCHEMA_VERSION},
+                        {"schema", m::schema_json()}};
+  if (!user.empty()) {
+    m::UserHistory h;
+    m::UserStats s;
+    s.last_run = s.prev_run = last;
+    s.count = 100;
+    s.failures = static_cast<int64_t>(fail * 100);
+    h.by_user[m::stable_hash(user)] = s;
+    doc["user_history"] = m::history_to_json(h);
+  }
+  m::write_model_document(path, doc);
+}
+
+mlprio_job_t job(uint32_t id, double limit_s) {
+  mlprio_job_t j{};
+  j.job_id = id;
+  j.submit_time = 1.7e9;
+  j.time_limit_s = limit_s;
+  j.req_cpus = 4;
+  j.req_nodes = 1;
+  j.req_gpus = -1;
+  j.req_mem_bytes = -1;
+  j.user = "alice";
+  j.partition = "gpu";
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("parameters: known keys, defaults, unknown and malformed keys are warnings") {
+  using mlprio::plugin::parse_params;
+  auto r = parse_params(" model=/etc/m.json, weight=5000,max_boost=77, limit_margin=0.5 ,"
+                        "refuse_above=0.8,refuse_mode=refuse,llm_url=http://x:1/v1,"
+                        "llm_timeout_ms=300,budget_us=50");
+  CHECK(r.warnings.empty());
+  CHECK(r.params.model == "/etc/m.json");
+  CHECK(r.params.weight == 5000);
+  CHECK(r.params.max_boost == 77);
+  CHECK(r.params.limit_margin == 0.5);
+  CHECK(r.params.refuse_above == 0.8);
+  CHECK(r.params.refuse_mode == MLPRIO_REFUSE);
+  CHECK(r.params.llm_timeout_ms == 300);
+  CHECK(r.params.budget_us == 50);
+
+  auto bad = parse_params("weight=abc,colour=blue,refuse_mode=maybe,model=relative.json,flag");
+  CHECK(bad.warnings.size() == 5);
+  CHECK(bad.params.weight == mlprio::plugin::Params{}.weight);
+  CHECK(bad.params.model.empty());
+  CHECK(bad.warnings[1].find("unknown parameter 'colour'") != std::string::npos);
+  CHECK(parse_params("").warnings.empty());
+}
+
+TEST_CASE("LLM parameters from script, comment and job name") {
+  const char* script =
+      "#!/bin/bash\n#SBATCH -N 1\n#MLPRIO model_size=7e9 lora_rank=16 seq_len=4k\n"
+      "#MLPRIO batch_size=8, epochs=3\npython train.py\n";
+  char buf[256];
+  int n = mlprio_extract_features(script, "mlprio: epochs=2", "llama-13b-qlora", buf, sizeof buf);
+  CHECK(n == 6);
+  const std::string s = buf;
+  CHECK(s.find("model_size=7e+09") != std::string::npos);  // script overrides the name's 13b
+  CHECK(s.find("lora_rank=16") != std::string::npos);
+  CHECK(s.find("seq_len=4000") != std::string::npos);
+  CHECK(s.find("epochs=2") != std::string::npos);          // comment overrides the script
+  CHECK(s.find("quant_bits=4") != std::string::npos);
+  CHECK(mlprio_extract_features(nullptr, nullptr, "plain-job", buf, sizeof buf) == 0);
+  auto f = mlprio::plugin::extract_features("", "", "mistral_7B-lora32-seq2048-bs4-ep2");
+  REQUIRE(f.size() == 5);
+}
+
+TEST_CASE("durations are formatted as Slurm prints them") {
+  char b[32];
+  mlprio_format_duration(4800, b, sizeof b);
+  CHECK(std::string(b) == "01:20:00");
+  mlprio_format_duration(90061, b, sizeof b);
+  CHECK(std::string(b) == "1-01:01:01");
+}
+
+TEST_CASE("unusable model files give a neutral context, never a failure to create") {
+  TempDir d;
+  write_formula(d.file("gw.json"));
+  ::chmod(d.file("gw.json").c_str(), 0664);
+  std::ofstream(d.file("corrupt.json")) << "{\"format\": \"mlprio-mo";
+  nlohmann::json wrong = {{"format", "mlprio-model"}, {"version", 1}, {"kind", "formula"},
+                          {"schema_version", m::SCHEMA_VERSION}, {"schema", {"x"}}};
+  std::ofstream(d.file("schema.json")) << wrong.dump();
+  ::chmod(d.file("schema.json").c_str(), 0644);
+  for (const char* name : {"gw.json", "corrupt.json", "schema.json", "missing.json"}) {
+    INFO(name);
+    mlprio_ctx_t* ctx = nullptr;
+    const std::string params = "model=" + d.file(name);
+    CHECK(mlprio_ctx_create(params.c_str(), &ctx) == MLPRIO_ERR_MODEL);
+    REQUIRE(ctx != nullptr);
+    CHECK(std::string(mlprio_last_error()).find(name) != std::string::npos);
+    auto j = job(1, 600);
+    int64_t f = 42;
+    CHECK(mlprio_site_factor(ctx, &j, &f) == MLPRIO_NO_MODEL);
+    CHECK(f == 0);
+    mlprio_prediction_t p;
+    CHECK(mlprio_predict(ctx, &j, &p) == MLPRIO_NO_MODEL);
+    mlprio_ctx_free(ctx);
+  }
+  CHECK(std::string(mlprio_last_error()).find("writable by group") == std::string::npos);
+}
+
+TEST_CASE("NULL arguments are errors, not crashes") {
+  CHECK(mlprio_ctx_create("", nullptr) == MLPRIO_ERR_PARAM);
+  CHECK(mlprio_site_factor(nullptr, nullptr, nullptr) == MLPRIO_ERR_PARAM);
+  CHECK(mlprio_predict(nullptr, nullptr, nullptr) == MLPRIO_ERR_PARAM);
+  mlprio_ctx_free(nullptr);
+}
+
+TEST_CASE("site factor follows the model: shorter predicted run, higher factor; cached") {
+  TempDir d;
+  write_formula(d.file("m.json"));
+  mlprio_ctx_t* ctx = nullptr;
+  const std::string params = "model=" + d.file("m.json") + ",weight=10000,max_boost=100000";
+  REQUIRE(mlprio_ctx_create(params.c_str(), &ctx) == MLPRIO_OK);
+  int64_t prev = INT64_MAX;
+  for (double t : {300.0, 1200.0, 3600.0, 14400.0}) {
+    auto j = job(static_cast<uint32_t>(t), t);
+    int64_t f = 0;
+    REQUIRE(mlprio_site_factor(ctx, &j, &f) == MLPRIO_OK);
+    CHECK(f > 0);
+    CHECK(f < prev);
+    prev = f;
+    int64_t again = 0;
+    REQUIRE(mlprio_site_factor(ctx, &j, &again) == MLPRIO_OK);
+    CHECK(again == f);
+  }
+  // max_boost caps the factor.
+  REQUIRE(mlprio_ctx_reconfigure(ctx, (params + ",max_boost=10").c_str()) == MLPRIO_OK);
+  auto j = job(7, 300);
+  int64_t f = 0;
+  REQUIRE(mlprio_site_factor(ctx, &j, &f) == MLPRIO_OK);
+  CHECK(f == 10);
+  mlprio_ctx_free(ctx);
+}
+
+TEST_CASE("predictions: history gives the run time and failure probability") {
+  TempDir d;
+  write_formula(d.file("h.json"), "alice", 3300, 0.9);
+  mlprio_ctx_t* ctx = nullptr;
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("h.json")).c_str(), &ctx) == MLPRIO_OK);
+  auto j = job(1, -1);
+  mlprio_prediction_t p;
+  REQUIRE(mlprio_predict(ctx, &j, &p) == MLPRIO_OK);
+  CHECK(p.runtime_s == Approx(3300));
+  CHECK(p.fail_prob == Approx(0.9));
+  mlprio_ctx_free(ctx);
+}
+
+TEST_CASE("budget_us=0 queues work for the worker, which reports the ready job") {
+  TempDir d;
+  write_formula(d.file("m.json"));
+  mlprio_ctx_t* ctx = nullptr;
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json") + ",budget_us=0,weight=1000").c_str(),
+                            &ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_worker_start(ctx) == MLPRIO_OK);
+  auto j = job(99, 600);
+  int64_t f = 5;
+  CHECK(mlprio_site_factor(ctx, &j, &f) == MLPRIO_PENDING);
+  CHECK(f == 0);
+  uint32_t ids[8];
+  size_t n = 0;
+  int all = 0;
+  REQUIRE(mlprio_take_ready(ctx, ids, 8, &n, &all, 5000) == MLPRIO_OK);
+  REQUIRE(n == 1);
+  CHECK(ids[0] == 99);
+  CHECK(mlprio_site_factor(ctx, &j, &f) == MLPRIO_OK);
+  CHECK(f > 0);
+  mlprio_ctx_free(ctx);
+}
+
+TEST_CASE("a changed model file is reloaded; a corrupted one makes the factor neutral") {
+  TempDir d;
+  write_formula(d.file("m.json"));
+  mlprio_ctx_t* ctx = nullptr;
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json")).c_str(), &ctx) == MLPRIO_OK);
+  const uint64_t g0 = mlprio_ctx_generation(ctx);
+  int reloaded = -1;
+  CHECK(mlprio_ctx_check_reload(ctx, &reloaded) == MLPRIO_OK);
+  CHECK(reloaded == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::ofstream(d.file("m.json"), std::ios::trunc) << "garbage";
+  CHECK(mlprio_ctx_check_reload(ctx, &reloaded) == MLPRIO_ERR_MODEL);
+  CHECK(reloaded == 1);
+  CHECK(mlprio_ctx_generation(ctx) != g0);
+  auto j = job(1, 600);
+  int64_t f = 1;
+  CHECK(mlprio_site_factor(ctx, &j, &f) == MLPRIO_NO_MODEL);
+  CHECK(f == 0);
+  write_formula(d.file("m.json"));
+  CHECK(mlprio_ctx_check_reload(ctx, &reloaded) == MLPRIO_OK);
+  CHECK(mlprio_site_factor(ctx, &j, &f) == MLPRIO_OK);
+  CHECK(f != 0);
+  mlprio_ctx_free(ctx);
+}
+
+TEST_CASE("the example fine-tuning jobs carry parameters the plugins read") {
+  const std::string jobs = std::string(MLPRIO_TEST_DATA) + "/../../jobs/";
+  for (const char* name : {"finetune_lora_7b.sbatch", "finetune_qlora_13b.sbatch",
+                           "finetune_fsdp_8gpu.sbatch"}) {
+    INFO(name);
+    std::ifstream in(jobs + name);
+    REQUIRE(in);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The comment travels as --comment; emulate sbatch handing it over.
+    std::string comment;
+    auto c = text.find("--comment=\"");
+    if (c != std::string::npos) comment = text.substr(c + 11, text.find('"', c + 11) - c - 11);
+    auto f = mlprio::plugin::extract_features(text, comment, "");
+    bool has_size = false;
+    for (const auto& [k, v] : f) has_size |= (k == "model_size" && v >= 7e9);
+    CHECK(has_size);
+    CHECK(f.size() >= 4);
+  }
+}
