@@ -1,0 +1,171 @@
+// The optional LLM advisor (GitHub issue #5): an asynchronous client for an OpenAI-compatible
+// chat endpoint (llama.cpp's server, vLLM, Ollama) that reads a job's script and features and
+// answers a run-time estimate with a confidence, in a fixed JSON schema. It is built only when
+// libcurl is found (MLPRIO_HAVE_CURL); this header itself needs no curl. submit() never waits on
+// the network: one worker thread does the HTTP calls under strict time-outs, behind a circuit
+// breaker and an LRU cache, and answers arrive through poll() or a callback. The job script is
+// untrusted data: it is sanitised, truncated and fenced with a random boundary, and the answer
+// parser accepts only the schema. combine() lets an answer move the model's estimate only within
+// configured bounds, so no answer can raise a job's priority above a cap (README, "LLM advisor").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace mlprio::model {
+
+// A configuration the advisor cannot run with, or a failure to set up curl. what() says which.
+class AdvisorError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct AdvisorConfig {
+  std::string base_url = "http://127.0.0.1:8080";  // POST {base_url}/v1/chat/completions
+  std::string model = "default";                   // the "model" field of the request
+  std::string api_key;                  // sent as "Authorization: Bearer ..." when not empty
+  int64_t timeout_ms = 2000;            // whole request, connect included
+  int64_t connect_timeout_ms = 500;
+  int max_tokens = 200;                 // answer length the server may generate
+  std::size_t queue_capacity = 256;     // pending submits; beyond this submit() drops
+  std::size_t results_capacity = 4096;  // finished answers kept for poll(); oldest go first
+  std::size_t max_script_bytes = 16 * 1024;      // script bytes put into the prompt
+  std::size_t max_response_bytes = 64 * 1024;    // HTTP body bytes read; more is refused
+  std::size_t max_reason_bytes = 1024;           // longer "reason" strings are refused
+  std::size_t cache_capacity = 1024;             // LRU entries (successful answers only)
+  int breaker_failures = 3;                      // K consecutive failures open the breaker
+  int64_t breaker_cooldown_ms = 30000;           // open this long, then one half-open probe
+  double max_runtime_seconds = 366.0 * 86400.0;  // answers above this are absurd: refused
+};
+
+// One job as the advisor sees it. Everything here may come from the user (the job name, the
+// script), so all of it is treated as data, never as instructions.
+struct AdvisorRequest {
+  std::string script;
+  std::vector<std::pair<std::string, std::string>> features;  // name, value (e.g. "req_time_s")
+};
+
+// An answer that passed the schema: 0 < runtime_seconds <= max_runtime_seconds, confidence in
+// [0, 1], reason a short string with control characters removed.
+struct Advice {
+  double runtime_seconds = 0.0;
+  double confidence = 0.0;
+  std::string reason;
+};
+
+enum class AdviceStatus {
+  OK,               // advice is valid (from the server or the cache)
+  TIMEOUT,          // connect or whole-request time-out
+  HTTP_ERROR,       // a status other than 200
+  TRANSPORT_ERROR,  // refused, reset, closed without an answer, or an internal error
+  INVALID_ANSWER,   // not the chat envelope, or content not exactly the schema
+  TOO_LARGE,        // the body exceeded max_response_bytes
+  BREAKER_OPEN,     // not sent: the circuit breaker is open
+};
+const char* to_string(AdviceStatus s);
+
+struct AdviceResult {
+  AdviceStatus status = AdviceStatus::TRANSPORT_ERROR;
+  Advice advice;           // meaningful only when status == OK
+  bool from_cache = false;
+  std::string error;       // one line for logs when status != OK
+};
+
+enum class SubmitStatus { QUEUED, DROPPED_QUEUE_FULL, STOPPED };
+
+// Monotone counters since construction (a snapshot; each field read atomically).
+struct AdvisorCounters {
+  uint64_t submitted = 0;          // submit() calls
+  uint64_t dropped_queue_full = 0;
+  uint64_t requests_sent = 0;      // HTTP requests started
+  uint64_t answers_ok = 0;         // valid answers from the server
+  uint64_t cache_hits = 0;
+  uint64_t timeouts = 0;
+  uint64_t http_errors = 0;
+  uint64_t transport_errors = 0;
+  uint64_t invalid_answers = 0;
+  uint64_t too_large = 0;
+  uint64_t skipped_breaker_open = 0;
+  uint64_t breaker_opened = 0;     // times the breaker went (re)open
+  uint64_t results_evicted = 0;    // finished answers dropped unread (results_capacity)
+  uint64_t callback_errors = 0;    // exceptions thrown by the user's callback (swallowed)
+};
+
+// Bounds on what an answer may do to the model's estimate.
+struct CombineBounds {
+  double min_factor = 0.5;      // the estimate never goes below model * min_factor ...
+  double max_factor = 2.0;      // ... nor above model * max_factor
+  double min_confidence = 0.0;  // answers below this confidence are ignored
+};
+
+// The model's run-time estimate moved towards the advice by a factor clamp(advice/model,
+// min_factor, max_factor) raised to the confidence (geometric weighting: confidence 0 leaves
+// the estimate, 1 applies the clamped ratio). A non-finite or non-positive model estimate, an
+// advice that is not valid (NaN, inf, <= 0, confidence outside [0, 1]) or bounds that are not
+// 0 < min_factor <= 1 <= max_factor return model_runtime unchanged. Because score() decreases
+// with run time, the score with advice never exceeds the score at model * min_factor.
+double combine(double model_runtime, const Advice& advice, const CombineBounds& bounds);
+
+// What is sent to the server for one request, and the cache key of its content.
+struct AdvisorPrompt {
+  std::string system;    // fixed instructions (ADVISOR_SYSTEM_PROMPT with the schema)
+  std::string user;      // the job, fenced between BEGIN/END lines carrying `boundary`
+  std::string boundary;  // random token, guaranteed not to occur in the job's text
+  std::string cache_key; // hash of model, system prompt and sanitised job (not the boundary)
+};
+
+// Removes control characters (all C0 but \n and \t, DEL, C1, Unicode bidi overrides), replaces
+// invalid UTF-8 with '?', and truncates to at most max_bytes without splitting a character.
+std::string sanitize_untrusted(std::string_view text, std::size_t max_bytes);
+
+// Builds the prompt. `next_token` supplies boundary candidates (random by default); a candidate
+// that occurs in the sanitised job text is rejected and the next one drawn.
+AdvisorPrompt build_prompt(const AdvisorRequest& req, const AdvisorConfig& cfg,
+                           const std::function<std::string()>& next_token = {});
+
+// Parses an HTTP body (the chat-completions envelope) and its choices[0].message.content, which
+// must be exactly one JSON object with exactly the keys runtime_seconds (number), confidence
+// (number) and reason (string), nothing before or after it. Returns the advice, or nullopt with
+// a reason in *error.
+std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConfig& cfg,
+                                   std::string* error = nullptr);
+
+class LlmAdvisor {
+ public:
+  // Called on the worker thread for every finished submit (also cache hits and breaker skips).
+  // Must be quick; exceptions it throws are caught and counted.
+  using Callback = std::function<void(uint64_t job_key, const AdviceResult&)>;
+
+  // Validates cfg (throws AdvisorError naming the field) and starts the worker thread.
+  explicit LlmAdvisor(AdvisorConfig cfg, Callback callback = {});
+  ~LlmAdvisor();  // stop()
+  LlmAdvisor(const LlmAdvisor&) = delete;
+  LlmAdvisor& operator=(const LlmAdvisor&) = delete;
+
+  // Queues the job and returns at once: it never touches the network, takes a lock only for
+  // O(1) queue work and copies at most max_script_bytes of the script. A full queue drops the
+  // request (counted). A later submit with the same key replaces the earlier answer.
+  SubmitStatus submit(uint64_t job_key, AdvisorRequest request);
+
+  // The finished result for job_key, removed from the store; nullopt while pending or unknown.
+  std::optional<AdviceResult> poll(uint64_t job_key);
+
+  // Aborts an in-flight request, drops the queue and joins the worker. Idempotent.
+  void stop();
+
+  AdvisorCounters counters() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mlprio::model
