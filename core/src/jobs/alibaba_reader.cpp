@@ -61,16 +61,7 @@ class AlibabaReader final : public ReaderBase {
   }
 
  private:
-  void split(std::string_view line) {
-    f_.clear();
-    size_t i = 0;
-    for (;;) {
-      const size_t c = line.find(',', i);
-      f_.push_back(trim(line.substr(i, c == std::string_view::npos ? std::string_view::npos : c - i)));
-      if (c == std::string_view::npos) break;
-      i = c + 1;
-    }
-  }
+  void split(std::string_view line) { split_on(line, ',', f_, true); }
   std::string_view get(Col c) const { return col_[c] >= 0 ? f_[static_cast<size_t>(col_[c])] : std::string_view{}; }
 
   // Empty and "nan" cells are unknown; anything else must be a non-negative number.

@@ -100,16 +100,8 @@ class SacctReader final : public ReaderBase {
   }
 
  private:
-  void split(std::string_view line) {
-    fields_.clear();
-    size_t i = 0;
-    for (;;) {
-      const size_t bar = line.find('|', i);
-      fields_.push_back(line.substr(i, bar == std::string_view::npos ? std::string_view::npos : bar - i));
-      if (bar == std::string_view::npos) break;
-      i = bar + 1;
-    }
-  }
+  void split(std::string_view line) { split_on(line, '|', fields_, false); }
+
   // Free-text columns (a job name, a constraint "a|b") may hold '|' themselves; sacct does not
   // escape it. Try every way of giving the extra pieces to the free-text columns present and
   // keep the first whose typed columns (ids, times, counts, state) all parse; otherwise leave
