@@ -18,5 +18,6 @@ std::unique_ptr<QueuePolicy> make_f4_policy(const PolicyOptions& opts);
 std::unique_ptr<QueuePolicy> make_wfp3_policy(const PolicyOptions& opts);
 std::unique_ptr<QueuePolicy> make_unicep_policy(const PolicyOptions& opts);
 std::unique_ptr<QueuePolicy> make_multifactor_policy(const PolicyOptions& opts);
+std::unique_ptr<QueuePolicy> make_ml_policy(const PolicyOptions& opts);
 
 }  // namespace mlprio::replay::detail

@@ -7,7 +7,11 @@
 // PriorityDecayHalfLife. Usage is charged when a job ends (Slurm charges running jobs every
 // decay interval; charging at the end keeps the simulation event-driven, and is documented as a
 // difference in replay/README.md). QOS, partition and TRES factors are not modelled.
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
 #include <unordered_map>
 
 #include "policies.hpp"
@@ -37,6 +41,29 @@ class MultifactorPolicy final : public QueuePolicy {
     decay_to(end);
     usage_[j.user] += used / scale_;
     total_usage_ += used / scale_;
+  }
+
+  // [total, scale, stamp, user, usage, user, usage, ...] with users ascending, so two policies
+  // with the same history save equal vectors whatever their hash-map order.
+  std::vector<double> save_state() const override {
+    std::vector<std::pair<int32_t, double>> users(usage_.begin(), usage_.end());
+    std::sort(users.begin(), users.end());
+    std::vector<double> s = {total_usage_, scale_, stamp_};
+    for (const auto& [u, v] : users) {
+      s.push_back(static_cast<double>(u));
+      s.push_back(v);
+    }
+    return s;
+  }
+  void load_state(std::span<const double> s) override {
+    usage_.clear();
+    if (s.size() < 3 || (s.size() - 3) % 2 != 0)
+      throw std::invalid_argument("multifactor: a saved policy state needs 3 + 2k numbers, got " +
+                        std::to_string(s.size()));
+    total_usage_ = s[0];
+    scale_ = s[1];
+    stamp_ = s[2];
+    for (size_t i = 3; i + 1 < s.size(); i += 2) usage_[static_cast<int32_t>(s[i])] = s[i + 1];
   }
 
  private:

@@ -16,6 +16,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"f2", detail::make_f2_policy},           {"f3", detail::make_f3_policy},
       {"f4", detail::make_f4_policy},           {"wfp3", detail::make_wfp3_policy},
       {"unicep", detail::make_unicep_policy},   {"multifactor", detail::make_multifactor_policy},
+      {"ml", detail::make_ml_policy},
   };
   return table;
 }

@@ -20,6 +20,7 @@
 
 #include "engine_common.hpp"
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/replay/segment.hpp"
 
 namespace mlprio::replay {
 
@@ -157,6 +158,20 @@ class FreeProfile {
 
   size_t size() const { return steps_.size(); }
 
+  // The plan from `t` on, for a segment boundary (steps before t cannot matter any more: the
+  // engine advances the profile to the current time before every use).
+  std::vector<ProfileStep> export_from(double t) const {
+    FreeProfile cut = *this;
+    cut.advance(t);
+    std::vector<ProfileStep> out;
+    for (const auto& s : cut.steps_) out.push_back({s.t, s.free.units, s.free.gpus});
+    return out;
+  }
+  void import(const std::vector<ProfileStep>& steps) {
+    steps_.clear();
+    for (const auto& s : steps) steps_.push_back({s.t, Res{s.units, s.gpus}});
+  }
+
  private:
   struct Step {
     double t;
@@ -211,12 +226,14 @@ class StandardEngine {
     Job incoming;
     bool have_next = next(incoming);
     double last_submit = -INF;
-    if (cfg_.backfill == Backfill::CONSERVATIVE) profile_.reset(have_next ? incoming.submit : 0, total_);
+    if (cfg_.backfill == Backfill::CONSERVATIVE && !resumed_)
+      profile_.reset(have_next ? incoming.submit : 0, total_);
     while (have_next || !queue_.empty() || !completions_.empty()) {
       double t = INF;
       if (!completions_.empty()) t = completions_.top().end;
       if (have_next) t = std::min(t, incoming.submit);
       if (wakeup_ > now_) t = std::min(t, wakeup_);
+      if (stop_ < INF && t >= stop_) break;  // a segment ends before its boundary's events
       MLPRIO_REPLAY_CHECK(t < INF, "queued jobs but nothing running and nothing to arrive");
       MLPRIO_REPLAY_CHECK(t >= now_, "time went backwards");
       now_ = t;
@@ -246,6 +263,89 @@ class StandardEngine {
     r.series = std::move(series_);
     return r;
   }
+
+  // Puts the engine in `st` at time t_begin, with the next job taking trace index `first_index`
+  // and `all` the full job list the state's indices refer to. Only a fresh engine may resume.
+  void resume(const EngineState& st, std::span<const Job> all, int64_t first_index,
+              double t_begin, double t_end) {
+    resumed_ = true;
+    stop_ = t_end;
+    next_index_ = first_index;
+    // Just before the boundary: every later event (a wake-up at t_begin included) is still ahead.
+    now_ = std::nextafter(t_begin, -INF);
+    if (cfg_.backfill == Backfill::CONSERVATIVE) {
+      if (st.profile.empty())
+        profile_.reset(t_begin, total_);
+      else
+        profile_.import(st.profile);
+    }
+    if (!st.policy.empty()) policy_.load_state(st.policy);
+    wakeup_ = st.wakeup;
+    auto fill = [&](const StateJob& s) {
+      MLPRIO_REPLAY_CHECK(s.index >= 0 && s.index < static_cast<int64_t>(all.size()),
+                          "a carried state names a job outside the trace");
+      const int32_t slot = alloc_slot();
+      SimJob& j = slab_[static_cast<size_t>(slot)];
+      j = SimJob{};
+      j.job = all[static_cast<size_t>(s.index)];
+      j.index = s.index;
+      j.need = Res{s.units, s.gpus};
+      j.estimate = s.estimate;
+      j.duration = s.duration;
+      j.killed = s.killed != 0;
+      j.score = s.score;
+      j.start = s.start;
+      j.est_end = s.est_end;
+      j.res_start = s.res_start;
+      j.seq = s.seq;
+      return slot;
+    };
+    for (const auto& s : st.running) {
+      const int32_t slot = fill(s);
+      free_ -= Res{s.units, s.gpus};
+      completions_.push({s.end, s.seq, slot});
+      running_by_est_.insert({s.est_end, s.seq, slot});
+      next_seq_ = std::max(next_seq_, s.seq + 1);
+    }
+    MLPRIO_REPLAY_CHECK(free_.units >= 0 && free_.gpus >= 0, "a carried state overfills the machine");
+    for (const auto& s : st.queue) queue_.push_back(fill(s));
+  }
+
+  // The state now, at boundary t (call after run() stopped there).
+  EngineState export_state(double t) const {
+    EngineState st;
+    auto item = [&](int32_t slot) {
+      const SimJob& j = slab_[static_cast<size_t>(slot)];
+      StateJob s;
+      s.index = j.index;
+      s.units = j.need.units;
+      s.gpus = j.need.gpus;
+      s.estimate = j.estimate;
+      s.duration = j.duration;
+      s.score = j.score;
+      s.start = j.start;
+      s.est_end = j.est_end;
+      s.end = j.start >= 0 ? j.start + j.duration : 0;
+      s.res_start = j.res_start;
+      s.seq = j.start >= 0 ? j.seq : 0;
+      s.killed = j.killed ? 1 : 0;
+      return s;
+    };
+    std::vector<std::pair<int64_t, int32_t>> by_seq;
+    for (const auto& [est_end, seq, slot] : running_by_est_) by_seq.emplace_back(seq, slot);
+    std::sort(by_seq.begin(), by_seq.end());
+    for (size_t k = 0; k < by_seq.size(); ++k) {
+      st.running.push_back(item(by_seq[k].second));
+      st.running.back().seq = static_cast<int64_t>(k);  // only the relative order matters
+    }
+    for (int32_t slot : queue_) st.queue.push_back(item(slot));
+    if (cfg_.backfill == Backfill::CONSERVATIVE) st.profile = profile_.export_from(t);
+    st.policy = policy_.save_state();
+    st.wakeup = wakeup_;
+    return st;
+  }
+
+  TimeSeries take_series() { return std::move(series_); }
 
  private:
   struct Completion {
@@ -538,6 +638,8 @@ class StandardEngine {
   double now_ = -INF;
   double wakeup_ = -INF;  // conservative: earliest future reservation start
   bool unplaced_ = false;
+  bool resumed_ = false;   // started from a carried state (segment mode)
+  double stop_ = INF;      // segment mode: stop before the first event at or after this time
   int64_t next_index_ = 0, next_seq_ = 0, skipped_ = 0, raised_ = 0;
   std::vector<SimJob> slab_;
   std::vector<int32_t> free_slots_;
@@ -556,6 +658,57 @@ SimResult simulate_stream(const JobSource& next, const SimConfig& config) {
   auto policy = make_policy(config.policy, config.policy_options);
   StandardEngine engine(config, *policy);
   return engine.run(next);
+}
+
+EngineState idle_state(const SimConfig& config) {
+  EngineState st;
+  st.policy = make_policy(config.policy, config.policy_options)->save_state();
+  return st;
+}
+
+SegmentResult simulate_segment(std::span<const Job> jobs, int64_t begin, int64_t end,
+                               double t_begin, double t_end, const EngineState& initial,
+                               const SimConfig& config) {
+  if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER)
+    throw ConfigError("the rlscheduler profile cannot be replayed in time segments");
+  if (begin < 0 || end < begin || end > static_cast<int64_t>(jobs.size()))
+    throw ConfigError("simulate_segment: job range out of bounds");
+  SimConfig cfg = config;
+  cfg.record_jobs = true;
+  cfg.record_series = false;
+  auto policy = make_policy(cfg.policy, cfg.policy_options);
+  StandardEngine engine(cfg, *policy);
+  engine.resume(initial, jobs, begin, t_begin, t_end);
+  auto i = static_cast<size_t>(begin);
+  SimResult r = engine.run([&](Job& out) {
+    if (i >= static_cast<size_t>(end)) return false;
+    out = jobs[i++];
+    return true;
+  });
+  SegmentResult seg;
+  seg.final_state = engine.export_state(t_end);
+  seg.jobs = std::move(r.jobs);
+  seg.skipped = r.summary.skipped;
+  seg.estimates_raised = r.summary.estimates_raised;
+  return seg;
+}
+
+SimResult summarize_outcomes(std::vector<JobOutcome> jobs, int64_t skipped,
+                             int64_t estimates_raised, const SimConfig& config) {
+  detail::MetricsAccumulator metrics(config);
+  Job j;
+  for (const auto& o : jobs) {
+    j.submit = o.submit;
+    j.user = o.user;
+    j.id = o.id;
+    metrics.started(j, o.start, o.end, o.estimate, o.procs, o.killed != 0);
+  }
+  SimResult r;
+  r.summary.skipped = skipped;
+  r.summary.estimates_raised = estimates_raised;
+  metrics.finish(r, static_cast<double>(config.machine.total_cores()));
+  if (!config.record_jobs) r.jobs.clear();
+  return r;
 }
 
 SimResult simulate(std::span<const Job> jobs, const SimConfig& config) {

@@ -10,9 +10,17 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "mlprio/io/hdf5.hpp"
+#include "mlprio/model/predictor.hpp"
+#include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/output.hpp"
 #include "mlprio/replay/rlscheduler.hpp"
 #include "mlprio/replay/simulator.hpp"
+#include "mlprio/replay_dist/time_parallel.hpp"
+#ifdef MLPRIO_REPLAY_HAVE_MPI
+#include <memory>
+
+#include "mlprio/replay_dist/mpi_support.hpp"
+#endif
 
 namespace mlprio::cli {
 
@@ -25,6 +33,8 @@ struct RunArgs {
   std::string profile = "standard";
   std::vector<std::string> windows;
   std::string estimate = "request";
+  std::string estimate_quantile = "upper";  // --estimate model:FILE: which prediction backfills
+  model::ScoreConfig ml_score;              // --policy ml: the score's settings
   int64_t nodes = 0;
   int64_t cores_per_node = 0;
   int64_t gpus_per_node = 0;
@@ -35,8 +45,47 @@ struct RunArgs {
   std::string out;
   bool json = false;
   bool no_series = false;
+  bool time_parallel = false;
+  int segments = 0;
   replay::PolicyOptions prio;
 };
+
+// --time-parallel: one segment per MPI rank (or --segments N emulated in one process), repaired
+// until every boundary state matches, so the schedule equals the sequential one exactly. Returns
+// false on ranks other than 0, which have nothing to print.
+bool time_parallel_run(const RunArgs& a, std::span<const Job> jobs, const replay::SimConfig& cfg,
+                       replay::SimResult& result) {
+  replay::dist::TimeParallelResult tp;
+#ifdef MLPRIO_REPLAY_HAVE_MPI
+  replay::dist::MpiSession mpi(nullptr, nullptr);
+  if (mpi.size() == 1 && a.segments > 1) {
+    tp = replay::dist::time_parallel_serial(jobs, cfg, a.segments);
+  } else {
+    try {
+      tp = replay::dist::time_parallel_mpi(jobs, cfg, MPI_COMM_WORLD);
+    } catch (const std::exception& e) {
+      if (mpi.size() > 1) {
+        std::cerr << "mlprio-replay run: error on rank " << mpi.rank() << ": " << e.what() << "\n";
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      throw;
+    }
+  }
+  if (mpi.rank() != 0) return false;
+#else
+  tp = replay::dist::time_parallel_serial(jobs, cfg, std::max(1, a.segments));
+#endif
+  const auto& st = tp.stats;
+  std::cerr << "mlprio-replay run: time-parallel: " << st.segments << " segments, " << st.rounds
+            << " rounds (" << st.rounds - 1 << " repair), re-run segments per round [";
+  for (size_t i = 0; i < st.reruns.size(); ++i) std::cerr << (i ? " " : "") << st.reruns[i];
+  std::cerr << "], slowest segment per round [";
+  for (size_t i = 0; i < st.round_seconds.size(); ++i)
+    std::cerr << (i ? " " : "") << st.round_seconds[i];
+  std::cerr << "] s, total " << st.seconds << " s\n";
+  result = std::move(tp.result);
+  return true;
+}
 
 std::pair<int64_t, int64_t> parse_window(const std::string& w) {
   const auto colon = w.find(':');
@@ -69,6 +118,9 @@ std::string config_text(const RunArgs& a, const replay::Machine& m) {
     << " priority_max_age=" << a.prio.max_age
     << " priority_decay_half_life=" << a.prio.decay_half_life
     << " priority_favor_small=" << (a.prio.favor_small ? 1 : 0);
+  s << " estimate_quantile=" << a.estimate_quantile << " ml_age_weight=" << a.ml_score.age_weight
+    << " ml_starvation_limit=" << a.ml_score.starvation_limit
+    << " ml_size_weight=" << a.ml_score.size_weight;
   for (const auto& w : a.windows) s << " window=" << w;
   return s.str();
 }
@@ -82,15 +134,33 @@ void run_run(const RunArgs& a) {
     cfg.estimate = EstimateMode::REQUEST;
   else if (a.estimate == "actual")
     cfg.estimate = EstimateMode::ACTUAL;
-  else
-    throw ConfigError("--estimate '" + a.estimate + "': valid values are request and actual");
+  else if (a.estimate.rfind("model:", 0) != 0)
+    throw ConfigError("--estimate '" + a.estimate +
+                      "': valid values are request, actual and model:FILE (a mlprio-model file)");
+  // --estimate model:FILE: load before the trace so a bad model fails fast.
+  std::unique_ptr<model::Predictor> predictor;
+  const EstimateQuantile quantile = parse_estimate_quantile(a.estimate_quantile);
+  if (a.estimate.rfind("model:", 0) == 0) {
+    const std::string model_path = a.estimate.substr(6);
+    if (cfg.profile == Profile::RLSCHEDULER || cfg.backfill == Backfill::RLSCHEDULER)
+      throw ConfigError("--estimate model: replays in the standard profile with none, easy or "
+                        "conservative backfilling (the rlscheduler profile copies RLScheduler)");
+    try {
+      predictor = model::load_predictor(model_path);
+    } catch (const model::ModelError& e) {
+      throw ConfigError("--estimate model:" + model_path + ": cannot use the model file '" +
+                        model_path + "': " + e.what());
+    }
+    cfg.estimate = EstimateMode::CUSTOM;
+  }
   cfg.kill_at_limit = a.kill_at_limit;
   cfg.too_large = a.too_large == "skip" ? TooLarge::SKIP : TooLarge::ERROR;
   cfg.bsld_threshold = a.bsld_threshold;
   cfg.policy_options = a.prio;
   cfg.record_series = !a.no_series;
   cfg.record_jobs = !a.out.empty();
-  for (const auto& p : a.policies) make_policy(p, a.prio);  // fail before loading the trace
+  for (const auto& p : a.policies)  // fail before loading the trace ('ml' without a model throws)
+    if (p != "ml" || !predictor) make_policy(p, a.prio);
 
   std::vector<std::pair<int64_t, int64_t>> windows;
   for (const auto& w : a.windows) windows.push_back(parse_window(w));
@@ -119,6 +189,58 @@ void run_run(const RunArgs& a) {
   cfg.machine.allocation = a.allocation == "cores" ? Allocation::CORES : Allocation::NODES;
   if (windows.empty()) windows.emplace_back(0, static_cast<int64_t>(jobs.size()));
 
+  // One batch prediction for the whole trace (features causal in submit order, as mlprio-model
+  // evaluate builds them), sliced per window so JobView::index finds its job's prediction.
+  std::vector<model::Prediction> predictions;
+  if (predictor) {
+    try {
+      predictions = predict_trace(*predictor, trace);
+    } catch (const model::ModelError& e) {
+      throw ConfigError("--estimate " + a.estimate + ": " + e.what());
+    }
+  }
+  auto use_model = [&](int64_t start, int64_t len) {
+    const std::span<const Job> w = select_window(jobs, start, len);
+    const auto first = static_cast<size_t>(w.empty() ? 0 : w.data() - jobs.data());
+    auto ml = std::make_shared<const MlPredictions>(
+        w, std::span<const model::Prediction>(predictions).subspan(first, w.size()), a.ml_score);
+    cfg.estimate_fn = model_estimate_fn(ml, quantile);
+    cfg.policy_options.ml = std::move(ml);
+  };
+  if (predictor && a.time_parallel) use_model(windows.front().first, windows.front().second);
+
+  if (a.time_parallel) {
+    if (cfg.profile != Profile::STANDARD || a.policies.size() != 1 || windows.size() != 1)
+      throw ConfigError("--time-parallel replays one policy over one window (or the whole trace) "
+                        "in the standard profile");
+    cfg.policy = a.policies.front();
+    RunRecord r;
+    r.policy = cfg.policy;
+    r.backfill = cfg.backfill;
+    r.profile = cfg.profile;
+    r.window_start = windows.front().first;
+    r.window_len = windows.front().second;
+    if (!time_parallel_run(a, select_window(jobs, r.window_start, r.window_len), cfg, r.result))
+      return;
+    r.result.series = {};
+    if (!cfg.record_jobs) r.result.jobs.clear();
+    std::vector<RunRecord> one;
+    one.push_back(std::move(r));
+    if (!a.out.empty()) {
+      h5::Provenance prov;
+      prov.kind = "replay";
+      prov.command_line = command_line();
+      prov.config = config_text(a, cfg.machine) + " time_parallel=1";
+      prov.input_sha256 = file_sha256(trace.path);
+      write_runs_hdf5(a.out, one, prov, cfg.machine);
+    }
+    if (a.json)
+      std::cout << runs_json(one) << "\n";
+    else
+      print_runs_table(std::cout, one);
+    return;
+  }
+
   std::vector<RunRecord> runs;
   for (const auto& policy : a.policies) {
     for (const auto& [start, len] : windows) {
@@ -129,6 +251,7 @@ void run_run(const RunArgs& a) {
       r.profile = cfg.profile;
       r.window_start = start;
       r.window_len = len;
+      if (predictor) use_model(start, len);
       r.result = simulate(select_window(jobs, start, len), cfg);
       runs.push_back(std::move(r));
     }
@@ -155,7 +278,7 @@ void add_run_command(CLI::App& app) {
   add_trace_options(*cmd, args->trace);
   cmd->add_option("--policy", args->policies,
                   "Queue order(s), comma separated: fcfs, sjf, smallest, f1..f4, wfp3, unicep, "
-                  "multifactor")
+                  "multifactor, ml (model score; needs --estimate model:FILE)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--backfill", args->backfill, "Backfilling: none, easy, conservative, rlscheduler")
@@ -170,7 +293,21 @@ void add_run_command(CLI::App& app) {
       ->take_all();
   cmd->add_option("--estimate", args->estimate,
                   "Runtime estimate for backfilling and policies: request (requested time, or run "
-                  "time when absent) or actual")
+                  "time when absent), actual, or model:FILE (a mlprio-model file's predictions)")
+      ->capture_default_str();
+  cmd->add_option("--estimate-quantile", args->estimate_quantile,
+                  "With --estimate model:FILE, backfill with the model's upper quantile "
+                  "(runtime_upper) or its point run time")
+      ->check(CLI::IsMember({"point", "upper"}))
+      ->capture_default_str();
+  cmd->add_option("--ml-age-weight", args->ml_score.age_weight,
+                  "ml: how fast waiting raises the score (ScoreConfig::age_weight)")
+      ->capture_default_str();
+  cmd->add_option("--ml-starvation-limit", args->ml_score.starvation_limit,
+                  "ml: wait in seconds after which a job outranks any fresh job")
+      ->capture_default_str();
+  cmd->add_option("--ml-size-weight", args->ml_score.size_weight,
+                  "ml: favour (>0) or penalise (<0) wide jobs")
       ->capture_default_str();
   cmd->add_option("--nodes", args->nodes, "Nodes (default: trace header MaxNodes)");
   cmd->add_option("--cores-per-node", args->cores_per_node,
@@ -208,6 +345,13 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--out", args->out, "Write every run to this HDF5 file");
   cmd->add_flag("--json", args->json, "Print {\"runs\":[...]} on stdout instead of the table");
   cmd->add_flag("--no-series", args->no_series, "Do not record queue-length/busy-core series");
+  cmd->add_flag("--time-parallel", args->time_parallel,
+                "Exact replay split in time across MPI ranks (mpirun -np N), repaired until "
+                "every segment boundary matches; equals the sequential schedule");
+  cmd->add_option("--segments", args->segments,
+                  "--time-parallel in one process: emulate N segments (rounds run one after "
+                  "the other; for testing and for builds without MPI)")
+      ->capture_default_str();
   cmd->callback([args]() {
     try {
       run_run(*args);

@@ -10,6 +10,7 @@ namespace mlprio::cli {
 void add_inspect_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
 
 using AddCommand = void (*)(CLI::App&);
 inline const std::vector<AddCommand>& commands() {
@@ -17,6 +18,7 @@ inline const std::vector<AddCommand>& commands() {
       add_inspect_command,
       add_run_command,
       add_generate_command,
+      add_sweep_command,
   };
   return list;
 }

@@ -7,12 +7,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace mlprio::replay {
+
+struct MlPredictions;  // mlprio/replay/ml.hpp
 
 // What a policy may look at for one queued job.
 struct JobView {
@@ -42,6 +45,9 @@ struct PolicyOptions {
   double max_age = 7 * 86400.0;    // [PriorityMaxAge] seconds at which the age factor saturates
   double decay_half_life = 7 * 86400.0;  // [PriorityDecayHalfLife] seconds; 0 = no decay
   bool favor_small = false;        // [PriorityFavorSmall]
+  // Order 'ml': the runtime model's predictions for the replayed jobs and the score settings
+  // (built by --estimate model:FILE); null for every other order.
+  std::shared_ptr<const MlPredictions> ml;
 };
 
 class QueuePolicy {
@@ -59,6 +65,11 @@ class QueuePolicy {
   // Usage hook for history-based orders (fair share): called when a job ends.
   virtual void on_job_end(const JobView& /*job*/, double /*start*/, double /*end*/,
                           int64_t /*cores*/) {}
+  // The history the score depends on (fair-share usage) as plain numbers, so the time-parallel
+  // replay can carry it across a segment boundary. Equal saved states must give equal futures;
+  // load_state(save_state()) must restore the policy exactly.
+  virtual std::vector<double> save_state() const { return {}; }
+  virtual void load_state(std::span<const double> /*state*/) {}
 };
 
 class UnknownPolicyError : public std::invalid_argument {

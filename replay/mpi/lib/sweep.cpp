@@ -1,0 +1,609 @@
+// The MPI-independent half of `mlprio-replay sweep`: window draws, task expansion, one task's
+// replay, the journal that makes sweeps resumable, the output writers and the serial loop. The
+// MPI master/worker in sweep_mpi.cpp reuses all of it, so one process and N ranks produce the
+// same bytes: results travel as journal lines whose numbers are C99 hex floats (exact).
+#include "mlprio/replay_dist/sweep.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <sstream>
+
+#include "mlprio/io/hdf5.hpp"
+#include "mlprio/replay/output.hpp"
+
+namespace mlprio::replay::dist {
+
+uint64_t SplitMix64::next() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t SplitMix64::below(uint64_t bound) {
+  // Accept only values under the largest multiple of bound, so every residue is equally likely.
+  const uint64_t limit = UINT64_MAX - (UINT64_MAX % bound);
+  uint64_t x = next();
+  while (x >= limit) x = next();
+  return x % bound;
+}
+
+std::vector<int64_t> draw_window_starts(int64_t count, int64_t len, int64_t trace_jobs,
+                                        uint64_t seed) {
+  if (count <= 0 || len <= 0)
+    throw SweepError("--windows COUNTxLEN needs COUNT > 0 and LEN > 0, e.g. 100x1024");
+  if (len > trace_jobs)
+    throw SweepError("--windows: windows of " + std::to_string(len) + " jobs do not fit a trace of " +
+                     std::to_string(trace_jobs) + " jobs");
+  SplitMix64 rng(seed);
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < count; ++i)
+    starts.push_back(static_cast<int64_t>(rng.below(static_cast<uint64_t>(trace_jobs - len + 1))));
+  return starts;
+}
+
+namespace {
+
+int64_t parse_int(const std::string& s) {
+  size_t used = 0;
+  const long long v = std::stoll(s, &used);
+  if (used != s.size()) throw std::invalid_argument("trailing text");
+  return v;
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+std::string hex64(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016" PRIx64, v);
+  return b;
+}
+
+std::string hexfloat(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%a", v);
+  return b;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+// Appends the checksum of everything before it, so a torn or edited line is recognised.
+std::string seal(const std::string& body) { return body + "\t" + hex64(fnv1a(body)) + "\n"; }
+
+std::string fmt_num(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> parse_window_arg(const std::string& w) {
+  const auto colon = w.find(':');
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    const int64_t start = parse_int(w.substr(0, colon));
+    const int64_t len = parse_int(w.substr(colon + 1));
+    if (start < 0 || len <= 0) throw std::invalid_argument("range");
+    return {start, len};
+  } catch (const std::exception&) {
+    throw SweepError("window '" + w + "': expected START:LEN with START >= 0 and LEN > 0, e.g. 1981:1024");
+  }
+}
+
+std::pair<int64_t, int64_t> parse_windows_arg(const std::string& w) {
+  const auto x = w.find('x');
+  try {
+    if (x == std::string::npos) throw std::invalid_argument("no x");
+    const int64_t count = parse_int(w.substr(0, x));
+    const int64_t len = parse_int(w.substr(x + 1));
+    if (count <= 0 || len <= 0) throw std::invalid_argument("range");
+    return {count, len};
+  } catch (const std::exception&) {
+    throw SweepError("--windows '" + w + "': expected COUNTxLEN with both > 0, e.g. 100x1024");
+  }
+}
+
+SweepPlan make_sweep_plan(const SweepSpec& spec) {
+  SweepPlan plan;
+  plan.spec = spec;
+  if (spec.traces.empty()) throw SweepError("a sweep needs at least one trace (--trace or traces = [...])");
+  if (spec.policies.empty() || spec.backfills.empty())
+    throw SweepError("a sweep needs at least one policy and one backfilling rule");
+  if (spec.windows.empty() && spec.random_count <= 0)
+    throw SweepError("give windows: --window START:LEN (repeatable) or --windows COUNTxLEN --seed S");
+  for (const auto& p : spec.policies) make_policy(p);  // UnknownPolicyError before loading
+  std::vector<Backfill> backfills;
+  for (const auto& b : spec.backfills) {
+    backfills.push_back(parse_backfill(b));
+    if (backfills.back() == Backfill::RLSCHEDULER)
+      throw SweepError("sweeps use the standard profile; backfill 'rlscheduler' is run's only");
+  }
+
+  SimConfig& base = plan.base;
+  if (spec.estimate == "request")
+    base.estimate = EstimateMode::REQUEST;
+  else if (spec.estimate == "actual")
+    base.estimate = EstimateMode::ACTUAL;
+  else
+    throw SweepError("estimate '" + spec.estimate + "': valid values are request and actual");
+  if (spec.too_large != "error" && spec.too_large != "skip")
+    throw SweepError("too_large '" + spec.too_large + "': valid values are error and skip");
+  if (spec.allocation != "nodes" && spec.allocation != "cores")
+    throw SweepError("allocation '" + spec.allocation + "': valid values are nodes and cores");
+  base.kill_at_limit = spec.kill_at_limit;
+  base.too_large = spec.too_large == "skip" ? TooLarge::SKIP : TooLarge::ERROR;
+  base.record_jobs = false;
+  base.record_series = false;
+
+  // Parameter sets: the multifactor grid (a single set for orders that take no weights).
+  for (double a : spec.weight_age)
+    for (double j : spec.weight_job_size)
+      for (double f : spec.weight_fairshare)
+        for (double m : spec.max_age)
+          for (double h : spec.decay_half_life) {
+            PolicyOptions o;
+            o.weight_age = a;
+            o.weight_job_size = j;
+            o.weight_fairshare = f;
+            o.max_age = m;
+            o.decay_half_life = h;
+            o.favor_small = spec.favor_small;
+            plan.params.push_back(o);
+          }
+
+  for (const auto& path : spec.traces) {
+    ReadOptions ro;
+    plan.traces.push_back(load_trace(path, ro));
+    Machine m;
+    if (spec.nodes > 0) {
+      m.nodes = spec.nodes;
+      m.cores_per_node = spec.cores_per_node > 0 ? spec.cores_per_node : 1;
+    } else {
+      m = machine_from_header(plan.traces.back().header);
+    }
+    m.allocation = spec.allocation == "cores" ? Allocation::CORES : Allocation::NODES;
+    plan.machines.push_back(m);
+  }
+
+  std::ostringstream fp;
+  fp << "estimate=" << spec.estimate << " allocation=" << spec.allocation
+     << " kill_at_limit=" << spec.kill_at_limit << " too_large=" << spec.too_large;
+  for (size_t t = 0; t < plan.traces.size(); ++t)
+    fp << " trace" << t << "=" << spec.traces[t] << "(" << plan.traces[t].jobs.size() << " jobs, "
+       << plan.machines[t].nodes << "x" << plan.machines[t].cores_per_node << ")";
+  plan.fingerprint = fp.str();
+
+  for (size_t t = 0; t < plan.traces.size(); ++t) {
+    const auto n = static_cast<int64_t>(plan.traces[t].jobs.size());
+    std::vector<std::pair<int64_t, int64_t>> windows = spec.windows;
+    if (spec.random_count > 0)
+      for (int64_t s : draw_window_starts(spec.random_count, spec.random_len, n, spec.seed))
+        windows.emplace_back(s, spec.random_len);
+    for (const auto& policy : spec.policies) {
+      const int nparams = policy == "multifactor" ? static_cast<int>(plan.params.size()) : 1;
+      for (int p = 0; p < nparams; ++p)
+        for (Backfill b : backfills)
+          for (const auto& [start, len] : windows) {
+            SweepTask task;
+            task.id = static_cast<int64_t>(plan.tasks.size());
+            task.trace = static_cast<int>(t);
+            task.policy = policy;
+            task.backfill = b;
+            task.params = p;
+            task.window_start = start;
+            task.window_len = len;
+            const double jobs = static_cast<double>(std::max<int64_t>(0, std::min(len, n - start)));
+            // Conservative keeps a reservation profile; dynamic orders re-sort every pass.
+            task.cost = jobs * (b == Backfill::CONSERVATIVE ? 3.0 : 1.0) *
+                        (make_policy(policy)->dynamic() ? 2.0 : 1.0);
+            std::ostringstream key;
+            key << "trace=" << spec.traces[t] << " policy=" << policy;
+            if (policy == "multifactor") {
+              const PolicyOptions& o = plan.params[static_cast<size_t>(p)];
+              key << " age=" << fmt_num(o.weight_age) << " size=" << fmt_num(o.weight_job_size)
+                  << " fairshare=" << fmt_num(o.weight_fairshare)
+                  << " max_age=" << fmt_num(o.max_age)
+                  << " half_life=" << fmt_num(o.decay_half_life)
+                  << " favor_small=" << o.favor_small;
+            }
+            key << " backfill=" << backfill_name(b) << " window=" << start << ":" << len;
+            task.key = key.str();
+            plan.tasks.push_back(std::move(task));
+          }
+    }
+  }
+  // Keys name tasks in the journal; a repeated window would make two tasks one.
+  std::vector<std::string> keys;
+  for (const auto& t : plan.tasks) keys.push_back(t.key);
+  std::sort(keys.begin(), keys.end());
+  const auto dup = std::adjacent_find(keys.begin(), keys.end());
+  if (dup != keys.end()) throw SweepError("the sweep lists the same task twice: " + *dup);
+  return plan;
+}
+
+std::vector<int64_t> dispatch_order(const SweepPlan& plan) {
+  std::vector<int64_t> ids;
+  for (const auto& t : plan.tasks) ids.push_back(t.id);
+  std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) {
+    return plan.tasks[static_cast<size_t>(a)].cost > plan.tasks[static_cast<size_t>(b)].cost;
+  });
+  return ids;
+}
+
+TaskResult run_task(const SweepPlan& plan, const SweepTask& task) {
+  TaskResult r;
+  r.task = task.id;
+  try {
+    SimConfig cfg = plan.base;
+    cfg.machine = plan.machines[static_cast<size_t>(task.trace)];
+    cfg.policy = task.policy;
+    cfg.policy_options = plan.params[static_cast<size_t>(task.params)];
+    cfg.backfill = task.backfill;
+    const auto& jobs = plan.traces[static_cast<size_t>(task.trace)].jobs;
+    r.summary = simulate(select_window(jobs, task.window_start, task.window_len), cfg).summary;
+    r.ok = true;
+  } catch (const std::exception& e) {
+    r.ok = false;
+    r.error = e.what();
+  }
+  return r;
+}
+
+std::string result_line(const SweepPlan& plan, const TaskResult& r) {
+  const SweepTask& t = plan.tasks.at(static_cast<size_t>(r.task));
+  std::string body = "R\t" + t.key;
+  if (r.ok) {
+    const Summary& s = r.summary;
+    body += "\tok\t" + std::to_string(s.jobs) + "\t" + std::to_string(s.skipped) + "\t" +
+            std::to_string(s.killed) + "\t" + std::to_string(s.estimates_raised);
+    for (double v : {s.avg_wait, s.avg_bsld, s.avg_turnaround, s.utilization, s.makespan,
+                     s.first_submit, s.last_end})
+      body += "\t" + hexfloat(v);
+  } else {
+    std::string msg = r.error;
+    for (char& c : msg)
+      if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+    body += "\tfailed\t" + msg;
+  }
+  return seal(body);
+}
+
+std::string started_line(const SweepPlan& plan, int64_t task, int rank) {
+  return seal("S\t" + plan.tasks.at(static_cast<size_t>(task)).key + "\t" + std::to_string(rank));
+}
+
+namespace {
+
+// Strips and checks the checksum; nullopt for a torn line.
+std::optional<std::vector<std::string>> unseal(const std::string& line) {
+  std::string l = line;
+  if (!l.empty() && l.back() == '\n') l.pop_back();
+  const auto tab = l.rfind('\t');
+  if (tab == std::string::npos) return std::nullopt;
+  if (l.substr(tab + 1) != hex64(fnv1a(l.substr(0, tab)))) return std::nullopt;
+  return split(l.substr(0, tab), '\t');
+}
+
+std::map<std::string, int64_t> key_index(const SweepPlan& plan) {
+  std::map<std::string, int64_t> m;
+  for (const auto& t : plan.tasks) m[t.key] = t.id;
+  return m;
+}
+
+}  // namespace
+
+std::optional<TaskResult> Journal::parse_result(const SweepPlan& plan, const std::string& line) {
+  const auto f = unseal(line);
+  if (!f || f->size() < 4 || (*f)[0] != "R") return std::nullopt;
+  const auto idx = key_index(plan);
+  const auto it = idx.find((*f)[1]);
+  if (it == idx.end()) return std::nullopt;
+  TaskResult r;
+  r.task = it->second;
+  if ((*f)[2] == "failed") {
+    r.ok = false;
+    r.error = (*f)[3];
+    return r;
+  }
+  if ((*f)[2] != "ok" || f->size() != 14) return std::nullopt;
+  r.ok = true;
+  Summary& s = r.summary;
+  s.jobs = std::stoll((*f)[3]);
+  s.skipped = std::stoll((*f)[4]);
+  s.killed = std::stoll((*f)[5]);
+  s.estimates_raised = std::stoll((*f)[6]);
+  double* d[] = {&s.avg_wait, &s.avg_bsld, &s.avg_turnaround, &s.utilization,
+                 &s.makespan, &s.first_submit, &s.last_end};
+  for (size_t i = 0; i < 7; ++i) *d[i] = std::strtod((*f)[7 + i].c_str(), nullptr);
+  return r;
+}
+
+Journal::Journal(const std::string& path, const SweepPlan& plan) : path_(path) {
+  const std::string header = seal(std::string(JOURNAL_MAGIC) + "\t" + plan.fingerprint);
+  std::ifstream in(path);
+  if (in) {
+    std::string line;
+    bool first = true;
+    const auto idx = key_index(plan);
+    std::map<int64_t, int> started;
+    while (std::getline(in, line)) {
+      if (first) {
+        first = false;
+        if (line + "\n" != header)
+          throw SweepError("journal " + path + " belongs to a sweep with other settings (" +
+                           line.substr(0, 200) + "); delete it or choose another --out");
+        continue;
+      }
+      const auto f = unseal(line);
+      if (!f) continue;  // torn by a kill mid-write: that task simply runs again
+      if ((*f)[0] == "S" && f->size() == 3) {
+        const auto it = idx.find((*f)[1]);
+        if (it != idx.end()) started[it->second] = std::atoi((*f)[2].c_str());
+      } else if (auto r = parse_result(plan, line)) {
+        done_[r->task] = *r;
+      }
+    }
+    for (const auto& [task, rank] : started)
+      if (!done_.count(task)) interrupted_.emplace_back(task, rank);
+  }
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw SweepError("cannot open journal " + path + ": " + std::strerror(errno));
+  if (!in) append(header);
+}
+
+Journal::~Journal() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void Journal::append(const std::string& line) {
+  // One write() per record on an O_APPEND file: a kill leaves whole records or a torn last one,
+  // which the reader's checksum rejects.
+  const ssize_t n = ::write(fd_, line.data(), line.size());
+  if (n != static_cast<ssize_t>(line.size()))
+    throw SweepError("cannot append to journal " + path_ + ": " + std::strerror(errno));
+  ::fdatasync(fd_);
+}
+
+void report_resume(const SweepPlan& plan, const Journal& journal) {
+  if (!journal.done().empty())
+    std::cerr << "mlprio-replay sweep: resuming from " << journal.path() << ": "
+              << journal.done().size() << " of " << plan.tasks.size()
+              << " tasks already recorded\n";
+  for (const auto& [task, rank] : journal.interrupted())
+    std::cerr << "mlprio-replay sweep: task '" << plan.tasks[static_cast<size_t>(task)].key
+              << "' was running on rank " << rank
+              << " when the previous run stopped; running it again\n";
+}
+
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Progress::Progress(int64_t total, int64_t already, bool enabled)
+    : total_(total), already_(already), enabled_(enabled && ::isatty(STDERR_FILENO)),
+      t0_(now_seconds()) {}
+
+void Progress::update(int64_t done) {
+  if (!enabled_) return;
+  const double t = now_seconds();
+  if (last_ >= 0 && t - last_ < 0.5 && done < total_) return;
+  last_ = t;
+  const double rate = static_cast<double>(done - already_) / std::max(t - t0_, 1e-9);
+  const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
+  std::fprintf(stderr, "\r%lld/%lld tasks, %.2f tasks/s, ETA %.0f s   ",
+               static_cast<long long>(done), static_cast<long long>(total_), rate, eta);
+  std::fflush(stderr);
+}
+
+void Progress::finish() {
+  if (enabled_) std::fputc('\n', stderr);
+}
+
+int64_t test_kill_after(int rank) {
+  const char* r = std::getenv("MLPRIO_SWEEP_TEST_KILL_RANK");
+  const char* k = std::getenv("MLPRIO_SWEEP_TEST_KILL_AFTER");
+  if (!r || !k || std::atoi(r) != rank) return -1;
+  return std::atoll(k);
+}
+
+SweepOutcome run_sweep_serial(const SweepPlan& plan, const SweepRunOptions& opts) {
+  const double t0 = now_seconds();
+  Journal journal(opts.out + ".journal", plan);
+  report_resume(plan, journal);
+  SweepOutcome out;
+  out.results.resize(plan.tasks.size());
+  std::vector<bool> have(plan.tasks.size(), false);
+  for (const auto& [task, r] : journal.done())
+    if (r.ok) {
+      out.results[static_cast<size_t>(task)] = r;
+      have[static_cast<size_t>(task)] = true;
+      ++out.resumed;
+    }
+  const int64_t kill_after = test_kill_after(0);
+  int64_t computed = 0, done = out.resumed;
+  Progress progress(static_cast<int64_t>(plan.tasks.size()), done, opts.progress);
+  for (int64_t id : dispatch_order(plan)) {
+    if (have[static_cast<size_t>(id)]) continue;
+    journal.append(started_line(plan, id, 0));
+    TaskResult r = run_task(plan, plan.tasks[static_cast<size_t>(id)]);
+    if (kill_after >= 0 && ++computed >= kill_after) std::raise(SIGKILL);
+    journal.append(result_line(plan, r));
+    out.results[static_cast<size_t>(id)] = std::move(r);
+    progress.update(++done);
+  }
+  progress.finish();
+  for (const auto& r : out.results) out.failed += r.ok ? 0 : 1;
+  write_sweep_hdf5(plan, out.results, opts);
+  out.seconds = now_seconds() - t0;
+  return out;
+}
+
+namespace {
+
+struct SweepRow {
+  int64_t task = 0;
+  char trace[256] = {};
+  char policy[32] = {};
+  char backfill[16] = {};
+  int64_t params = 0;
+  int64_t window_start = 0, window_len = 0;
+  int8_t ok = 0;
+  int64_t jobs = 0, skipped = 0, killed = 0, estimates_raised = 0;
+  double avg_wait = 0, avg_bsld = 0, avg_turnaround = 0, utilization = 0, makespan = 0,
+         first_submit = 0, last_end = 0;
+  char error[256] = {};
+};
+
+struct ParamRow {
+  int64_t params = 0;
+  double weight_age = 0, weight_job_size = 0, weight_fairshare = 0, max_age = 0,
+         decay_half_life = 0;
+  int8_t favor_small = 0;
+};
+
+template <size_t N>
+void copy_str(char (&dst)[N], const std::string& s) {
+  std::strncpy(dst, s.c_str(), N - 1);
+  dst[N - 1] = '\0';
+}
+
+}  // namespace
+
+void write_sweep_hdf5(const SweepPlan& plan, const std::vector<TaskResult>& results,
+                      const SweepRunOptions& opts) {
+  h5::Provenance prov;
+  prov.kind = "sweep";
+  prov.command_line = opts.command_line;
+  prov.config = plan.fingerprint;
+  prov.input_sha256 = file_sha256(plan.spec.traces.front());
+  h5::WriteFile file(opts.out, prov);
+  const h5::Group& root = file.root();
+  root.set_attr("sweep_layout_version", static_cast<int64_t>(SWEEP_LAYOUT_VERSION));
+  root.set_attr("tasks", static_cast<int64_t>(plan.tasks.size()));
+  int64_t failed = 0;
+  std::vector<SweepRow> rows;
+  for (const auto& t : plan.tasks) {
+    const TaskResult& r = results.at(static_cast<size_t>(t.id));
+    SweepRow row;
+    row.task = t.id;
+    copy_str(row.trace, plan.spec.traces[static_cast<size_t>(t.trace)]);
+    copy_str(row.policy, t.policy);
+    copy_str(row.backfill, std::string(backfill_name(t.backfill)));
+    row.params = t.params;
+    row.window_start = t.window_start;
+    row.window_len = t.window_len;
+    row.ok = r.ok ? 1 : 0;
+    failed += r.ok ? 0 : 1;
+    const Summary& s = r.summary;
+    row.jobs = s.jobs;
+    row.skipped = s.skipped;
+    row.killed = s.killed;
+    row.estimates_raised = s.estimates_raised;
+    row.avg_wait = s.avg_wait;
+    row.avg_bsld = s.avg_bsld;
+    row.avg_turnaround = s.avg_turnaround;
+    row.utilization = s.utilization;
+    row.makespan = s.makespan;
+    row.first_submit = s.first_submit;
+    row.last_end = s.last_end;
+    copy_str(row.error, r.error);
+    rows.push_back(row);
+  }
+  root.set_attr("failed", failed);
+  static const auto row_type = h5::CompoundType<SweepRow>{}
+                                   .add("task", &SweepRow::task)
+                                   .add("trace", &SweepRow::trace)
+                                   .add("policy", &SweepRow::policy)
+                                   .add("backfill", &SweepRow::backfill)
+                                   .add("params", &SweepRow::params)
+                                   .add("window_start", &SweepRow::window_start)
+                                   .add("window_len", &SweepRow::window_len)
+                                   .add("ok", &SweepRow::ok)
+                                   .add("jobs", &SweepRow::jobs)
+                                   .add("skipped", &SweepRow::skipped)
+                                   .add("killed", &SweepRow::killed)
+                                   .add("estimates_raised", &SweepRow::estimates_raised)
+                                   .add("avg_wait", &SweepRow::avg_wait)
+                                   .add("avg_bsld", &SweepRow::avg_bsld)
+                                   .add("avg_turnaround", &SweepRow::avg_turnaround)
+                                   .add("utilization", &SweepRow::utilization)
+                                   .add("makespan", &SweepRow::makespan)
+                                   .add("first_submit", &SweepRow::first_submit)
+                                   .add("last_end", &SweepRow::last_end)
+                                   .add("error", &SweepRow::error);
+  root.write_table("runs", row_type, std::span<const SweepRow>(rows));
+  std::vector<ParamRow> prow;
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    const PolicyOptions& o = plan.params[i];
+    prow.push_back({static_cast<int64_t>(i), o.weight_age, o.weight_job_size, o.weight_fairshare,
+                    o.max_age, o.decay_half_life, static_cast<int8_t>(o.favor_small ? 1 : 0)});
+  }
+  static const auto param_type = h5::CompoundType<ParamRow>{}
+                                     .add("params", &ParamRow::params)
+                                     .add("weight_age", &ParamRow::weight_age)
+                                     .add("weight_job_size", &ParamRow::weight_job_size)
+                                     .add("weight_fairshare", &ParamRow::weight_fairshare)
+                                     .add("max_age", &ParamRow::max_age)
+                                     .add("decay_half_life", &ParamRow::decay_half_life)
+                                     .add("favor_small", &ParamRow::favor_small);
+  root.write_table("params", param_type, std::span<const ParamRow>(prow));
+  file.commit();
+}
+
+std::string sweep_json(const SweepPlan& plan, const std::vector<TaskResult>& results) {
+  std::vector<RunRecord> runs;
+  std::vector<std::string> failed;
+  for (const auto& t : plan.tasks) {
+    const TaskResult& r = results.at(static_cast<size_t>(t.id));
+    if (!r.ok) {
+      failed.push_back(t.key);
+      continue;
+    }
+    RunRecord rec;
+    rec.policy = t.policy;
+    rec.backfill = t.backfill;
+    rec.window_start = t.window_start;
+    rec.window_len = t.window_len;
+    rec.result.summary = r.summary;
+    runs.push_back(std::move(rec));
+  }
+  auto j = nlohmann::ordered_json::parse(runs_json(runs));
+  j["failed"] = failed;
+  return j.dump();
+}
+
+}  // namespace mlprio::replay::dist

@@ -1,0 +1,190 @@
+// The sweep config file: a small TOML subset (key = value, one-line arrays, [table] headers,
+// # comments) read by hand, because the sweep needs a dozen keys and no Debian TOML library is
+// a dependency of the project yet. Every error names file:line, the key, and a valid example;
+// an unknown key is an error, so a typo never silently falls back to a default.
+#include <cctype>
+#include <fstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "mlprio/replay_dist/sweep.hpp"
+
+namespace mlprio::replay::dist {
+namespace {
+
+using Scalar = std::variant<std::string, double, bool>;
+
+struct Reader {
+  std::string file;
+  int line = 0;
+  [[noreturn]] void fail(const std::string& what) const {
+    throw SweepError(file + ":" + std::to_string(line) + ": " + what);
+  }
+};
+
+std::string trim(const std::string& s) {
+  size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return s.substr(a, b - a);
+}
+
+// Drops a # comment that is not inside a string.
+std::string strip_comment(const std::string& s) {
+  bool in_str = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '"' && (i == 0 || s[i - 1] != '\\')) in_str = !in_str;
+    if (s[i] == '#' && !in_str) return s.substr(0, i);
+  }
+  return s;
+}
+
+Scalar parse_scalar(const Reader& r, const std::string& text) {
+  const std::string t = trim(text);
+  if (t.size() >= 2 && t.front() == '"' && t.back() == '"') return t.substr(1, t.size() - 2);
+  if (t == "true") return true;
+  if (t == "false") return false;
+  std::string digits;
+  for (char c : t)
+    if (c != '_') digits += c;  // TOML allows 1_000
+  try {
+    size_t used = 0;
+    const double v = std::stod(digits, &used);
+    if (used == digits.size() && !digits.empty()) return v;
+  } catch (const std::exception&) {
+  }
+  r.fail("cannot read value '" + t + "' (strings in \"double quotes\", numbers, true/false)");
+}
+
+std::vector<Scalar> parse_value(const Reader& r, const std::string& text) {
+  const std::string t = trim(text);
+  if (t.empty()) r.fail("missing value after '='");
+  if (t.front() != '[') return {parse_scalar(r, t)};
+  if (t.back() != ']') r.fail("arrays must close on the same line: [\"a\", \"b\"]");
+  std::vector<Scalar> out;
+  std::string cur;
+  bool in_str = false;
+  for (size_t i = 1; i + 1 < t.size(); ++i) {
+    const char c = t[i];
+    if (c == '"') in_str = !in_str;
+    if (c == ',' && !in_str) {
+      if (!trim(cur).empty()) out.push_back(parse_scalar(r, cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!trim(cur).empty()) out.push_back(parse_scalar(r, cur));
+  return out;
+}
+
+std::vector<std::string> strings(const Reader& r, const std::string& key,
+                                 const std::vector<Scalar>& v) {
+  std::vector<std::string> out;
+  for (const auto& s : v) {
+    if (!std::holds_alternative<std::string>(s))
+      r.fail(key + " takes strings, e.g. " + key + " = [\"fcfs\", \"sjf\"]");
+    out.push_back(std::get<std::string>(s));
+  }
+  return out;
+}
+
+std::vector<double> numbers(const Reader& r, const std::string& key, const std::vector<Scalar>& v) {
+  std::vector<double> out;
+  for (const auto& s : v) {
+    if (!std::holds_alternative<double>(s))
+      r.fail(key + " takes numbers, e.g. " + key + " = [1000, 5000]");
+    out.push_back(std::get<double>(s));
+  }
+  if (out.empty()) r.fail(key + " needs at least one number");
+  return out;
+}
+
+std::string one_string(const Reader& r, const std::string& key, const std::vector<Scalar>& v) {
+  const auto s = strings(r, key, v);
+  if (s.size() != 1) r.fail(key + " takes one string, e.g. " + key + " = \"...\"");
+  return s[0];
+}
+
+int64_t one_int(const Reader& r, const std::string& key, const std::vector<Scalar>& v) {
+  const auto n = numbers(r, key, v);
+  if (n.size() != 1 || n[0] != static_cast<double>(static_cast<int64_t>(n[0])) || n[0] < 0)
+    r.fail(key + " takes one whole number >= 0, e.g. " + key + " = 64");
+  return static_cast<int64_t>(n[0]);
+}
+
+bool one_bool(const Reader& r, const std::string& key, const std::vector<Scalar>& v) {
+  if (v.size() != 1 || !std::holds_alternative<bool>(v[0]))
+    r.fail(key + " takes true or false");
+  return std::get<bool>(v[0]);
+}
+
+}  // namespace
+
+void apply_sweep_config(const std::string& path, SweepSpec& spec) {
+  std::ifstream in(path);
+  if (!in) throw SweepError("cannot open sweep config " + path);
+  Reader r{path, 0};
+  std::string table, raw;
+  while (std::getline(in, raw)) {
+    ++r.line;
+    const std::string l = trim(strip_comment(raw));
+    if (l.empty()) continue;
+    if (l.front() == '[') {
+      if (l.back() != ']') r.fail("a table header looks like [multifactor]");
+      table = trim(l.substr(1, l.size() - 2));
+      if (table != "machine" && table != "multifactor" && table != "random_windows")
+        r.fail("unknown table [" + table + "] (valid: [machine], [multifactor], [random_windows])");
+      continue;
+    }
+    const auto eq = l.find('=');
+    if (eq == std::string::npos) r.fail("expected key = value");
+    const std::string key = trim(l.substr(0, eq));
+    const auto v = parse_value(r, l.substr(eq + 1));
+    if (table.empty()) {
+      if (key == "traces") spec.traces = strings(r, key, v);
+      else if (key == "policies") spec.policies = strings(r, key, v);
+      else if (key == "backfill") spec.backfills = strings(r, key, v);
+      else if (key == "windows") {
+        spec.windows.clear();
+        for (const auto& w : strings(r, key, v)) {
+          try {
+            spec.windows.push_back(parse_window_arg(w));
+          } catch (const SweepError& e) {
+            r.fail(e.what());
+          }
+        }
+      } else if (key == "estimate") spec.estimate = one_string(r, key, v);
+      else if (key == "allocation") spec.allocation = one_string(r, key, v);
+      else if (key == "too_large") spec.too_large = one_string(r, key, v);
+      else if (key == "kill_at_limit") spec.kill_at_limit = one_bool(r, key, v);
+      else
+        r.fail("unknown key '" + key +
+               "' (top level: traces, policies, backfill, windows, estimate, allocation, "
+               "too_large, kill_at_limit)");
+    } else if (table == "random_windows") {
+      if (key == "count") spec.random_count = one_int(r, key, v);
+      else if (key == "len") spec.random_len = one_int(r, key, v);
+      else if (key == "seed") spec.seed = static_cast<uint64_t>(one_int(r, key, v));
+      else r.fail("unknown key '" + key + "' in [random_windows] (valid: count, len, seed)");
+    } else if (table == "machine") {
+      if (key == "nodes") spec.nodes = one_int(r, key, v);
+      else if (key == "cores_per_node") spec.cores_per_node = one_int(r, key, v);
+      else r.fail("unknown key '" + key + "' in [machine] (valid: nodes, cores_per_node)");
+    } else {  // multifactor
+      if (key == "weight_age") spec.weight_age = numbers(r, key, v);
+      else if (key == "weight_job_size") spec.weight_job_size = numbers(r, key, v);
+      else if (key == "weight_fairshare") spec.weight_fairshare = numbers(r, key, v);
+      else if (key == "max_age") spec.max_age = numbers(r, key, v);
+      else if (key == "decay_half_life") spec.decay_half_life = numbers(r, key, v);
+      else if (key == "favor_small") spec.favor_small = one_bool(r, key, v);
+      else
+        r.fail("unknown key '" + key +
+               "' in [multifactor] (valid: weight_age, weight_job_size, weight_fairshare, "
+               "max_age, decay_half_life, favor_small)");
+    }
+  }
+}
+
+}  // namespace mlprio::replay::dist

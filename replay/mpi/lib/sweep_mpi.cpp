@@ -1,0 +1,200 @@
+// The MPI sweep: master/worker with dynamic hand-out. Rank 0 is the master and the only writer
+// (journal and HDF5; see replay/README.md for why one writer rank and not parallel HDF5); it also
+// computes tasks on a second thread, because on small allocations (2 ranks on 2 cores) a master
+// that only waits would waste half the machine. That thread never calls MPI, so
+// MPI_THREAD_FUNNELED is enough. Workers report a result and receive the next task id in one
+// round trip; results travel as journal lines (exact hex floats), which the master appends as
+// they arrive: a killed rank or an aborted job loses only the tasks in flight, and re-running the
+// same command resumes from the journal.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "mlprio/replay_dist/mpi_support.hpp"
+
+namespace mlprio::replay::dist {
+
+void mpi_fail(int code, const char* call, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  int rank = -1, init = 0;
+  MPI_Initialized(&init);
+  if (init) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  throw MpiError("MPI call failed on rank " + std::to_string(rank) + ": " + call + " at " + file +
+                 ":" + std::to_string(line) + ": " + std::string(text, static_cast<size_t>(len)));
+}
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int init = 0;
+  MLPRIO_MPI_CHECK(MPI_Initialized(&init));
+  if (!init) {
+    int provided = 0;
+    MLPRIO_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    owns_ = true;
+    if (provided < MPI_THREAD_FUNNELED)
+      throw MpiError("the MPI library does not provide MPI_THREAD_FUNNELED");
+  }
+  // Errors come back as codes so MLPRIO_MPI_CHECK can name the call and rank.
+  MLPRIO_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  MLPRIO_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  MLPRIO_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+}
+
+MpiSession::~MpiSession() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (owns_ && !fin) MPI_Finalize();
+}
+
+namespace {
+
+constexpr int TAG_RESULT = 11;  // worker -> master: previous result line ("" at first)
+constexpr int TAG_TASK = 12;    // master -> worker: task id, or -1 to stop
+
+void worker_loop(const SweepPlan& plan, MPI_Comm comm, int rank) {
+  const int64_t kill_after = test_kill_after(rank);
+  int64_t computed = 0;
+  std::string line;
+  for (;;) {
+    MLPRIO_MPI_CHECK(MPI_Send(line.data(), static_cast<int>(line.size()), MPI_CHAR, 0, TAG_RESULT, comm));
+    int64_t id = -1;
+    MLPRIO_MPI_CHECK(MPI_Recv(&id, 1, MPI_INT64_T, 0, TAG_TASK, comm, MPI_STATUS_IGNORE));
+    if (id < 0) break;
+    const TaskResult r = run_task(plan, plan.tasks.at(static_cast<size_t>(id)));
+    if (kill_after >= 0 && ++computed >= kill_after) std::raise(SIGKILL);  // test hook
+    line = result_line(plan, r);
+  }
+}
+
+}  // namespace
+
+SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MLPRIO_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MLPRIO_MPI_CHECK(MPI_Comm_size(comm, &size));
+  SweepOutcome out;
+  if (rank != 0) {
+    worker_loop(plan, comm, rank);
+    MLPRIO_MPI_CHECK(MPI_Barrier(comm));
+    return out;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  Journal journal(opts.out + ".journal", plan);
+  report_resume(plan, journal);
+  out.results.resize(plan.tasks.size());
+  std::vector<bool> have(plan.tasks.size(), false);
+  for (const auto& [task, r] : journal.done())
+    if (r.ok) {
+      out.results[static_cast<size_t>(task)] = r;
+      have[static_cast<size_t>(task)] = true;
+      ++out.resumed;
+    }
+  std::deque<int64_t> pending;
+  for (int64_t id : dispatch_order(plan))
+    if (!have[static_cast<size_t>(id)]) pending.push_back(id);
+
+  std::mutex mu;  // guards pending, finished and the journal
+  std::vector<TaskResult> finished;
+  std::atomic<bool> local_done{false};
+  auto take = [&]() -> int64_t {
+    std::lock_guard<std::mutex> lock(mu);
+    if (pending.empty()) return -1;
+    const int64_t id = pending.front();
+    pending.pop_front();
+    return id;
+  };
+  std::thread local([&]() {
+    const int64_t kill_after = test_kill_after(0);
+    int64_t computed = 0;
+    for (int64_t id = take(); id >= 0; id = take()) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        journal.append(started_line(plan, id, 0));
+      }
+      TaskResult r = run_task(plan, plan.tasks[static_cast<size_t>(id)]);
+      if (kill_after >= 0 && ++computed >= kill_after) std::raise(SIGKILL);
+      std::lock_guard<std::mutex> lock(mu);
+      journal.append(result_line(plan, r));
+      finished.push_back(std::move(r));
+    }
+    local_done = true;
+  });
+
+  int64_t done = out.resumed;
+  Progress progress(static_cast<int64_t>(plan.tasks.size()), done, opts.progress);
+  auto record = [&](TaskResult r) {
+    if (!r.ok)
+      std::cerr << "mlprio-replay sweep: task '" << plan.tasks[static_cast<size_t>(r.task)].key
+                << "' failed: " << r.error << "\n";
+    out.results[static_cast<size_t>(r.task)] = std::move(r);
+    ++done;
+  };
+  int active = size - 1;
+  std::string buf;
+  try {
+    while (active > 0 || !local_done) {
+      int flag = 0;
+      MPI_Status st;
+      MLPRIO_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, TAG_RESULT, comm, &flag, &st));
+      if (flag) {
+        int count = 0;
+        MLPRIO_MPI_CHECK(MPI_Get_count(&st, MPI_CHAR, &count));
+        buf.assign(static_cast<size_t>(count), '\0');
+        MLPRIO_MPI_CHECK(MPI_Recv(buf.data(), count, MPI_CHAR, st.MPI_SOURCE, TAG_RESULT, comm,
+                                  MPI_STATUS_IGNORE));
+        if (count > 0) {
+          auto r = Journal::parse_result(plan, buf);
+          if (!r)
+            throw SweepError("rank " + std::to_string(st.MPI_SOURCE) +
+                             " sent a result line that does not parse: " + buf.substr(0, 200));
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            journal.append(buf);
+          }
+          record(std::move(*r));
+        }
+        int64_t next = take();
+        if (next >= 0) {
+          std::lock_guard<std::mutex> lock(mu);
+          journal.append(started_line(plan, next, st.MPI_SOURCE));
+        } else {
+          --active;
+        }
+        MLPRIO_MPI_CHECK(MPI_Send(&next, 1, MPI_INT64_T, st.MPI_SOURCE, TAG_TASK, comm));
+      }
+      std::vector<TaskResult> mine;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        mine.swap(finished);
+      }
+      for (auto& r : mine) record(std::move(r));
+      progress.update(done);
+      // Poll gently: Open MPI's blocking receive spins a core, which the compute thread needs.
+      if (!flag && mine.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      pending.clear();  // let the compute thread stop after its current task
+    }
+    local.join();
+    throw;
+  }
+  local.join();
+  for (auto& r : finished) record(std::move(r));
+  progress.finish();
+  for (const auto& r : out.results) out.failed += r.ok ? 0 : 1;
+  write_sweep_hdf5(plan, out.results, opts);
+  MLPRIO_MPI_CHECK(MPI_Barrier(comm));
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace mlprio::replay::dist

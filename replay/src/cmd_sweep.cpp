@@ -1,0 +1,126 @@
+// `mlprio-replay sweep`: many replays (traces x policies x multifactor grid x backfilling rules x
+// windows) as one resumable job. Under mpirun/srun the tasks are handed out by rank 0
+// (replay/mpi/lib/sweep_mpi.cpp); alone, or in a build without MPI, they run in a serial loop.
+// This file only gathers options (command line over config file) and chooses the driver; only
+// here is it decided what an error does to the exit code and to the other ranks.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "mlprio/replay_dist/sweep.hpp"
+#ifdef MLPRIO_REPLAY_HAVE_MPI
+#include "mlprio/replay_dist/mpi_support.hpp"
+#endif
+
+namespace mlprio::cli {
+
+namespace {
+
+struct SweepArgs {
+  std::vector<std::string> traces, policies, backfills, windows;
+  std::string windows_random, config, out;
+  uint64_t seed = 1;
+  bool seed_given = false, json = false, no_progress = false;
+};
+
+replay::dist::SweepSpec build_spec(const SweepArgs& a) {
+  replay::dist::SweepSpec spec;
+  if (!a.config.empty()) replay::dist::apply_sweep_config(a.config, spec);
+  // The command line wins over the config file, option by option.
+  if (!a.traces.empty()) spec.traces = a.traces;
+  if (!a.policies.empty()) spec.policies = a.policies;
+  if (!a.backfills.empty()) spec.backfills = a.backfills;
+  if (!a.windows.empty()) {
+    spec.windows.clear();
+    for (const auto& w : a.windows) spec.windows.push_back(replay::dist::parse_window_arg(w));
+  }
+  if (!a.windows_random.empty()) {
+    const auto [count, len] = replay::dist::parse_windows_arg(a.windows_random);
+    spec.random_count = count;
+    spec.random_len = len;
+    if (!a.seed_given && a.config.empty())
+      throw replay::dist::SweepError("--windows COUNTxLEN needs --seed S (the draw must be reproducible)");
+  }
+  if (a.seed_given) spec.seed = a.seed;
+  return spec;
+}
+
+void print_outcome(const replay::dist::SweepPlan& plan, const replay::dist::SweepOutcome& o,
+                   const SweepArgs& a) {
+  if (a.json) std::cout << replay::dist::sweep_json(plan, o.results) << "\n";
+  std::cerr << "mlprio-replay sweep: " << plan.tasks.size() << " tasks (" << o.resumed
+            << " from the journal), " << o.failed << " failed, " << o.seconds << " s -> " << a.out
+            << "\n";
+  if (o.failed > 0) exit_code() = 1;
+}
+
+void run_sweep_command(const SweepArgs& a) {
+  replay::dist::SweepRunOptions opts;
+  opts.out = a.out;
+  opts.progress = !a.no_progress;
+  opts.command_line = command_line();
+#ifdef MLPRIO_REPLAY_HAVE_MPI
+  replay::dist::MpiSession mpi(nullptr, nullptr);
+  try {
+    const auto plan = replay::dist::make_sweep_plan(build_spec(a));
+    const auto outcome = replay::dist::run_sweep_mpi(plan, opts, MPI_COMM_WORLD);
+    if (mpi.rank() == 0) print_outcome(plan, outcome, a);
+  } catch (const std::exception& e) {
+    // Every rank builds the same plan, so input errors stop all ranks alike; anything else
+    // leaves the others waiting, so the whole job is stopped (the journal keeps what finished).
+    if (mpi.size() > 1) {
+      std::cerr << "mlprio-replay sweep: error on rank " << mpi.rank() << ": " << e.what() << "\n";
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    throw;
+  }
+#else
+  const auto plan = replay::dist::make_sweep_plan(build_spec(a));
+  print_outcome(plan, replay::dist::run_sweep_serial(plan, opts), a);
+#endif
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app) {
+  auto args = std::make_shared<SweepArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "sweep", "Replay many (trace, policy, backfill, window) tasks; resumable, runs under mpirun");
+  cmd->add_option("--trace", args->traces, "Trace file(s), comma separated")->delimiter(',');
+  cmd->add_option("--policy", args->policies, "Queue order(s), comma separated")->delimiter(',');
+  cmd->add_option("--backfill", args->backfills,
+                  "Backfilling rule(s), comma separated: none, easy, conservative")
+      ->delimiter(',');
+  cmd->add_option("--window", args->windows, "START:LEN, repeatable")->take_all();
+  cmd->add_option("--windows", args->windows_random,
+                  "COUNTxLEN: COUNT window starts drawn with SplitMix64(--seed), same on any "
+                  "machine and any number of ranks");
+  cmd->add_option("--seed", args->seed, "Seed of the --windows draw")
+      ->each([args](const std::string&) { args->seed_given = true; });
+  cmd->add_option("--config", args->config,
+                  "sweep.toml (TOML subset, see replay/README.md); command-line options win");
+  cmd->add_option("--out", args->out,
+                  "HDF5 output; the resume journal is written beside it as OUT.journal")
+      ->required();
+  cmd->add_flag("--json", args->json, "Print {\"runs\":[...],\"failed\":[...]} on stdout");
+  cmd->add_flag("--no-progress", args->no_progress, "No progress line on a terminal");
+  cmd->callback([args]() {
+    try {
+      run_sweep_command(*args);
+    } catch (const replay::dist::SweepError& e) {
+      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
+      exit_code() = 2;
+    } catch (const replay::ConfigError& e) {
+      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
+      exit_code() = 2;
+    } catch (const replay::UnknownPolicyError& e) {
+      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
+      exit_code() = 2;
+    }
+  });
+}
+
+}  // namespace mlprio::cli
