@@ -161,9 +161,11 @@ def main(argv):
         # Runs may sit at the root (a replay file) or under any part of a merged file.
         runs = {}
         for prefix in [""] + [k + "/" for k in f.keys() if isinstance(f[k], h5py.Group)]:
-            if prefix + "runs" in f:
+            # A sweep stores /runs as one summary table (no per-job detail): skip it.
+            if prefix + "runs" in f and isinstance(f[prefix + "runs"], h5py.Group):
                 for name, g in f[prefix + "runs"].items():
-                    runs[prefix + name] = g
+                    if "jobs" in g:
+                        runs[prefix + name] = g
         if runs:
             written += plot_replay(runs, out)
         errors = find(f, "model/errors")
