@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
                     "cost of under- vs over-prediction; point = residual quantile X/(1+X)")->capture_default_str();
   train->add_option("--upper-quantile", topt.upper_quantile, "residual quantile of runtime_upper")->capture_default_str();
   train->add_option("--objective", topt.objective, "XGBoost objective on log run time")->capture_default_str();
+  train->add_option("--blend", topt.blend, "blend with last-two, weight learned on the calibration slice: none|within2x|mae")->capture_default_str();
   train->add_option("--rounds", topt.rounds, "boosting rounds")->capture_default_str();
   train->add_option("--max-depth", topt.max_depth, "tree depth")->capture_default_str();
   train->add_option("--eta", topt.eta, "learning rate")->capture_default_str();

@@ -25,6 +25,9 @@ struct TrainOptions {
   double eta = 0.1;
   int seed = 42;
   int nthread = 1;                   // 1 = bit-for-bit reproducible
+  // Blend with the last-two baseline, weight learned on the calibration slice by maximising
+  // within-2x ("within2x") or minimising MAE ("mae"); "none" = the model alone.
+  std::string blend = "none";
 };
 
 // Trains on an in-memory trace (sorted by submit, as load_trace returns it). `notes` receives

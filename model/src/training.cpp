@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "model_tool.hpp"
@@ -143,14 +144,66 @@ nlohmann::json train_model(const Trace& trace, const std::string& trace_sha256,
   const std::vector<float> Xcal = gather(cal_idx);
   DMatrix dcal(Xcal.data(), cal_idx.size(), N_FEATURES);
   const std::vector<float> mcal = reg.predict(dcal, 1);
-  std::vector<double> resid;
-  for (size_t k = 0; k < cal_idx.size(); ++k) resid.push_back(log_run(cal_idx[k]) - static_cast<double>(mcal[k]));
-  Calibration cal{quantile(resid, tau), quantile(resid, opt.upper_quantile)};
+  // Blend weight with the last-two baseline, chosen on the calibration slice only (jobs before
+  // every test job): for each w on a grid the shift is re-fitted and the blended, capped point
+  // prediction scored; w = 1 is the plain model. Ties keep the larger w (less baseline).
+  auto residuals = [&](double w) {
+    std::vector<double> r;
+    for (size_t k = 0; k < cal_idx.size(); ++k) {
+      const Job& j = jobs[cal_idx[k]];
+      const double z = blend_log(static_cast<double>(mcal[k]),
+                                 blend_baseline(Xcal.data() + k * N_FEATURES, j.req_time), w);
+      r.push_back(log_run(cal_idx[k]) - z);
+    }
+    return r;
+  };
+  double best_w = 1.0;
+  bool best_shifted = true;
+  nlohmann::json blend_trials = nlohmann::json::array();
+  if (opt.blend != "none") {
+    if (opt.blend != "within2x" && opt.blend != "mae")
+      throw std::invalid_argument("--blend must be none, within2x or mae, got " + opt.blend);
+    double best = std::numeric_limits<double>::infinity();
+    for (int step = 20; step >= 0; --step) {
+     const double w = step / 20.0;
+     const std::vector<double> r = residuals(w);
+     // The within-2x objective may also drop the shift: a shifted copy of the baseline is no
+     // longer the baseline, and being within 2x rewards landing on one mode, not the median.
+     for (const bool shifted : {true, false}) {
+      if (!shifted && opt.blend != "within2x") continue;
+      const double shift = shifted ? quantile(r, tau) : 0.0;
+      double abs_err = 0;
+      size_t within = 0;
+      for (size_t k = 0; k < cal_idx.size(); ++k) {
+        const Job& j = jobs[cal_idx[k]];
+        double p = std::exp(log_run(cal_idx[k]) - r[k] + shift);
+        if (j.req_time > 0) p = std::min(p, j.req_time);
+        const double a = std::max(j.run, 1.0), q = std::max(p, 1.0);
+        within += (q <= 2 * a && a <= 2 * q) ? 1 : 0;
+        abs_err += std::abs(p - j.run);
+      }
+      const double n_cal = static_cast<double>(cal_idx.size());
+      const double loss = opt.blend == "mae" ? abs_err / n_cal : -static_cast<double>(within) / n_cal;
+      blend_trials.push_back({{"w", w}, {"shifted", shifted}, {"calib_mae", abs_err / n_cal},
+                              {"calib_within_2x", static_cast<double>(within) / n_cal}});
+      if (loss < best) {
+        best = loss;
+        best_w = w;
+        best_shifted = shifted;
+      }
+     }
+    }
+  }
+  const std::vector<double> resid = residuals(best_w);
+  Calibration cal{best_shifted ? quantile(resid, tau) : 0.0, quantile(resid, opt.upper_quantile), best_w};
   doc["calibration"] = {{"tau", tau},
                         {"underpredict_penalty", opt.underpredict_penalty},
                         {"point_shift", cal.point_shift},
                         {"upper_quantile", opt.upper_quantile},
                         {"upper_shift", cal.upper_shift},
+                        {"blend", opt.blend},
+                        {"blend_weight", cal.blend_weight},
+                        {"blend_trials", blend_trials},
                         {"n_calib", cal_idx.size()}};
   doc["booster_runtime"] = base64_encode(reg.save_json());
 

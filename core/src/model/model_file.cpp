@@ -243,6 +243,9 @@ std::unique_ptr<Predictor> make_predictor(const nlohmann::json& doc) {
       if (doc.contains("calibration")) {
         cal.point_shift = doc["calibration"].value("point_shift", 0.0);
         cal.upper_shift = doc["calibration"].value("upper_shift", 0.0);
+        cal.blend_weight = doc["calibration"].value("blend_weight", 1.0);
+        if (!(cal.blend_weight >= 0.0 && cal.blend_weight <= 1.0))
+          throw ModelError("\"calibration.blend_weight\" must be in [0, 1]");
       }
       return make_tree_predictor(rt, fail, cal, hist, 0.0, desc);
     }

@@ -7,6 +7,8 @@
 // upper prediction (see model/README.md).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "mlprio/model/model_file.hpp"
@@ -14,13 +16,37 @@
 namespace mlprio::model {
 namespace {
 
-struct Node {
-  float cond;       // split threshold, or the leaf value when left < 0
-  int32_t left;     // absolute index into the ensemble's node array; -1 marks a leaf
-  int32_t right;
-  uint32_t feature;
-  uint32_t default_left;
+// One node of the flattened ensemble, 8 bytes so that a depth-6 tree (<= 127 nodes) fits in
+// 1 KiB and all 200 trees of a model stay in L2. Children are renumbered to be adjacent (right =
+// left + 1), so a step computes the next index instead of choosing between two.
+//
+// Missing values without a branch: the walker reads a padded copy of each row holding every
+// feature twice, once with NaN replaced by -inf ("low" columns) and once by +inf ("high"
+// columns). A node whose default direction is left reads the low column, so a missing value
+// gives -inf < threshold and goes left; a default-right node reads the high column (+inf <
+// threshold is false: right). Present values are unchanged, and XGBoost's test is
+// `fvalue < split_cond` in float32, so every step goes where XGBoost goes as long as every
+// threshold is finite (checked at load). A leaf keeps its value in `value`, points to itself
+// and reads the always -inf padding column, so further steps stay put: all walks of a tree take
+// the same number of steps.
+struct FlatNode {
+  float value;    // split threshold, or the leaf value
+  uint32_t meta;  // bits 0-23: absolute index of the left child (itself for a leaf); 24-31: column
 };
+static_assert(sizeof(FlatNode) == 8);
+
+constexpr uint32_t INDEX_BITS = 24;
+constexpr uint32_t MAX_NODES = 1u << INDEX_BITS;
+constexpr uint32_t HIGH_COLUMNS = N_FEATURES;      // first "NaN -> +inf" column
+constexpr uint32_t PAD_COLUMN = 2 * N_FEATURES;    // always -inf, read by leaves
+// Row stride of the padded copy, rounded up to a multiple of 16 floats (one cache line).
+constexpr size_t STRIDE = (2 * static_cast<size_t>(N_FEATURES) + 1 + 15) / 16 * 16;
+static_assert(PAD_COLUMN < 256, "column index must fit in 8 bits");
+
+inline uint32_t step(const FlatNode& nd, const float* row) {
+  const float v = row[nd.meta >> INDEX_BITS];
+  return (nd.meta & (MAX_NODES - 1)) + static_cast<uint32_t>(!(v < nd.value));
+}
 
 class TreeEnsemble {
  public:
@@ -44,127 +70,163 @@ class TreeEnsemble {
       const auto& gb = learner.at("gradient_booster");
       if (gb.at("name") != "gbtree")
         throw ModelError(std::string(what) + " booster is not a gbtree");
-      for (const auto& t : gb.at("model").at("trees")) {
-        const auto& lc = t.at("left_children");
-        const auto& rc = t.at("right_children");
-        const auto& si = t.at("split_indices");
-        const auto& sc = t.at("split_conditions");
-        const auto& dl = t.at("default_left");
-        const size_t n = lc.size();
-        if (rc.size() != n || si.size() != n || sc.size() != n || dl.size() != n || n == 0)
-          throw ModelError(std::string(what) + " booster has a malformed tree");
-        const auto off = static_cast<int32_t>(nodes_.size());
-        roots_.push_back(off);
-        for (size_t k = 0; k < n; ++k) {
-          Node nd{};
-          nd.cond = sc[k].get<float>();
-          const int l = lc[k].get<int>();
-          const int r = rc[k].get<int>();
-          const bool leaf = l < 0;
-          if (!leaf && (l >= static_cast<int>(n) || r < 0 || r >= static_cast<int>(n)))
-            throw ModelError(std::string(what) + " booster has a child index out of range");
-          nd.left = leaf ? -1 : off + l;
-          nd.right = leaf ? -1 : off + r;
-          const auto f = si[k].get<int64_t>();
-          if (!leaf && (f < 0 || f >= N_FEATURES))
-            throw ModelError(std::string(what) + " booster splits on a feature outside the schema");
-          nd.feature = leaf ? 0 : static_cast<uint32_t>(f);
-          nd.default_left = dl[k].is_boolean() ? dl[k].get<bool>() : dl[k].get<int>() != 0;
-          nodes_.push_back(nd);
-        }
-      }
+      for (const auto& t : gb.at("model").at("trees")) add_tree(t, what);
     } catch (const nlohmann::json::exception& e) {
       throw ModelError(std::string(what) + " booster is malformed: " + e.what());
     }
-    // A child must come after its parent, so every walk terminates.
-    for (size_t t = 0; t < roots_.size(); ++t)
-      for (int32_t k = roots_[t]; k < static_cast<int32_t>(nodes_.size()) &&
-                                  (t + 1 == roots_.size() || k < roots_[t + 1]);
-           ++k)
-        if (nodes_[k].left >= 0 && (nodes_[k].left <= k || nodes_[k].right <= k))
-          throw ModelError(std::string(what) + " booster has a cyclic tree");
-    loop_.resize(nodes_.size());
-    std::vector<int> node_depth(nodes_.size(), 0);
-    for (size_t k = 0; k < nodes_.size(); ++k) {
-      const Node& nd = nodes_[k];
-      const bool leaf = nd.left < 0;
-      const auto self = static_cast<int32_t>(k);
-      loop_[k] = {nd.cond, leaf ? self : nd.left, leaf ? self : nd.right, nd.feature, nd.default_left};
-    }
-    for (size_t t = 0; t < roots_.size(); ++t) {
-      const size_t end = t + 1 < roots_.size() ? static_cast<size_t>(roots_[t + 1]) : nodes_.size();
-      int deepest = 0;
-      node_depth[static_cast<size_t>(roots_[t])] = 0;
-      for (size_t k = static_cast<size_t>(roots_[t]); k < end; ++k) {  // parents precede children
-        const Node& nd = nodes_[k];
-        if (nd.left >= 0) {
-          node_depth[static_cast<size_t>(nd.left)] = node_depth[k] + 1;
-          node_depth[static_cast<size_t>(nd.right)] = node_depth[k] + 1;
-        } else {
-          deepest = std::max(deepest, node_depth[k]);
-        }
-      }
-      depth_.push_back(deepest);
+    // Trees in groups of GROUP for the one-row path: a group walks in lockstep, as deep as its
+    // deepest tree (leaves absorb the extra steps).
+    for (size_t g = 0; g < roots_.size(); g += GROUP) {
+      int d = 0;
+      for (size_t t = g; t < std::min(roots_.size(), g + GROUP); ++t) d = std::max(d, depth_[t]);
+      group_depth_.push_back(d);
     }
   }
 
   bool empty() const { return roots_.empty(); }
   size_t trees() const { return roots_.size(); }
 
-  // Margins of up to BLOCK rows at once, tree by tree: the walks of different rows are
-  // independent, so the CPU overlaps their cache misses and mispredictions, and each tree's nodes
-  // stay in cache for the whole block. Same float summation order as margin().
-  static constexpr size_t BLOCK = 32;
+  // Rows per block of the batch path: the per-row state (index, sum) and the block's padded
+  // rows (BLOCK x STRIDE floats = 16 KiB) stay in L1 while the block walks every tree.
+  static constexpr size_t BLOCK = 64;
+  // Trees walked together by the one-row path (independent walks the CPU overlaps).
+  static constexpr size_t GROUP = 8;
+  // Rows walked together by the batch path.
+  static constexpr size_t LANES = 8;
+
+  // Margins of n <= BLOCK rows (padded layout, STRIDE floats each). Each row's leaves are summed
+  // in float in tree order, then added to the base margin in double: the order and types of
+  // XGBoost's CPU predictor and of the walker this replaced, so results are bit-identical.
   void margins(const float* rows, size_t n, double* out) const {
+    if (n < 4) {
+      for (size_t r = 0; r < n; ++r) out[r] = margin_one(rows + r * STRIDE);
+      return;
+    }
     float sum[BLOCK];
-    int32_t at[BLOCK];
     for (size_t r = 0; r < n; ++r) sum[r] = 0.0f;
+    const FlatNode* nodes = nodes_.data();
+    const size_t n_lanes = n / LANES * LANES;
     for (size_t t = 0; t < roots_.size(); ++t) {
-      // Lockstep walk: every row takes `depth` steps; leaves loop to themselves (loop_), so the
-      // inner loop has no data-dependent branch and the rows' walks overlap.
-      for (size_t r = 0; r < n; ++r) at[r] = roots_[t];
-      for (int d = 0; d < depth_[t]; ++d) {
-        for (size_t r = 0; r < n; ++r) {
-          const Loop& nd = loop_[static_cast<size_t>(at[r])];
-          const float v = rows[r * N_FEATURES + nd.feature];
-          const bool go_left = std::isnan(v) ? nd.default_left != 0 : v < nd.cond;
-          at[r] = go_left ? nd.left : nd.right;
-        }
+      const uint32_t root = roots_[t];
+      const int depth = depth_[t];
+      // LANES rows walk the tree together, their positions in registers: independent chains
+      // the CPU overlaps. The tree (<= 1 KiB) stays in L1 across the block.
+      for (size_t r0 = 0; r0 < n_lanes; r0 += LANES) {
+        uint32_t at[LANES];
+        for (size_t j = 0; j < LANES; ++j) at[j] = root;
+        for (int d = 0; d < depth; ++d)
+          for (size_t j = 0; j < LANES; ++j) at[j] = step(nodes[at[j]], rows + (r0 + j) * STRIDE);
+        for (size_t j = 0; j < LANES; ++j) sum[r0 + j] += nodes[at[j]].value;
       }
-      for (size_t r = 0; r < n; ++r) sum[r] += loop_[static_cast<size_t>(at[r])].cond;
+      for (size_t r = n_lanes; r < n; ++r) {
+        uint32_t at = root;
+        for (int d = 0; d < depth; ++d) at = step(nodes[at], rows + r * STRIDE);
+        sum[r] += nodes[at].value;
+      }
     }
     for (size_t r = 0; r < n; ++r) out[r] = base_margin_ + static_cast<double>(sum[r]);
   }
 
-  double margin(const float* row) const {
-    // Accumulated in float, the order XGBoost's CPU predictor uses, so results match it.
+ private:
+  // One row: GROUP trees at a time in lockstep, leaves summed in tree order afterwards.
+  double margin_one(const float* row) const {
+    const FlatNode* nodes = nodes_.data();
     float sum = 0.0f;
-    for (const int32_t root : roots_) {
-      const Node* nd = &nodes_[root];
-      while (nd->left >= 0) {
-        const float v = row[nd->feature];
-        const int32_t next = std::isnan(v) ? (nd->default_left ? nd->left : nd->right)
-                                           : (v < nd->cond ? nd->left : nd->right);
-        nd = &nodes_[next];
+    uint32_t at[GROUP];
+    for (size_t g = 0, gi = 0; g < roots_.size(); g += GROUP, ++gi) {
+      const size_t k = std::min(GROUP, roots_.size() - g);
+      if (k == GROUP) {
+        for (size_t j = 0; j < GROUP; ++j) at[j] = roots_[g + j];
+        for (int d = 0; d < group_depth_[gi]; ++d)
+          for (size_t j = 0; j < GROUP; ++j) at[j] = step(nodes[at[j]], row);
+      } else {
+        for (size_t j = 0; j < k; ++j) at[j] = roots_[g + j];
+        for (int d = 0; d < group_depth_[gi]; ++d)
+          for (size_t j = 0; j < k; ++j) at[j] = step(nodes[at[j]], row);
       }
-      sum += nd->cond;
+      for (size_t j = 0; j < k; ++j) sum += nodes[at[j]].value;
     }
     return base_margin_ + static_cast<double>(sum);
   }
 
- private:
-  struct Loop {
-    float cond;
-    int32_t left, right;
-    uint32_t feature;
-    uint32_t default_left;
-  };
-  std::vector<Node> nodes_;
-  std::vector<Loop> loop_;    // nodes_ with leaves pointing to themselves
-  std::vector<int> depth_;    // per tree: longest root-to-leaf path
-  std::vector<int32_t> roots_;
+  // Appends one tree of XGBoost's JSON, renumbered breadth-first so siblings are adjacent.
+  void add_tree(const nlohmann::json& t, const char* what) {
+    const auto& lc = t.at("left_children");
+    const auto& rc = t.at("right_children");
+    const auto& si = t.at("split_indices");
+    const auto& sc = t.at("split_conditions");
+    const auto& dl = t.at("default_left");
+    const size_t n = lc.size();
+    if (rc.size() != n || si.size() != n || sc.size() != n || dl.size() != n || n == 0)
+      throw ModelError(std::string(what) + " booster has a malformed tree");
+    if (nodes_.size() + n > MAX_NODES)
+      throw ModelError(std::string(what) + " booster has more than " + std::to_string(MAX_NODES) +
+                       " nodes, more than the evaluator's 24-bit node index holds");
+    const auto off = static_cast<uint32_t>(nodes_.size());
+    std::vector<uint32_t> order{0};  // original index of each new node, breadth-first
+    std::vector<int> node_depth{0};
+    std::vector<uint8_t> seen(n, 0);
+    seen[0] = 1;
+    nodes_.resize(off + n);
+    int deepest = 0;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const size_t o = order[k];
+      const int l = lc[o].get<int>();
+      const int r = rc[o].get<int>();
+      FlatNode& nd = nodes_[off + k];
+      nd.value = sc[o].get<float>();
+      if (l < 0) {  // leaf: loops to itself through the padding column
+        if (!std::isfinite(nd.value))
+          throw ModelError(std::string(what) + " booster has a non-finite leaf value");
+        nd.meta = (off + static_cast<uint32_t>(k)) | (PAD_COLUMN << INDEX_BITS);
+        deepest = std::max(deepest, node_depth[k]);
+        continue;
+      }
+      if (l >= static_cast<int>(n) || r < 0 || r >= static_cast<int>(n))
+        throw ModelError(std::string(what) + " booster has a child index out of range");
+      // A node reached twice (a cycle or shared subtree) would make the walk wrong or endless.
+      if (seen[static_cast<size_t>(l)] || seen[static_cast<size_t>(r)] || l == r)
+        throw ModelError(std::string(what) + " booster has a cyclic tree");
+      seen[static_cast<size_t>(l)] = seen[static_cast<size_t>(r)] = 1;
+      const auto f = si[o].get<int64_t>();
+      if (f < 0 || f >= N_FEATURES)
+        throw ModelError(std::string(what) + " booster splits on a feature outside the schema");
+      const bool def_left = dl[o].is_boolean() ? dl[o].get<bool>() : dl[o].get<int>() != 0;
+      if (!std::isfinite(nd.value))
+        throw ModelError(std::string(what) + " booster has a non-finite split condition");
+      const uint32_t column = static_cast<uint32_t>(f) + (def_left ? 0 : HIGH_COLUMNS);
+      nd.meta = (off + static_cast<uint32_t>(order.size())) | (column << INDEX_BITS);
+      order.push_back(static_cast<uint32_t>(l));
+      order.push_back(static_cast<uint32_t>(r));
+      node_depth.push_back(node_depth[k] + 1);
+      node_depth.push_back(node_depth[k] + 1);
+    }
+    nodes_.resize(off + order.size());  // nodes unreachable from the root are dropped
+    roots_.push_back(off);
+    depth_.push_back(deepest);
+  }
+
+  std::vector<FlatNode> nodes_;   // every tree, breadth-first, one after another
+  std::vector<uint32_t> roots_;
+  std::vector<int> depth_;        // per tree: longest root-to-leaf path
+  std::vector<int> group_depth_;  // per GROUP of trees: the deepest of them
   double base_margin_ = 0.0;
 };
+
+// Copies up to BLOCK rows into the padded layout the walker reads (see FlatNode).
+void pad_rows(const float* rows, size_t n, float* padded) {
+  constexpr float INF = std::numeric_limits<float>::infinity();
+  for (size_t r = 0; r < n; ++r) {
+    const float* in = rows + r * N_FEATURES;
+    float* o = padded + r * STRIDE;
+    for (size_t f = 0; f < static_cast<size_t>(N_FEATURES); ++f) {
+      const bool missing = std::isnan(in[f]);
+      o[f] = missing ? -INF : in[f];
+      o[HIGH_COLUMNS + f] = missing ? INF : in[f];
+    }
+    for (size_t c = PAD_COLUMN; c < STRIDE; ++c) o[c] = -INF;
+  }
+}
 
 class TreePredictor final : public Predictor {
  public:
@@ -182,40 +244,54 @@ class TreePredictor final : public Predictor {
 
   void predict(std::span<const Job> jobs, const TraceNames& names,
                std::span<Prediction> out) const override {
+    predict_with(jobs, names, out, Options{});
+  }
+  void predict_rows(std::span<const float> rows, std::span<const Job> jobs,
+                    std::span<Prediction> out) const override {
+    predict_rows_with(rows, jobs, out, Options{});
+  }
+
+  void predict_with(std::span<const Job> jobs, const TraceNames& names, std::span<Prediction> out,
+                    const Options& opt) const override {
     // One buffer per thread, grown to the largest batch seen: no allocation in steady state.
     thread_local std::vector<float> rows;
     if (rows.size() < jobs.size() * N_FEATURES) rows.resize(jobs.size() * N_FEATURES);
     encode_with_history(jobs, names, history_, epoch_offset_, rows);
-    predict_rows(std::span<const float>(rows.data(), jobs.size() * N_FEATURES), jobs, out);
+    predict_rows_with(std::span<const float>(rows.data(), jobs.size() * N_FEATURES), jobs, out, opt);
   }
 
-  void predict_rows(std::span<const float> rows, std::span<const Job> jobs,
-                    std::span<Prediction> out) const override {
+  void predict_rows_with(std::span<const float> rows, std::span<const Job> jobs,
+                         std::span<Prediction> out, const Options& opt) const override {
     if (out.size() != jobs.size() || rows.size() < jobs.size() * N_FEATURES)
       throw ModelError("predict: rows/jobs/out sizes disagree");
-    double m_rt[TreeEnsemble::BLOCK], m_fail[TreeEnsemble::BLOCK];
-    for (size_t b = 0; b < jobs.size(); b += TreeEnsemble::BLOCK) {
-      const size_t n = std::min(TreeEnsemble::BLOCK, jobs.size() - b);
-      runtime_.margins(rows.data() + b * N_FEATURES, n, m_rt);
-      if (!fail_.empty()) fail_.margins(rows.data() + b * N_FEATURES, n, m_fail);
-      for (size_t r = 0; r < n; ++r) finish(jobs[b + r], m_rt[r], fail_.empty() ? NOT_PREDICTED : m_fail[r], out[b + r]);
+    constexpr size_t B = TreeEnsemble::BLOCK;
+    alignas(64) float padded[B * STRIDE];
+    double m_rt[B], m_fail[B];
+    const bool want_fail = opt.fail_prob && !fail_.empty();
+    for (size_t b = 0; b < jobs.size(); b += B) {
+      const size_t n = std::min(B, jobs.size() - b);
+      pad_rows(rows.data() + b * N_FEATURES, n, padded);
+      runtime_.margins(padded, n, m_rt);
+      if (want_fail) fail_.margins(padded, n, m_fail);
+      for (size_t r = 0; r < n; ++r)
+        finish(jobs[b + r], rows.data() + (b + r) * N_FEATURES, m_rt[r],
+               want_fail ? m_fail[r] : NOT_PREDICTED, out[b + r]);
     }
   }
 
-  void finish(const Job& job, double m, double fail_margin, Prediction& out) const {
-    {
-      const Job* jobs_i = &job;
-      double point = std::exp(m + cal_.point_shift);
-      double upper = std::exp(m + cal_.upper_shift);
-      // A job is killed at its limit, so it never runs longer than it asked for.
-      if (jobs_i->req_time > 0) {
-        point = std::min(point, jobs_i->req_time);
-        upper = std::min(upper, jobs_i->req_time);
-      }
-      out.runtime = point;
-      out.runtime_upper = std::max(upper, point);
-      out.fail_prob = std::isnan(fail_margin) ? NOT_PREDICTED : 1.0 / (1.0 + std::exp(-fail_margin));
+  void finish(const Job& job, const float* row, double margin, double fail_margin,
+              Prediction& out) const {
+    const double m = blend_log(margin, blend_baseline(row, job.req_time), cal_.blend_weight);
+    double point = std::exp(m + cal_.point_shift);
+    double upper = std::exp(m + cal_.upper_shift);
+    // A job is killed at its limit, so it never runs longer than it asked for.
+    if (job.req_time > 0) {
+      point = std::min(point, job.req_time);
+      upper = std::min(upper, job.req_time);
     }
+    out.runtime = point;
+    out.runtime_upper = std::max(upper, point);
+    out.fail_prob = std::isnan(fail_margin) ? NOT_PREDICTED : 1.0 / (1.0 + std::exp(-fail_margin));
   }
 
   std::string describe() const override { return description_; }

@@ -6,7 +6,10 @@
 // with a ModelError naming the file and the reason, because slurmctld loads it as root.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -47,10 +50,31 @@ std::string base64_decode(std::string_view text);
 // The run-time calibration applied on top of a log-run-time regressor: the point prediction is
 // exp(margin + point_shift) and the upper one exp(margin + upper_shift), both capped by the
 // request when there is one.
+//
+// Blend (added for issue #5): with weight w < 1 the log prediction is
+// w * margin + (1 - w) * log(baseline), baseline = the user's last-two mean capped by the request,
+// else the request (see blend_baseline()); the shifts apply after blending. `mlprio-model train`
+// learns w on the calibration slice (the past of every test job). w = 1 (and model files
+// without "blend_weight") is the plain model, bit for bit.
 struct Calibration {
   double point_shift = 0.0;
   double upper_shift = 0.0;
+  double blend_weight = 1.0;
 };
+
+// The baseline a blended model mixes in, in seconds: the row's last-two mean capped by
+// `req_time` when both exist, else whichever exists; NaN when neither (the model alone then).
+inline double blend_baseline(const float* row, double req_time) {
+  const double l2 = row[F_HIST_LAST2_MEAN];
+  if (std::isnan(l2)) return req_time > 0 ? req_time : std::numeric_limits<double>::quiet_NaN();
+  return req_time > 0 ? std::min(l2, req_time) : l2;
+}
+
+// Blended log prediction before the calibration shift.
+inline double blend_log(double margin, double baseline, double w) {
+  if (w == 1.0 || std::isnan(baseline)) return margin;
+  return w * margin + (1.0 - w) * std::log(std::max(baseline, 1.0));
+}
 
 // Builds an XGBoost-kind predictor from XGBoost's saved JSON model(s) without libxgboost (the
 // trees are evaluated by our own allocation-free walker). `fail_json` may be empty.

@@ -50,6 +50,24 @@ class Predictor {
                             std::span<Prediction> out) const;
   // The model file's kind ("xgboost", "formula").
   virtual std::string kind() const { return "unknown"; }
+
+  // Added: predict() and predict_rows() with options, for callers that need less than every
+  // field (a scheduler ordering jobs needs no fail_prob, which costs an XGBoost model half its
+  // tree walks). Fields not asked for are NOT_PREDICTED, or filled when that is free. The
+  // defaults ignore the options and call the plain versions.
+  struct Options {
+    bool fail_prob = true;  // false: skip the failure model
+  };
+  virtual void predict_with(std::span<const Job> jobs, const TraceNames& names,
+                            std::span<Prediction> out, const Options& opt) const {
+    (void)opt;
+    predict(jobs, names, out);
+  }
+  virtual void predict_rows_with(std::span<const float> rows, std::span<const Job> jobs,
+                                 std::span<Prediction> out, const Options& opt) const {
+    (void)opt;
+    predict_rows(rows, jobs, out);
+  }
 };
 
 // Loads a model file and checks its schema; throws ModelError with a reason.

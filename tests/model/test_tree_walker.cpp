@@ -1,0 +1,125 @@
+// The flattened tree walker (core/src/model/predictor_xgboost.cpp) against an independent,
+// deliberately naive walk of XGBoost's saved JSON: the margins must be bit-identical (same float
+// summation in tree order), on rows with missing values, whether rows come one at a time or in
+// blocks of any size, and skipping the failure model must not change the run-time outputs.
+// Models with non-finite thresholds (which the walker's missing-value trick cannot represent)
+// are refused.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+
+#include "model_tool.hpp"
+#include "mlprio/model/model_file.hpp"
+#include "synthetic.hpp"
+
+using namespace mlprio;
+using namespace mlprio::model;
+
+namespace {
+
+// The textbook walk: recursive-free, original node numbering, isnan -> default direction.
+double reference_margin(const nlohmann::json& booster, const float* row, bool logistic) {
+  const auto& learner = booster["learner"];
+  const double base = std::stod(learner["learner_model_param"]["base_score"].get<std::string>());
+  float sum = 0.0f;
+  for (const auto& t : learner["gradient_booster"]["model"]["trees"]) {
+    size_t k = 0;
+    while (t["left_children"][k].get<int>() >= 0) {
+      const float v = row[t["split_indices"][k].get<int>()];
+      const bool dl = t["default_left"][k].is_boolean() ? t["default_left"][k].get<bool>()
+                                                        : t["default_left"][k].get<int>() != 0;
+      const bool left = std::isnan(v) ? dl : v < t["split_conditions"][k].get<float>();
+      k = static_cast<size_t>((left ? t["left_children"] : t["right_children"])[k].get<int>());
+    }
+    sum += t["split_conditions"][k].get<float>();
+  }
+  return (logistic ? -std::log(1.0 / base - 1.0) : base) + static_cast<double>(sum);
+}
+
+struct Trained {
+  Trace trace = testing::synthetic_trace(1500, 11);
+  nlohmann::json doc;
+  FeatureMatrix X;
+  Trained() {
+    TrainOptions o;
+    o.rounds = 40;
+    std::vector<std::string> notes;
+    doc = train_model(trace, "none", o, notes);
+    X = build_features(trace.jobs, trace.names, trace_epoch_offset(trace));
+  }
+};
+
+const Trained& trained() {
+  static const Trained t;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("the flat walker's margins are bit-identical to a naive walk", "[model][walker]") {
+  const Trained& t = trained();
+  REQUIRE(t.doc["booster_fail"].is_string());
+  const auto rt = nlohmann::json::parse(base64_decode(t.doc["booster_runtime"].get<std::string>()));
+  const auto fl = nlohmann::json::parse(base64_decode(t.doc["booster_fail"].get<std::string>()));
+  const auto pred = make_predictor(t.doc);
+  std::vector<Prediction> out(t.trace.jobs.size());
+  pred->predict_rows(t.X.values, t.trace.jobs, out);
+  const double shift = t.doc["calibration"]["point_shift"].get<double>();
+  size_t missing = 0;
+  for (size_t i = 0; i < t.trace.jobs.size(); ++i) {
+    const float* row = t.X.values.data() + i * N_FEATURES;
+    for (int f = 0; f < N_FEATURES; ++f) missing += std::isnan(row[f]) ? 1 : 0;
+    const double m = reference_margin(rt, row, false);
+    const double runtime = std::min(std::exp(m + shift), t.trace.jobs[i].req_time);
+    const double fail = 1.0 / (1.0 + std::exp(-reference_margin(fl, row, true)));
+    INFO("job " << i);
+    REQUIRE(out[i].runtime == runtime);  // exact, not approximate
+    REQUIRE(out[i].fail_prob == fail);
+  }
+  CHECK(missing > 0);  // the default directions were exercised
+}
+
+TEST_CASE("batch size and the fail_prob option do not change predictions", "[model][walker]") {
+  const Trained& t = trained();
+  const auto pred = make_predictor(t.doc);
+  const size_t n = t.trace.jobs.size();
+  std::vector<Prediction> all(n);
+  pred->predict_rows(t.X.values, t.trace.jobs, all);
+  // Odd chunk sizes cross the walker's one-row, lane and block boundaries.
+  for (size_t chunk : {size_t{1}, size_t{3}, size_t{7}, size_t{9}, size_t{65}, size_t{200}}) {
+    for (size_t b = 0; b < n; b += chunk) {
+      const size_t k = std::min(chunk, n - b);
+      std::vector<Prediction> part(k);
+      pred->predict_rows(std::span<const float>(t.X.values.data() + b * N_FEATURES, k * N_FEATURES),
+                         std::span<const Job>(t.trace.jobs.data() + b, k), part);
+      for (size_t i = 0; i < k; ++i) {
+        INFO("chunk " << chunk << " job " << b + i);
+        REQUIRE(part[i].runtime == all[b + i].runtime);
+        REQUIRE(part[i].runtime_upper == all[b + i].runtime_upper);
+        REQUIRE(part[i].fail_prob == all[b + i].fail_prob);
+      }
+    }
+  }
+  Predictor::Options opt;
+  opt.fail_prob = false;
+  std::vector<Prediction> fast(n);
+  pred->predict_rows_with(t.X.values, t.trace.jobs, fast, opt);
+  for (size_t i = 0; i < n; ++i) {
+    REQUIRE(fast[i].runtime == all[i].runtime);
+    REQUIRE(std::isnan(fast[i].fail_prob));
+  }
+}
+
+TEST_CASE("a booster with a non-finite threshold is refused", "[model][walker]") {
+  const Trained& t = trained();
+  auto rt = nlohmann::json::parse(base64_decode(t.doc["booster_runtime"].get<std::string>()));
+  auto& tree = rt["learner"]["gradient_booster"]["model"]["trees"][0];
+  REQUIRE(tree["left_children"][0].get<int>() >= 0);  // root is a split
+  tree["split_conditions"][0] = "-inf";  // not a number: refused as malformed either way
+  nlohmann::json doc = t.doc;
+  doc["booster_runtime"] = base64_encode(rt.dump());
+  CHECK_THROWS_AS(make_predictor(doc), ModelError);
+  tree["split_conditions"][0] = 1e300;  // finite in JSON, +inf as float32
+  doc["booster_runtime"] = base64_encode(rt.dump());
+  CHECK_THROWS_AS(make_predictor(doc), ModelError);
+}
