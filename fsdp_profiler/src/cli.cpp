@@ -1,4 +1,4 @@
-// The replay and sweep commands of mlprio-fsdp: turn parsed arguments into library calls and
+// The replay, sweep and measure commands of mlprio-fsdp: turn parsed arguments into library calls and
 // print the results (a table, or JSON with --json), optionally writing HDF5 with --out.
 #include "cli.hpp"
 
@@ -12,6 +12,9 @@
 #include "h5_output.hpp"
 #include "mlprio/fsdp/snapshot.hpp"
 #include "mlprio/fsdp/sweep.hpp"
+#if MLPRIO_FSDP_HAVE_CUDA
+#include "mlprio/fsdp/measure.hpp"
+#endif
 
 namespace mlprio::fsdp::cli {
 
@@ -101,15 +104,11 @@ int run_replay(const ReplayArgs& a) {
   return 0;
 }
 
-int run_sweep_command(const SweepArgs& a) {
-  SweepOptions o;
-  o.settings = make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
-  o.capacity = parse_bytes(a.capacity);
-  parse_range(a.mbs, o.mbs_lo, o.mbs_hi, o.mbs_step);
-  o.steps = a.steps;
+// The FSDP configuration shared by sweep and measure.
+static FsdpConfig fsdp_config(const SweepArgs& a) {
   if (a.steps < 1 || a.steps > 1000) throw SettingsError("--steps: expected 1..1000");
   if (a.world_size < 1) throw SettingsError("--world-size: expected >= 1");
-  FsdpConfig& c = o.base;
+  FsdpConfig c;
   c.model = find_model(a.model, a.models_file);
   c.world_size = a.world_size;
   if (a.sharding == "FULL_SHARD") c.sharding = ShardingStrategy::FULL_SHARD;
@@ -126,6 +125,17 @@ int run_sweep_command(const SweepArgs& a) {
   c.activation_checkpointing = a.activation_checkpointing;
   c.flash_attention = a.flash_attention;
   c.limit_all_gathers = a.limit_all_gathers;
+  return c;
+}
+
+int run_sweep_command(const SweepArgs& a) {
+  SweepOptions o;
+  o.settings = make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
+  o.capacity = parse_bytes(a.capacity);
+  parse_range(a.mbs, o.mbs_lo, o.mbs_hi, o.mbs_step);
+  o.steps = a.steps;
+  o.base = fsdp_config(a);
+  const FsdpConfig& c = o.base;
   if (isatty(STDERR_FILENO)) {
     o.progress = [](int64_t mbs, size_t done, size_t total) {
       if (mbs == 0) std::fprintf(stderr, "\r%zu/%zu minibatch sizes done.            \n", done, total);
@@ -182,6 +192,115 @@ int run_sweep_command(const SweepArgs& a) {
   }
   if (!a.out.empty()) write_sweep_h5(a.out, RunInfo{a.command_line, cfg.dump(), ""}, r);
   return 0;
+}
+
+int run_measure_command(const MeasureArgs& m) {
+  const SweepArgs& a = m.sweep;
+  const FsdpConfig base = fsdp_config(a);
+  int64_t lo = 1, hi = 1, step = 1;
+  parse_range(a.mbs, lo, hi, step);
+  const AllocatorSettings settings = make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
+  const uint64_t capacity = a.capacity == "auto" ? 0 : parse_bytes(a.capacity);
+  const uint64_t headroom = parse_bytes(m.headroom);
+#if !MLPRIO_FSDP_HAVE_CUDA
+  (void)base, (void)settings, (void)capacity, (void)headroom;
+  std::fprintf(stderr,
+               "mlprio-fsdp: no CUDA device: this build has no CUDA support; use `mlprio-fsdp "
+               "sweep` for the simulated device\n");
+  return 3;
+#else
+  MeasureOptions o;
+  o.base = base;
+  o.mbs_lo = lo;
+  o.mbs_hi = hi;
+  o.mbs_step = step;
+  o.settings = settings;
+  o.capacity = capacity;
+  o.headroom = headroom;
+  o.steps = a.steps;
+  o.stop_after_oom = !m.keep_going;
+  if (isatty(STDERR_FILENO)) {
+    o.progress = [](int64_t mbs, size_t done, size_t total) {
+      if (mbs == 0) std::fprintf(stderr, "\r%zu/%zu minibatch sizes measured.            \n", done, total);
+      else std::fprintf(stderr, "\rmbs %lld (%zu/%zu)   ", static_cast<long long>(mbs), done + 1, total);
+    };
+  }
+  MeasureResult r;
+  try {
+    r = run_measure(o);
+  } catch (const NoCudaDeviceError& e) {
+    std::fprintf(stderr,
+                 "mlprio-fsdp: no CUDA device: use `mlprio-fsdp sweep` for the simulated device "
+                 "(%s)\n", e.what());
+    return 3;
+  }
+  if (r.rank != 0) return 0;
+  const FsdpConfig& c = o.base;
+  ordered_json cfg = {{"model", c.model.name},
+                      {"params", c.model.total_params()},
+                      {"world_size", c.world_size},
+                      {"sharding", a.sharding},
+                      {"fsdp", a.fsdp},
+                      {"precision", a.precision},
+                      {"activation_checkpointing", c.activation_checkpointing},
+                      {"flash_attention", c.flash_attention},
+                      {"limit_all_gathers", c.limit_all_gathers},
+                      {"capacity_bytes", r.capacity},
+                      {"alloc_conf", o.settings.to_alloc_conf()},
+                      {"steps", o.steps},
+                      {"device", "cuda"},
+                      {"gpu", r.device_name},
+                      {"ranks", r.ranks},
+                      {"collectives", r.collectives}};
+  if (a.json) {
+    ordered_json j = cfg;
+    j["points"] = ordered_json::array();
+    for (const auto& mp : r.points) {
+      const SweepPoint& p = mp.model;
+      j["points"].push_back({{"mbs", p.mbs},
+                             {"retries_per_step", p.retries_per_step},
+                             {"first_step_retries", p.first_step_retries},
+                             {"oom", p.oom},
+                             {"ooms", p.ooms},
+                             {"peak_reserved_bytes", p.peak_reserved},
+                             {"peak_allocated_bytes", p.peak_allocated},
+                             {"fragmentation", p.fragmentation},
+                             {"alloc_overhead_ms_per_step", p.alloc_overhead_ms_per_step},
+                             {"step_ms", mp.step_ms},
+                             {"first_step_ms", mp.first_step_ms},
+                             {"device_call_ms_per_step", mp.device_call_ms_per_step},
+                             {"samples_per_s", mp.samples_per_s},
+                             {"collectives_per_step", mp.collectives_per_step}});
+    }
+    j["max_safe_mbs"] = r.max_safe_mbs;
+    j["first_bad_mbs"] = r.first_bad_mbs ? ordered_json(r.first_bad_mbs) : ordered_json(nullptr);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::printf("%s on %d x %s, budget %s per GPU, %s, collectives %s\n", c.model.name.c_str(),
+                r.ranks, r.device_name.c_str(), format_bytes(r.capacity).c_str(),
+                o.settings.to_alloc_conf().c_str(), r.collectives ? "NCCL" : "not run");
+    std::printf("%6s %10s %5s %14s %6s %10s %10s %12s\n", "mbs", "retries/st", "oom",
+                "peak_reserved", "frag", "step_ms", "calls_ms", "samples/s");
+    for (const auto& mp : r.points) {
+      const SweepPoint& p = mp.model;
+      std::printf("%6lld %10.2f %5s %14s %6.3f %10.2f %10.2f %12.1f\n",
+                  static_cast<long long>(p.mbs), p.retries_per_step, p.oom ? "yes" : "no",
+                  format_bytes(static_cast<uint64_t>(p.peak_reserved)).c_str(), p.fragmentation,
+                  mp.step_ms, mp.device_call_ms_per_step, mp.samples_per_s);
+    }
+    std::printf("max_safe_mbs %lld\n", static_cast<long long>(r.max_safe_mbs));
+  }
+  if (!a.out.empty()) {
+    // The sweep layout (model fields and series); measured times are in the JSON output only.
+    SweepResult sr;
+    for (const auto& mp : r.points) sr.points.push_back(mp.model);
+    sr.max_safe_mbs = r.max_safe_mbs;
+    sr.first_bad_mbs = r.first_bad_mbs;
+    sr.series = r.series;
+    write_sweep_h5(a.out, RunInfo{a.command_line, cfg.dump(), ""}, sr);
+  }
+  return 0;
+#endif
 }
 
 }  // namespace mlprio::fsdp::cli

@@ -1,4 +1,4 @@
-// The two commands of mlprio-fsdp, called by main() after it has parsed the arguments. Each
+// The commands of mlprio-fsdp, called by main() after it has parsed the arguments. Each
 // returns the process exit status; input errors are thrown as the library's typed exceptions
 // and turned into messages by main().
 #pragma once
@@ -41,7 +41,16 @@ struct SweepArgs {
   std::string command_line;
 };
 
+// measure: the sweep's options (capacity "auto": free GPU memory minus the headroom) plus these.
+struct MeasureArgs {
+  SweepArgs sweep;
+  std::string headroom = "3GiB";
+  bool keep_going = false;
+};
+
 int run_replay(const ReplayArgs& args);
 int run_sweep_command(const SweepArgs& args);
+// Exit status 3 when there is no CUDA device (or the build has no CUDA).
+int run_measure_command(const MeasureArgs& args);
 
 }  // namespace mlprio::fsdp::cli

@@ -1,5 +1,5 @@
 // mlprio-fsdp: predicts CUDA caching-allocator retries and fragmentation for FSDP training on a
-// simulated device. main() declares every option (with help and default) and dispatches to
+// simulated device, or measures them on GPUs (measure, built with CUDA). main() declares every option (with help and default) and dispatches to
 // cli.cpp; errors become one message on stderr, exit status 2 for bad input, 1 otherwise.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -14,7 +14,7 @@
 
 int main(int argc, char** argv) {
   using namespace mlprio::fsdp;
-  CLI::App app{"mlprio-fsdp: CUDA caching-allocator model for FSDP training (simulated device)"};
+  CLI::App app{"mlprio-fsdp: CUDA caching-allocator model for FSDP training (simulated device; measure on GPUs)"};
   app.require_subcommand(1);
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
@@ -35,33 +35,51 @@ int main(int argc, char** argv) {
   replay->add_flag("--json", ra.json, "Print {\"stats\": memory_stats} as JSON");
   replay->add_option("--out", ra.out, "Write an HDF5 result file");
 
+  // The options sweep and measure share (measure: --capacity defaults to "auto").
+  auto add_fsdp_options = [](CLI::App* sub, cli::SweepArgs& a) {
+    sub->add_option("--model", a.model, "gpt2-xl, t5-3b, llama2-7b, llama2-13b or a models-file name")
+        ->required();
+    sub->add_option("--models-file", a.models_file, "Extra shapes (default configs/models.json)");
+    sub->add_option("--world-size", a.world_size, "Number of GPUs")->capture_default_str();
+    sub->add_option("--capacity", a.capacity, "Memory per GPU, e.g. 80GiB (measure: auto = free GPU memory - headroom)")->capture_default_str();
+    sub->add_option("--mbs", a.mbs, "Per-GPU minibatch range LO:HI[:STEP]")->capture_default_str();
+    sub->add_option("--alloc-conf", a.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF string");
+    sub->add_option("--torch-version", a.torch_version, "Allocator rules: 1.13 or 2.x")
+        ->capture_default_str();
+    sub->add_option("--memory-fraction", a.memory_fraction,
+                    "set_per_process_memory_fraction (0: not set)")->capture_default_str();
+    sub->add_option("--sharding", a.sharding, "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD")
+        ->capture_default_str();
+    sub->add_option("--fsdp", a.fsdp, "FSDP implementation: 1 (flat params) or 2 (fully_shard)")
+        ->capture_default_str();
+    sub->add_option("--precision", a.precision, "bf16 (mixed) or fp32")->capture_default_str();
+    sub->add_flag("--activation-checkpointing", a.activation_checkpointing,
+                  "Checkpoint every transformer block");
+    sub->add_flag("--flash-attention", a.flash_attention, "No s^2 attention tensors");
+    sub->add_option("--limit-all-gathers", a.limit_all_gathers,
+                    "FSDP1 all-gathers in flight (0: unlimited)")->capture_default_str();
+    sub->add_option("--steps", a.steps, "Training steps per minibatch")->capture_default_str();
+    sub->add_flag("--json", a.json, "Print the result as JSON");
+    sub->add_option("--out", a.out, "Write an HDF5 result file");
+  };
+
   cli::SweepArgs sa;
   sa.command_line = command_line;
   auto* sweep = app.add_subcommand("sweep", "Find the largest minibatch without cudaMalloc retries");
-  sweep->add_option("--model", sa.model, "gpt2-xl, t5-3b, llama2-7b, llama2-13b or a models-file name")
-      ->required();
-  sweep->add_option("--models-file", sa.models_file, "Extra shapes (default configs/models.json)");
-  sweep->add_option("--world-size", sa.world_size, "Number of GPUs")->capture_default_str();
-  sweep->add_option("--capacity", sa.capacity, "Memory per GPU, e.g. 80GiB")->capture_default_str();
-  sweep->add_option("--mbs", sa.mbs, "Per-GPU minibatch range LO:HI[:STEP]")->capture_default_str();
-  sweep->add_option("--alloc-conf", sa.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF string");
-  sweep->add_option("--torch-version", sa.torch_version, "Allocator rules: 1.13 or 2.x")
-      ->capture_default_str();
-  sweep->add_option("--memory-fraction", sa.memory_fraction,
-                    "set_per_process_memory_fraction (0: not set)")->capture_default_str();
-  sweep->add_option("--sharding", sa.sharding, "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD")
-      ->capture_default_str();
-  sweep->add_option("--fsdp", sa.fsdp, "FSDP implementation: 1 (flat params) or 2 (fully_shard)")
-      ->capture_default_str();
-  sweep->add_option("--precision", sa.precision, "bf16 (mixed) or fp32")->capture_default_str();
-  sweep->add_flag("--activation-checkpointing", sa.activation_checkpointing,
-                  "Checkpoint every transformer block");
-  sweep->add_flag("--flash-attention", sa.flash_attention, "No s^2 attention tensors");
-  sweep->add_option("--limit-all-gathers", sa.limit_all_gathers,
-                    "FSDP1 all-gathers in flight (0: unlimited)")->capture_default_str();
-  sweep->add_option("--steps", sa.steps, "Training steps per minibatch")->capture_default_str();
-  sweep->add_flag("--json", sa.json, "Print the result as JSON");
-  sweep->add_option("--out", sa.out, "Write an HDF5 result file");
+  add_fsdp_options(sweep, sa);
+
+  cli::MeasureArgs ma;
+  ma.sweep.command_line = command_line;
+  ma.sweep.capacity = "auto";
+  auto* measure = app.add_subcommand(
+      "measure", "Run the sweep's FSDP steps on this GPU (one rank per GPU under mpirun/srun; "
+                 "NCCL between ranks) and measure step time");
+  add_fsdp_options(measure, ma.sweep);
+  measure->add_option("--headroom", ma.headroom,
+                    "GPU memory left outside the allocator for the CUDA context, NCCL and "
+                    "kernels (with --capacity auto)")->capture_default_str();
+  measure->add_flag("--keep-going", ma.keep_going,
+                    "Measure larger minibatches after the first out-of-memory one");
 
   try {
     app.parse(argc, argv);
@@ -70,6 +88,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (replay->parsed()) return cli::run_replay(ra);
+    if (measure->parsed()) return cli::run_measure_command(ma);
     return cli::run_sweep_command(sa);
   } catch (const SettingsError& e) {
     std::fprintf(stderr, "mlprio-fsdp: %s\n", e.what());

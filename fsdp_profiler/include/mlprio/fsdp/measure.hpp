@@ -1,0 +1,62 @@
+// The measuring runner: the sweep's FSDP step stream run through the allocator model backed by a
+// real GPU (CudaDevice), with every allocation touched by a kernel, Adam's update run by a fused
+// AdamW kernel over each flat shard, and, with more than one rank (mpirun/srun, one GPU per rank),
+// NCCL all-gathers and reduce-scatters on the generated buffers. Reports the sweep's fields (from
+// the model's statistics on the real run) plus measured step times, so the throughput cliff can
+// be seen. Built only with CUDA (MLPRIO_FSDP_HAVE_CUDA).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mlprio/fsdp/sweep.hpp"
+
+namespace mlprio::fsdp {
+
+// No usable CUDA device: the program exits 3 and points at `sweep`.
+class NoCudaDeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct MeasureOptions {
+  FsdpConfig base;         // world_size must equal the number of ranks when there is more than one
+  uint64_t capacity = 0;   // budget per GPU; 0: free memory minus headroom
+  uint64_t headroom = 3ULL << 30;  // left to the CUDA context, NCCL and the kernels' launches
+  AllocatorSettings settings;
+  int64_t mbs_lo = 1, mbs_hi = 1, mbs_step = 1;
+  int steps = 3;
+  bool stop_after_oom = true;
+  std::function<void(int64_t mbs, size_t done, size_t total)> progress;  // rank 0 only
+};
+
+struct MeasurePoint {
+  SweepPoint model;              // the sweep's fields, from the allocator on the real device
+  double step_ms = 0.0;          // mean measured step time over the steps after the first
+  double first_step_ms = 0.0;
+  double device_call_ms_per_step = 0.0;  // measured time inside cudaMalloc/Free, map/unmap
+  double samples_per_s = 0.0;    // mbs * ranks / step time (all ranks together)
+  int64_t collectives_per_step = 0;
+};
+
+struct MeasureResult {
+  std::vector<MeasurePoint> points;
+  int64_t max_safe_mbs = 0;
+  int64_t first_bad_mbs = 0;
+  int ranks = 1;
+  int rank = 0;
+  bool collectives = false;  // NCCL ran (more than one rank)
+  std::string device_name;   // of rank 0's GPU
+  uint64_t capacity = 0;     // the budget every rank used (the minimum over ranks)
+  std::vector<std::pair<int64_t, std::vector<MemorySample>>> series;  // as SweepResult::series
+};
+
+// Initialises MPI itself when started by mpirun/srun and the build has MPI. Throws
+// NoCudaDeviceError without a device. Results are identical on every rank (maxima over ranks
+// for retries, OOMs, peaks and times).
+MeasureResult run_measure(const MeasureOptions& opts);
+
+}  // namespace mlprio::fsdp
