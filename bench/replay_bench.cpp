@@ -4,9 +4,12 @@
 // not the trace; the generator's own cost is measured separately (BM_generate_only) and included
 // in the replay numbers. Before timing, each configuration is checked on 20k jobs against the
 // invariants a correct schedule keeps (every job started once, no more cores busy than exist,
-// utilisation <= 1); a wrong answer exits non-zero.
+// utilisation <= 1); a wrong answer exits non-zero. BM_replay_load replays 50k jobs with the arrival
+// rate scaled (--load-scale) so that conservative's cost can be read against queue depth (issue
+// #3): its counters give the time-weighted mean and the maximum queue length of the run.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -19,8 +22,9 @@ using namespace mlprio::replay;
 
 namespace {
 
-LublinOptions lublin_options() {
+LublinOptions lublin_options(double load_scale = 1.0) {
   LublinOptions o;
+  o.load_scale = load_scale;
   o.nodes = 1024;
   o.seed = 1;
   o.req_time = LublinReqTime::FACTOR;
@@ -38,8 +42,8 @@ SimConfig config(Backfill b) {
   return c;
 }
 
-SimResult replay_generated(int64_t n, const SimConfig& c) {
-  LublinGenerator gen(lublin_options());
+SimResult replay_generated(int64_t n, const SimConfig& c, double load_scale = 1.0) {
+  LublinGenerator gen(lublin_options(load_scale));
   int64_t produced = 0;
   return simulate_stream(
       [&](Job& j) {
@@ -78,6 +82,33 @@ void BM_replay(benchmark::State& state, Backfill b) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
+// Time-weighted mean queue length over the run (the series holds the length after each pass).
+double mean_queue(const TimeSeries& s) {
+  double area = 0;
+  for (size_t k = 0; k + 1 < s.time.size(); ++k)
+    area += static_cast<double>(s.queue_length[k]) * (s.time[k + 1] - s.time[k]);
+  const double span = s.time.empty() ? 0 : s.time.back() - s.time.front();
+  return span > 0 ? area / span : 0;
+}
+
+// range(0) = load scale x 10 (arrival rate multiplied by it); 50k jobs.
+void BM_replay_load(benchmark::State& state, Backfill b) {
+  const double load = static_cast<double>(state.range(0)) / 10.0;
+  const int64_t n = 50000;
+  SimConfig c = config(b);
+  c.record_series = true;  // for the queue-depth counters; costs little next to the replay
+  for (auto _ : state) {
+    const SimResult r = replay_generated(n, c, load);
+    benchmark::DoNotOptimize(r.summary.avg_bsld);
+    int64_t max_q = 0;
+    for (int64_t q : r.series.queue_length) max_q = std::max(max_q, q);
+    state.counters["mean_queue"] = mean_queue(r.series);
+    state.counters["max_queue"] = static_cast<double>(max_q);
+    state.counters["util"] = r.summary.utilization;
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
 void BM_generate_only(benchmark::State& state) {
   const int64_t n = state.range(0);
   for (auto _ : state) {
@@ -102,6 +133,10 @@ BENCHMARK_CAPTURE(BM_replay, fcfs_easy, Backfill::EASY)
     ->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_replay, fcfs_conservative, Backfill::CONSERVATIVE)
     ->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_replay_load, easy, Backfill::EASY)
+    ->Arg(10)->Arg(15)->Arg(18)->Arg(20)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_replay_load, conservative, Backfill::CONSERVATIVE)
+    ->Arg(10)->Arg(15)->Arg(18)->Arg(20)->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

@@ -4,7 +4,8 @@
 Usage: scripts/plot.py FILE.h5 OUTDIR
 
 Reads whatever groups are present and skips the rest:
-  replay runs  (/runs/run_NNNN or /replay/runs/run_NNNN): bounded-slowdown CDF, queue length
+  replay runs  (/runs/run_NNNN, /replay/runs/run_NNNN, or a `sweep --per-job` file's
+               /tasks/task_NNNN): bounded-slowdown CDF, queue length
                over time and its time-weighted CDF, mean wait by job size;
   model eval   (/model/errors/<method>): CDF of relative prediction error per method;
   fsdp sweep   (/sweep or /fsdp/sweep): retries per step and peak memory per minibatch, and
@@ -161,11 +162,13 @@ def main(argv):
         # Runs may sit at the root (a replay file) or under any part of a merged file.
         runs = {}
         for prefix in [""] + [k + "/" for k in f.keys() if isinstance(f[k], h5py.Group)]:
-            # A sweep stores /runs as one summary table (no per-job detail): skip it.
-            if prefix + "runs" in f and isinstance(f[prefix + "runs"], h5py.Group):
-                for name, g in f[prefix + "runs"].items():
-                    if "jobs" in g:
-                        runs[prefix + name] = g
+            # A sweep stores /runs as one summary table (skipped here) and, with --per-job,
+            # per-run groups under /tasks.
+            for sub in ("runs", "tasks"):
+                if prefix + sub in f and isinstance(f[prefix + sub], h5py.Group):
+                    for name, g in f[prefix + sub].items():
+                        if "jobs" in g:
+                            runs[prefix + name] = g
         if runs:
             written += plot_replay(runs, out)
         errors = find(f, "model/errors")

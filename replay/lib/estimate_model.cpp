@@ -70,4 +70,54 @@ EstimateFn model_estimate_fn(std::shared_ptr<const MlPredictions> ml, EstimateQu
   };
 }
 
+EstimateChoice parse_estimate_choice(std::string_view text) {
+  EstimateChoice c;
+  if (text == "request") {
+    c.mode = EstimateMode::REQUEST;
+  } else if (text == "actual") {
+    c.mode = EstimateMode::ACTUAL;
+  } else if (text.rfind("model:", 0) == 0 && text.size() > 6) {
+    c.mode = EstimateMode::CUSTOM;
+    c.model_path = std::string(text.substr(6));
+  } else {
+    throw ConfigError("--estimate '" + std::string(text) +
+                      "': valid values are request, actual and model:FILE (a mlprio-model file)");
+  }
+  return c;
+}
+
+std::unique_ptr<model::Predictor> load_replay_model(const std::string& path) {
+  try {
+    return model::load_predictor(path);
+  } catch (const model::ModelError& e) {
+    throw ConfigError("--estimate model:" + path + ": cannot use the model file '" + path +
+                      "': " + e.what());
+  }
+}
+
+void TraceModel::apply_window(SimConfig& cfg, std::span<const Job> jobs, int64_t start,
+                              int64_t len) const {
+  const std::span<const Job> w = select_window(jobs, start, len);
+  const auto first = static_cast<size_t>(w.empty() ? 0 : w.data() - jobs.data());
+  auto ml = std::make_shared<const MlPredictions>(
+      w, std::span<const model::Prediction>(predictions).subspan(first, w.size()), score);
+  cfg.estimate = EstimateMode::CUSTOM;
+  cfg.estimate_fn = model_estimate_fn(ml, quantile);
+  cfg.policy_options.ml = std::move(ml);
+}
+
+TraceModel make_trace_model(const model::Predictor& predictor, const Trace& trace,
+                            EstimateQuantile quantile, const model::ScoreConfig& score,
+                            const std::string& what) {
+  TraceModel m;
+  m.quantile = quantile;
+  m.score = score;
+  try {
+    m.predictions = predict_trace(predictor, trace);
+  } catch (const model::ModelError& e) {
+    throw ConfigError(what + ": " + e.what());
+  }
+  return m;
+}
+
 }  // namespace mlprio::replay

@@ -81,6 +81,32 @@ const h5::CompoundType<UserSummary>& user_type() {
 
 }  // namespace
 
+void write_run_group(const h5::Group& g, const RunRecord& r) {
+  const Summary& s = r.result.summary;
+  g.set_attr("policy", r.policy);
+  g.set_attr("backfill", backfill_name(r.backfill));
+  g.set_attr("profile", profile_name(r.profile));
+  g.set_attr("window_start", r.window_start);
+  g.set_attr("window_len", r.window_len);
+  g.set_attr("jobs", s.jobs);
+  g.set_attr("skipped", s.skipped);
+  g.set_attr("killed", s.killed);
+  g.set_attr("estimates_raised", s.estimates_raised);
+  g.set_attr("avg_wait", s.avg_wait);
+  g.set_attr("avg_bsld", s.avg_bsld);
+  g.set_attr("avg_turnaround", s.avg_turnaround);
+  g.set_attr("utilization", s.utilization);
+  g.set_attr("makespan", s.makespan);
+  g.set_attr("first_submit", s.first_submit);
+  g.set_attr("last_end", s.last_end);
+  g.write_table("jobs", job_type(), std::span<const JobOutcome>(r.result.jobs));
+  g.write_table("users", user_type(), std::span<const UserSummary>(r.result.users));
+  const h5::Group ts = g.create_group("series");
+  ts.write_column("time", std::span<const double>(r.result.series.time));
+  ts.write_column("queue_length", std::span<const int64_t>(r.result.series.queue_length));
+  ts.write_column("busy_cores", std::span<const int64_t>(r.result.series.busy_cores));
+}
+
 void write_runs_hdf5(const std::string& path, const std::vector<RunRecord>& runs,
                      const h5::Provenance& provenance, const Machine& machine) {
   h5::WriteFile file(path, provenance);
@@ -96,29 +122,7 @@ void write_runs_hdf5(const std::string& path, const std::vector<RunRecord>& runs
     char name[32];
     std::snprintf(name, sizeof name, "run_%04zu", i);
     const h5::Group g = all.create_group(name);
-    const Summary& s = r.result.summary;
-    g.set_attr("policy", r.policy);
-    g.set_attr("backfill", backfill_name(r.backfill));
-    g.set_attr("profile", profile_name(r.profile));
-    g.set_attr("window_start", r.window_start);
-    g.set_attr("window_len", r.window_len);
-    g.set_attr("jobs", s.jobs);
-    g.set_attr("skipped", s.skipped);
-    g.set_attr("killed", s.killed);
-    g.set_attr("estimates_raised", s.estimates_raised);
-    g.set_attr("avg_wait", s.avg_wait);
-    g.set_attr("avg_bsld", s.avg_bsld);
-    g.set_attr("avg_turnaround", s.avg_turnaround);
-    g.set_attr("utilization", s.utilization);
-    g.set_attr("makespan", s.makespan);
-    g.set_attr("first_submit", s.first_submit);
-    g.set_attr("last_end", s.last_end);
-    g.write_table("jobs", job_type(), std::span<const JobOutcome>(r.result.jobs));
-    g.write_table("users", user_type(), std::span<const UserSummary>(r.result.users));
-    const h5::Group ts = g.create_group("series");
-    ts.write_column("time", std::span<const double>(r.result.series.time));
-    ts.write_column("queue_length", std::span<const int64_t>(r.result.series.queue_length));
-    ts.write_column("busy_cores", std::span<const int64_t>(r.result.series.busy_cores));
+    write_run_group(g, r);
   }
   file.commit();
 }

@@ -153,6 +153,29 @@ class FreeProfile {
     return INF;  // cannot happen for jobs that fit the machine: the last step is all free
   }
 
+  // For a job booked at [s, s + duration): the earliest t in [now, s) at which it would fit if its
+  // own booking were taken out, or s when there is none (it cannot move). Read-only, and it only
+  // reads the steps before s: taking the booking out adds `need` back on [s, s + duration), so a
+  // run of fitting steps that reaches s continues through the job's own slot, which is at least as
+  // long as any earlier start needs (t < s gives t + duration <= s + duration, rounding being
+  // monotone). This is exactly the minimum feasible start earliest_fit() would find after an
+  // unbook, so when it returns s the unbook/re-book pair can be skipped without changing the
+  // profile.
+  double earliest_fit_before(double now, double s, double duration, const Res& need) const {
+    double cand = -INF;
+    for (size_t i = 0; i < steps_.size() && steps_[i].t < s; ++i) {
+      const double next_t = std::min(i + 1 < steps_.size() ? steps_[i + 1].t : INF, s);
+      if (next_t <= now) continue;
+      if (!need.fits_in(steps_[i].free)) {
+        cand = -INF;
+        continue;
+      }
+      if (cand == -INF) cand = std::max(steps_[i].t, now);
+      if (next_t >= cand + duration) return cand;
+    }
+    return cand == -INF ? s : cand;
+  }
+
   void book(double t0, double t1, const Res& need) { add(t0, t1, need, -1); }
   void unbook(double t0, double t1, const Res& need) { add(t0, t1, need, +1); }
 
@@ -197,14 +220,17 @@ class FreeProfile {
       else
         steps_[k].free += need;
     }
-    // Merge equal neighbours so the profile does not grow with history.
-    size_t w = 0;
-    for (size_t k = 1; k < steps_.size(); ++k) {
-      if (steps_[k].free.units == steps_[w].free.units && steps_[k].free.gpus == steps_[w].free.gpus)
-        continue;
-      steps_[++w] = steps_[k];
-    }
-    steps_.resize(w + 1);
+    // Merge equal neighbours so the profile does not grow with history. The profile was merged
+    // before this call and [a, b) moved by one constant, so only the two edges can have become
+    // equal to their neighbour: merging there keeps the whole profile merged (the same steps a
+    // full pass would leave, which segment states compare) at O(log n) plus one move, not O(n).
+    if (b < steps_.size() && same(steps_[b], steps_[b - 1]))
+      steps_.erase(steps_.begin() + static_cast<std::ptrdiff_t>(b));
+    if (a > 0 && same(steps_[a], steps_[a - 1]))
+      steps_.erase(steps_.begin() + static_cast<std::ptrdiff_t>(a));
+  }
+  static bool same(const Step& x, const Step& y) {
+    return x.free.units == y.free.units && x.free.gpus == y.free.gpus;
   }
   std::vector<Step> steps_;
 };
@@ -581,14 +607,26 @@ class StandardEngine {
     if (early_end) {
       // Move every reservation as early as it goes, in queue order. Taking one job out and
       // putting it back at its earliest fit can only move it earlier: its old slot is still free.
+      // Most reservations cannot move: ask first, read-only, whether the job would fit anywhere
+      // before its reservation with it taken out, and only then take it out and put it back.
       for (int32_t slot : queue_) {
         SimJob& j = slab_[static_cast<size_t>(slot)];
         if (j.res_start < 0) continue;
         const double old = j.res_start;
-        profile_.unbook(std::max(old, now_), old + j.estimate, j.need);
+        MLPRIO_REPLAY_CHECK(old >= now_, "a reservation start passed without starting its job");
+        const double to = profile_.earliest_fit_before(now_, old, j.estimate, j.need);
+        if (!(to < old)) {
+          if (cfg_.check_invariants) {  // the skipped take-out-and-put-back must be a no-op
+            profile_.unbook(old, old + j.estimate, j.need);
+            place(j);
+            MLPRIO_REPLAY_CHECK(j.res_start == old, "the probe kept a reservation that could move");
+          }
+          continue;
+        }
+        profile_.unbook(old, old + j.estimate, j.need);
         place(j);
-        MLPRIO_REPLAY_CHECK(j.res_start <= std::max(old, now_),
-                            "conservative backfilling delayed a reservation");
+        MLPRIO_REPLAY_CHECK(j.res_start == to,
+                            "a reservation moved elsewhere than the read-only probe found");
       }
     }
     if (unplaced_) {

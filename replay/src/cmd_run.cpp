@@ -3,6 +3,7 @@
 // (--json, a contract with scripts) and/or as an HDF5 file (--out). All the work is in the replay
 // library (simulate(), output.hpp); this file only turns options into a SimConfig.
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -130,28 +131,16 @@ void run_run(const RunArgs& a) {
   SimConfig cfg;
   cfg.profile = parse_profile(a.profile);
   cfg.backfill = parse_backfill(a.backfill);
-  if (a.estimate == "request")
-    cfg.estimate = EstimateMode::REQUEST;
-  else if (a.estimate == "actual")
-    cfg.estimate = EstimateMode::ACTUAL;
-  else if (a.estimate.rfind("model:", 0) != 0)
-    throw ConfigError("--estimate '" + a.estimate +
-                      "': valid values are request, actual and model:FILE (a mlprio-model file)");
+  const EstimateChoice estimate = parse_estimate_choice(a.estimate);
+  cfg.estimate = estimate.mode;
   // --estimate model:FILE: load before the trace so a bad model fails fast.
   std::unique_ptr<model::Predictor> predictor;
   const EstimateQuantile quantile = parse_estimate_quantile(a.estimate_quantile);
-  if (a.estimate.rfind("model:", 0) == 0) {
-    const std::string model_path = a.estimate.substr(6);
+  if (!estimate.model_path.empty()) {
     if (cfg.profile == Profile::RLSCHEDULER || cfg.backfill == Backfill::RLSCHEDULER)
       throw ConfigError("--estimate model: replays in the standard profile with none, easy or "
                         "conservative backfilling (the rlscheduler profile copies RLScheduler)");
-    try {
-      predictor = model::load_predictor(model_path);
-    } catch (const model::ModelError& e) {
-      throw ConfigError("--estimate model:" + model_path + ": cannot use the model file '" +
-                        model_path + "': " + e.what());
-    }
-    cfg.estimate = EstimateMode::CUSTOM;
+    predictor = load_replay_model(estimate.model_path);
   }
   cfg.kill_at_limit = a.kill_at_limit;
   cfg.too_large = a.too_large == "skip" ? TooLarge::SKIP : TooLarge::ERROR;
@@ -191,23 +180,12 @@ void run_run(const RunArgs& a) {
 
   // One batch prediction for the whole trace (features causal in submit order, as mlprio-model
   // evaluate builds them), sliced per window so JobView::index finds its job's prediction.
-  std::vector<model::Prediction> predictions;
-  if (predictor) {
-    try {
-      predictions = predict_trace(*predictor, trace);
-    } catch (const model::ModelError& e) {
-      throw ConfigError("--estimate " + a.estimate + ": " + e.what());
-    }
-  }
-  auto use_model = [&](int64_t start, int64_t len) {
-    const std::span<const Job> w = select_window(jobs, start, len);
-    const auto first = static_cast<size_t>(w.empty() ? 0 : w.data() - jobs.data());
-    auto ml = std::make_shared<const MlPredictions>(
-        w, std::span<const model::Prediction>(predictions).subspan(first, w.size()), a.ml_score);
-    cfg.estimate_fn = model_estimate_fn(ml, quantile);
-    cfg.policy_options.ml = std::move(ml);
-  };
-  if (predictor && a.time_parallel) use_model(windows.front().first, windows.front().second);
+  std::optional<TraceModel> trace_model;
+  if (predictor)
+    trace_model = make_trace_model(*predictor, trace, quantile, a.ml_score,
+                                   "--estimate " + a.estimate);
+  if (trace_model && a.time_parallel)
+    trace_model->apply_window(cfg, jobs, windows.front().first, windows.front().second);
 
   if (a.time_parallel) {
     if (cfg.profile != Profile::STANDARD || a.policies.size() != 1 || windows.size() != 1)
@@ -251,7 +229,7 @@ void run_run(const RunArgs& a) {
       r.profile = cfg.profile;
       r.window_start = start;
       r.window_len = len;
-      if (predictor) use_model(start, len);
+      if (trace_model) trace_model->apply_window(cfg, jobs, start, len);
       r.result = simulate(select_window(jobs, start, len), cfg);
       runs.push_back(std::move(r));
     }

@@ -32,20 +32,32 @@ if not errors:
         need(0.0 < r["utilization"] <= 1.0, f"{tag}: utilization {r['utilization']} outside (0, 1]")
     need({"fcfs", "multifactor", "f1"} <= {r["policy"] for r in runs}, "a baseline policy is missing")
     need({"easy", "conservative"} <= {r["backfill"] for r in runs}, "EASY or conservative is missing")
+    if os.path.exists(os.path.join(out, "model.json")):  # a trained model: the sweep ran `ml`
+        need("ml" in {r["policy"] for r in runs}, "the ML policy is missing from the sweep")
     fsdp = json.load(open(os.path.join(out, "fsdp.json")))
     need(fsdp["max_safe_mbs"] >= 1, f"max_safe_mbs {fsdp['max_safe_mbs']} < 1")
     with h5py.File(os.path.join(out, "demo.h5"), "r") as h:
         need(h.attrs["format"] == "mlprio", "demo.h5 has no format=mlprio")
         need("fsdp" in h and "sweep" in h["fsdp"], "demo.h5 lacks /fsdp/sweep")
-        if "replay_sweep" in h:  # the MPI sweep's summary table: one row per run, all ok
-            rows = h["replay_sweep"]["runs"][:]
-            need(bool(rows["ok"].all()), "a sweep task failed")
-            need(len(rows) >= 6, f"sweep holds {len(rows)} runs, expected >= 6")
+        sweeps = [k for k in h if isinstance(h[k], h5py.Group) and h[k].attrs.get("kind") in ("sweep", b"sweep")]
+        need(len(sweeps) >= 1, "demo.h5 holds no replay sweep")
+        for k in sweeps:  # the sweep's summary table: one row per run, all ok
+            rows = h[k]["runs"][:]
+            need(bool(rows["ok"].all()), f"/{k}: a sweep task failed")
+            need(len(rows) >= 6, f"/{k} holds {len(rows)} runs, expected >= 6")
+            need("tasks" in h[k] and len(h[k]["tasks"]) == len(rows),
+                 f"/{k}/tasks: expected one per-job group per sweep row (--per-job)")
+        per_run = 0
         for k in h:
-            if "runs" in h[k] and isinstance(h[k]["runs"], h5py.Group):
-                for name, g in h[k]["runs"].items():
-                    need(g["jobs"].shape[0] == test_len, f"/{k}/runs/{name}/jobs has {g['jobs'].shape[0]} rows")
-                    need((g["jobs"]["start"] >= g["jobs"]["submit"]).all(), f"/{k}/runs/{name}: a job starts before submission")
+            for sub in ("runs", "tasks"):  # per-run groups of `run --out` or `sweep --per-job`
+                if not (isinstance(h[k], h5py.Group) and sub in h[k] and isinstance(h[k][sub], h5py.Group)):
+                    continue
+                for name, g in h[k][sub].items():
+                    per_run += 1
+                    need(g["jobs"].shape[0] == test_len, f"/{k}/{sub}/{name}/jobs has {g['jobs'].shape[0]} rows")
+                    need((g["jobs"]["start"] >= g["jobs"]["submit"]).all(), f"/{k}/{sub}/{name}: a job starts before submission")
+                    need(g.attrs["jobs"] == g["jobs"].shape[0], f"/{k}/{sub}/{name}: jobs attribute differs from its table")
+        need(per_run >= 6, f"only {per_run} per-run groups with per-job tables")
     plots = os.path.join(out, "plots")
     for p in ["prediction_error_cdf.png", "bsld_cdf.png", "queue_length.png", "wait_by_size.png", "fsdp_retries.png", "fsdp_memory.png"]:
         path = os.path.join(plots, p)

@@ -43,4 +43,14 @@ endif()
 if(NOT full STREQUAL resumed)
   message(FATAL_ERROR "resumed content differs from an uninterrupted run:\n${full}\n---\n${resumed}")
 endif()
+# --per-job on top of the finished journal: every summary comes from the journal, the per-job
+# tables are recomputed on both ranks and must reproduce the journaled summaries.
+execute_process(COMMAND ${MPI} ${REPLAY} ${ARGS} --per-job --out ${WORK}/killed.h5
+                OUTPUT_VARIABLE detail ERROR_VARIABLE detail_err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the --per-job resume failed (${rc}):\n${detail_err}")
+endif()
+if(NOT full STREQUAL detail)
+  message(FATAL_ERROR "the --per-job resume changed the content:\n${full}\n---\n${detail}")
+endif()
 message(STATUS "kill + resume gave the same content as an uninterrupted run")

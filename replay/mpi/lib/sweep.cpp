@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <sstream>
+#include <type_traits>
 
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/replay/output.hpp"
@@ -143,7 +144,14 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
     throw SweepError("a sweep needs at least one policy and one backfilling rule");
   if (spec.windows.empty() && spec.random_count <= 0)
     throw SweepError("give windows: --window START:LEN (repeatable) or --windows COUNTxLEN --seed S");
-  for (const auto& p : spec.policies) make_policy(p);  // UnknownPolicyError before loading
+  // --estimate model:FILE: the model is loaded (once per rank) before the traces, so a bad file
+  // fails fast; 'ml' needs it (make_policy says so otherwise).
+  const EstimateChoice estimate = parse_estimate_choice(spec.estimate);
+  const EstimateQuantile quantile = parse_estimate_quantile(spec.estimate_quantile);
+  std::unique_ptr<model::Predictor> predictor;
+  if (!estimate.model_path.empty()) predictor = load_replay_model(estimate.model_path);
+  for (const auto& p : spec.policies)  // UnknownPolicyError before loading
+    if (p != "ml" || !predictor) make_policy(p);
   std::vector<Backfill> backfills;
   for (const auto& b : spec.backfills) {
     backfills.push_back(parse_backfill(b));
@@ -152,20 +160,15 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
   }
 
   SimConfig& base = plan.base;
-  if (spec.estimate == "request")
-    base.estimate = EstimateMode::REQUEST;
-  else if (spec.estimate == "actual")
-    base.estimate = EstimateMode::ACTUAL;
-  else
-    throw SweepError("estimate '" + spec.estimate + "': valid values are request and actual");
+  base.estimate = estimate.mode;
   if (spec.too_large != "error" && spec.too_large != "skip")
     throw SweepError("too_large '" + spec.too_large + "': valid values are error and skip");
   if (spec.allocation != "nodes" && spec.allocation != "cores")
     throw SweepError("allocation '" + spec.allocation + "': valid values are nodes and cores");
   base.kill_at_limit = spec.kill_at_limit;
   base.too_large = spec.too_large == "skip" ? TooLarge::SKIP : TooLarge::ERROR;
-  base.record_jobs = false;
-  base.record_series = false;
+  base.record_jobs = spec.per_job;
+  base.record_series = spec.per_job;
 
   // Parameter sets: the multifactor grid (a single set for orders that take no weights).
   for (double a : spec.weight_age)
@@ -195,11 +198,20 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
     }
     m.allocation = spec.allocation == "cores" ? Allocation::CORES : Allocation::NODES;
     plan.machines.push_back(m);
+    if (predictor)
+      plan.models.push_back(make_trace_model(*predictor, plan.traces.back(), quantile,
+                                             spec.ml_score, "--estimate " + spec.estimate));
   }
 
   std::ostringstream fp;
   fp << "estimate=" << spec.estimate << " allocation=" << spec.allocation
      << " kill_at_limit=" << spec.kill_at_limit << " too_large=" << spec.too_large;
+  if (predictor)  // only then: journals of sweeps without a model keep their header
+    fp << " estimate_quantile=" << estimate_quantile_name(quantile)
+       << " model_sha256=" << file_sha256(estimate.model_path)
+       << " ml_age_weight=" << fmt_num(spec.ml_score.age_weight)
+       << " ml_starvation_limit=" << fmt_num(spec.ml_score.starvation_limit)
+       << " ml_size_weight=" << fmt_num(spec.ml_score.size_weight);
   for (size_t t = 0; t < plan.traces.size(); ++t)
     fp << " trace" << t << "=" << spec.traces[t] << "(" << plan.traces[t].jobs.size() << " jobs, "
        << plan.machines[t].nodes << "x" << plan.machines[t].cores_per_node << ")";
@@ -227,7 +239,7 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
             const double jobs = static_cast<double>(std::max<int64_t>(0, std::min(len, n - start)));
             // Conservative keeps a reservation profile; dynamic orders re-sort every pass.
             task.cost = jobs * (b == Backfill::CONSERVATIVE ? 3.0 : 1.0) *
-                        (make_policy(policy)->dynamic() ? 2.0 : 1.0);
+                        (policy == "ml" || make_policy(policy)->dynamic() ? 2.0 : 1.0);
             std::ostringstream key;
             key << "trace=" << spec.traces[t] << " policy=" << policy;
             if (policy == "multifactor") {
@@ -271,8 +283,18 @@ TaskResult run_task(const SweepPlan& plan, const SweepTask& task) {
     cfg.policy = task.policy;
     cfg.policy_options = plan.params[static_cast<size_t>(task.params)];
     cfg.backfill = task.backfill;
-    const auto& jobs = plan.traces[static_cast<size_t>(task.trace)].jobs;
-    r.summary = simulate(select_window(jobs, task.window_start, task.window_len), cfg).summary;
+    const std::span<const Job> jobs(plan.traces[static_cast<size_t>(task.trace)].jobs);
+    if (!plan.models.empty())
+      plan.models[static_cast<size_t>(task.trace)].apply_window(cfg, jobs, task.window_start,
+                                                                task.window_len);
+    SimResult res = simulate(select_window(jobs, task.window_start, task.window_len), cfg);
+    r.summary = res.summary;
+    if (plan.spec.per_job) {
+      r.has_detail = true;
+      r.jobs = std::move(res.jobs);
+      r.users = std::move(res.users);
+      r.series = std::move(res.series);
+    }
     r.ok = true;
   } catch (const std::exception& e) {
     r.ok = false;
@@ -302,6 +324,51 @@ std::string result_line(const SweepPlan& plan, const TaskResult& r) {
 
 std::string started_line(const SweepPlan& plan, int64_t task, int rank) {
   return seal("S\t" + plan.tasks.at(static_cast<size_t>(task)).key + "\t" + std::to_string(rank));
+}
+
+namespace {
+
+static_assert(std::is_trivially_copyable_v<JobOutcome> && std::is_trivially_copyable_v<UserSummary>);
+
+template <class T>
+void put_array(std::string& out, const std::vector<T>& v) {
+  const auto n = static_cast<uint64_t>(v.size());
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  if (n > 0) out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+template <class T>
+void get_array(std::string_view& in, std::vector<T>& v) {
+  uint64_t n = 0;
+  if (in.size() < sizeof n) throw SweepError("per-job detail message is truncated");
+  std::memcpy(&n, in.data(), sizeof n);
+  in.remove_prefix(sizeof n);
+  if (n > in.size() / sizeof(T)) throw SweepError("per-job detail message is truncated");
+  v.resize(static_cast<size_t>(n));
+  if (n > 0) std::memcpy(v.data(), in.data(), static_cast<size_t>(n) * sizeof(T));
+  in.remove_prefix(static_cast<size_t>(n) * sizeof(T));
+}
+
+}  // namespace
+
+std::string encode_detail(const TaskResult& r) {
+  std::string out;
+  put_array(out, r.jobs);
+  put_array(out, r.users);
+  put_array(out, r.series.time);
+  put_array(out, r.series.queue_length);
+  put_array(out, r.series.busy_cores);
+  return out;
+}
+
+void decode_detail(std::string_view bytes, TaskResult& r) {
+  get_array(bytes, r.jobs);
+  get_array(bytes, r.users);
+  get_array(bytes, r.series.time);
+  get_array(bytes, r.series.queue_length);
+  get_array(bytes, r.series.busy_cores);
+  if (!bytes.empty()) throw SweepError("per-job detail message has trailing bytes");
+  r.has_detail = true;
 }
 
 namespace {
@@ -396,6 +463,33 @@ void Journal::append(const std::string& line) {
   ::fdatasync(fd_);
 }
 
+bool journaled_ok(const Journal& journal, int64_t task) {
+  const auto it = journal.done().find(task);
+  return it != journal.done().end() && it->second.ok;
+}
+
+std::vector<int64_t> resume_tasks(const SweepPlan& plan, const Journal& journal,
+                                  SweepOutcome& out) {
+  out.results.resize(plan.tasks.size());
+  for (const auto& [task, r] : journal.done())
+    if (r.ok) {
+      out.results[static_cast<size_t>(task)] = r;
+      ++out.resumed;
+    }
+  std::vector<int64_t> todo;
+  for (int64_t id : dispatch_order(plan))
+    if (plan.spec.per_job || !journaled_ok(journal, id)) todo.push_back(id);
+  return todo;
+}
+
+void check_recomputed(const SweepPlan& plan, const Journal& journal, const TaskResult& r) {
+  if (!journaled_ok(journal, r.task)) return;
+  if (result_line(plan, r) != result_line(plan, journal.done().at(r.task)))
+    throw SweepError("task '" + plan.tasks[static_cast<size_t>(r.task)].key +
+                     "': recomputed for its per-job detail, it differs from the summary in " +
+                     journal.path() + "; delete the journal to recompute the sweep");
+}
+
 void report_resume(const SweepPlan& plan, const Journal& journal) {
   if (!journal.done().empty())
     std::cerr << "mlprio-replay sweep: resuming from " << journal.path() << ": "
@@ -445,23 +539,17 @@ SweepOutcome run_sweep_serial(const SweepPlan& plan, const SweepRunOptions& opts
   Journal journal(opts.out + ".journal", plan);
   report_resume(plan, journal);
   SweepOutcome out;
-  out.results.resize(plan.tasks.size());
-  std::vector<bool> have(plan.tasks.size(), false);
-  for (const auto& [task, r] : journal.done())
-    if (r.ok) {
-      out.results[static_cast<size_t>(task)] = r;
-      have[static_cast<size_t>(task)] = true;
-      ++out.resumed;
-    }
+  const std::vector<int64_t> todo = resume_tasks(plan, journal, out);
   const int64_t kill_after = test_kill_after(0);
-  int64_t computed = 0, done = out.resumed;
+  int64_t computed = 0;
+  int64_t done = static_cast<int64_t>(plan.tasks.size() - todo.size());
   Progress progress(static_cast<int64_t>(plan.tasks.size()), done, opts.progress);
-  for (int64_t id : dispatch_order(plan)) {
-    if (have[static_cast<size_t>(id)]) continue;
+  for (int64_t id : todo) {
     journal.append(started_line(plan, id, 0));
     TaskResult r = run_task(plan, plan.tasks[static_cast<size_t>(id)]);
     if (kill_after >= 0 && ++computed >= kill_after) std::raise(SIGKILL);
-    journal.append(result_line(plan, r));
+    check_recomputed(plan, journal, r);
+    if (!journaled_ok(journal, id)) journal.append(result_line(plan, r));
     out.results[static_cast<size_t>(id)] = std::move(r);
     progress.update(++done);
   }
@@ -581,6 +669,33 @@ void write_sweep_hdf5(const SweepPlan& plan, const std::vector<TaskResult>& resu
                                      .add("decay_half_life", &ParamRow::decay_half_life)
                                      .add("favor_small", &ParamRow::favor_small);
   root.write_table("params", param_type, std::span<const ParamRow>(prow));
+  root.set_attr("per_job", static_cast<int64_t>(plan.spec.per_job ? 1 : 0));
+  if (plan.spec.per_job) {
+    // One group per task in task order, laid out as `run --out` writes /runs/run_NNNN.
+    const h5::Group all = root.create_group("tasks");
+    for (const auto& t : plan.tasks) {
+      const TaskResult& r = results.at(static_cast<size_t>(t.id));
+      RunRecord rec;
+      rec.policy = t.policy;
+      rec.backfill = t.backfill;
+      rec.window_start = t.window_start;
+      rec.window_len = t.window_len;
+      rec.result.summary = r.summary;
+      rec.result.jobs = r.jobs;
+      rec.result.users = r.users;
+      rec.result.series = r.series;
+      char name[40];
+      std::snprintf(name, sizeof name, "task_%04lld", static_cast<long long>(t.id));
+      const h5::Group g = all.create_group(name);
+      write_run_group(g, rec);
+      g.set_attr("task", t.id);
+      g.set_attr("key", t.key);
+      g.set_attr("trace", plan.spec.traces[static_cast<size_t>(t.trace)]);
+      g.set_attr("params", static_cast<int64_t>(t.params));
+      g.set_attr("ok", static_cast<int64_t>(r.ok ? 1 : 0));
+      g.set_attr("error", r.error);
+    }
+  }
   file.commit();
 }
 

@@ -134,8 +134,10 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
     if (l.front() == '[') {
       if (l.back() != ']') r.fail("a table header looks like [multifactor]");
       table = trim(l.substr(1, l.size() - 2));
-      if (table != "machine" && table != "multifactor" && table != "random_windows")
-        r.fail("unknown table [" + table + "] (valid: [machine], [multifactor], [random_windows])");
+      if (table != "machine" && table != "multifactor" && table != "random_windows" &&
+          table != "ml")
+        r.fail("unknown table [" + table +
+               "] (valid: [machine], [multifactor], [random_windows], [ml])");
       continue;
     }
     const auto eq = l.find('=');
@@ -158,11 +160,13 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
       } else if (key == "estimate") spec.estimate = one_string(r, key, v);
       else if (key == "allocation") spec.allocation = one_string(r, key, v);
       else if (key == "too_large") spec.too_large = one_string(r, key, v);
+      else if (key == "estimate_quantile") spec.estimate_quantile = one_string(r, key, v);
       else if (key == "kill_at_limit") spec.kill_at_limit = one_bool(r, key, v);
+      else if (key == "per_job") spec.per_job = one_bool(r, key, v);
       else
         r.fail("unknown key '" + key +
-               "' (top level: traces, policies, backfill, windows, estimate, allocation, "
-               "too_large, kill_at_limit)");
+               "' (top level: traces, policies, backfill, windows, estimate, estimate_quantile, "
+               "allocation, too_large, kill_at_limit, per_job)");
     } else if (table == "random_windows") {
       if (key == "count") spec.random_count = one_int(r, key, v);
       else if (key == "len") spec.random_len = one_int(r, key, v);
@@ -172,6 +176,18 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
       if (key == "nodes") spec.nodes = one_int(r, key, v);
       else if (key == "cores_per_node") spec.cores_per_node = one_int(r, key, v);
       else r.fail("unknown key '" + key + "' in [machine] (valid: nodes, cores_per_node)");
+    } else if (table == "ml") {
+      const auto one_number = [&]() {
+        const auto n = numbers(r, key, v);
+        if (n.size() != 1) r.fail(key + " takes one number, e.g. " + key + " = 1.0");
+        return n[0];
+      };
+      if (key == "age_weight") spec.ml_score.age_weight = one_number();
+      else if (key == "starvation_limit") spec.ml_score.starvation_limit = one_number();
+      else if (key == "size_weight") spec.ml_score.size_weight = one_number();
+      else
+        r.fail("unknown key '" + key +
+               "' in [ml] (valid: age_weight, starvation_limit, size_weight)");
     } else {  // multifactor
       if (key == "weight_age") spec.weight_age = numbers(r, key, v);
       else if (key == "weight_job_size") spec.weight_job_size = numbers(r, key, v);

@@ -3,12 +3,13 @@
 // computes tasks on a second thread, because on small allocations (2 ranks on 2 cores) a master
 // that only waits would waste half the machine. That thread never calls MPI, so
 // MPI_THREAD_FUNNELED is enough. Workers report a result and receive the next task id in one
-// round trip; results travel as journal lines (exact hex floats), which the master appends as
-// they arrive: a killed rank or an aborted job loses only the tasks in flight, and re-running the
+// round trip; results travel as journal lines (exact hex floats; with --per-job followed by the
+// task's per-job arrays in the same message), which the master appends as they arrive: a killed rank or an aborted job loses only the tasks in flight, and re-running the
 // same command resumes from the journal.
 #include <signal.h>
 
 #include <atomic>
+#include <climits>
 #include <chrono>
 #include <csignal>
 #include <deque>
@@ -55,7 +56,9 @@ MpiSession::~MpiSession() {
 
 namespace {
 
-constexpr int TAG_RESULT = 11;  // worker -> master: previous result line ("" at first)
+// worker -> master: the previous result's journal line ("" at first), followed, when the task
+// has per-job detail (--per-job), by a NUL byte and encode_detail()'s bytes.
+constexpr int TAG_RESULT = 11;
 constexpr int TAG_TASK = 12;    // master -> worker: task id, or -1 to stop
 
 void worker_loop(const SweepPlan& plan, MPI_Comm comm, int rank) {
@@ -70,6 +73,14 @@ void worker_loop(const SweepPlan& plan, MPI_Comm comm, int rank) {
     const TaskResult r = run_task(plan, plan.tasks.at(static_cast<size_t>(id)));
     if (kill_after >= 0 && ++computed >= kill_after) std::raise(SIGKILL);  // test hook
     line = result_line(plan, r);
+    if (r.has_detail) {
+      line.push_back('\0');
+      line += encode_detail(r);
+      if (line.size() > static_cast<size_t>(INT_MAX))
+        throw SweepError("task '" + plan.tasks.at(static_cast<size_t>(id)).key +
+                         "': its per-job detail exceeds one MPI message (2 GiB); use shorter "
+                         "windows or no --per-job");
+    }
   }
 }
 
@@ -88,17 +99,8 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
   const auto t0 = std::chrono::steady_clock::now();
   Journal journal(opts.out + ".journal", plan);
   report_resume(plan, journal);
-  out.results.resize(plan.tasks.size());
-  std::vector<bool> have(plan.tasks.size(), false);
-  for (const auto& [task, r] : journal.done())
-    if (r.ok) {
-      out.results[static_cast<size_t>(task)] = r;
-      have[static_cast<size_t>(task)] = true;
-      ++out.resumed;
-    }
-  std::deque<int64_t> pending;
-  for (int64_t id : dispatch_order(plan))
-    if (!have[static_cast<size_t>(id)]) pending.push_back(id);
+  const std::vector<int64_t> todo = resume_tasks(plan, journal, out);
+  std::deque<int64_t> pending(todo.begin(), todo.end());
 
   std::mutex mu;  // guards pending, finished and the journal
   std::vector<TaskResult> finished;
@@ -121,15 +123,16 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
       TaskResult r = run_task(plan, plan.tasks[static_cast<size_t>(id)]);
       if (kill_after >= 0 && ++computed >= kill_after) std::raise(SIGKILL);
       std::lock_guard<std::mutex> lock(mu);
-      journal.append(result_line(plan, r));
+      if (!journaled_ok(journal, id)) journal.append(result_line(plan, r));
       finished.push_back(std::move(r));
     }
     local_done = true;
   });
 
-  int64_t done = out.resumed;
+  int64_t done = static_cast<int64_t>(plan.tasks.size() - todo.size());
   Progress progress(static_cast<int64_t>(plan.tasks.size()), done, opts.progress);
   auto record = [&](TaskResult r) {
+    check_recomputed(plan, journal, r);
     if (!r.ok)
       std::cerr << "mlprio-replay sweep: task '" << plan.tasks[static_cast<size_t>(r.task)].key
                 << "' failed: " << r.error << "\n";
@@ -150,13 +153,17 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
         MLPRIO_MPI_CHECK(MPI_Recv(buf.data(), count, MPI_CHAR, st.MPI_SOURCE, TAG_RESULT, comm,
                                   MPI_STATUS_IGNORE));
         if (count > 0) {
-          auto r = Journal::parse_result(plan, buf);
+          const size_t nul = buf.find('\0');
+          const std::string line = buf.substr(0, nul);
+          auto r = Journal::parse_result(plan, line);
           if (!r)
             throw SweepError("rank " + std::to_string(st.MPI_SOURCE) +
-                             " sent a result line that does not parse: " + buf.substr(0, 200));
-          {
+                             " sent a result line that does not parse: " + line.substr(0, 200));
+          if (nul != std::string::npos)
+            decode_detail(std::string_view(buf).substr(nul + 1), *r);
+          if (!journaled_ok(journal, r->task)) {
             std::lock_guard<std::mutex> lock(mu);
-            journal.append(buf);
+            journal.append(line);
           }
           record(std::move(*r));
         }

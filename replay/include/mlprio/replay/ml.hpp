@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -55,5 +56,36 @@ double model_estimate(const Job& job, const model::Prediction& p, EstimateQuanti
 // An EstimateFn over `ml` (kept alive by the function). Throws ConfigError for a job id it has no
 // prediction for.
 EstimateFn model_estimate_fn(std::shared_ptr<const MlPredictions> ml, EstimateQuantile q);
+
+// The `--estimate` value of `run` and `sweep`: request, actual, or model:FILE (mode CUSTOM,
+// `model_path` = FILE). Throws ConfigError naming the valid values.
+struct EstimateChoice {
+  EstimateMode mode = EstimateMode::REQUEST;
+  std::string model_path;  // non-empty exactly for model:FILE
+};
+EstimateChoice parse_estimate_choice(std::string_view text);
+
+// Loads a mlprio-model file for the replayer. Throws ConfigError naming the file (a bad model
+// file is bad input, exit code 2).
+std::unique_ptr<model::Predictor> load_replay_model(const std::string& path);
+
+// `--estimate model:FILE` over one trace, the setup `run` and `sweep` share: every job's
+// prediction made once, in one batch (predict_trace), plus the settings that turn a window of
+// them into the simulator's estimate hook and the `ml` order's input. Deterministic: every MPI
+// rank that builds it from the same model and trace gets the same bits.
+struct TraceModel {
+  std::vector<model::Prediction> predictions;  // aligned with the trace's jobs
+  EstimateQuantile quantile = EstimateQuantile::UPPER;
+  model::ScoreConfig score;
+  // Sets cfg.estimate = CUSTOM, cfg.estimate_fn and cfg.policy_options.ml for the jobs
+  // select_window(jobs, start, len) replays; `jobs` is the list the predictions are aligned with.
+  void apply_window(SimConfig& cfg, std::span<const Job> jobs, int64_t start, int64_t len) const;
+};
+
+// Predicts every job of `trace`. Throws ConfigError (the predictor's ModelError, prefixed with
+// `what`, e.g. "--estimate model:m.json").
+TraceModel make_trace_model(const model::Predictor& predictor, const Trace& trace,
+                            EstimateQuantile quantile, const model::ScoreConfig& score,
+                            const std::string& what);
 
 }  // namespace mlprio::replay

@@ -12,6 +12,7 @@
 
 namespace mlprio::h5 {
 struct Provenance;
+class Group;
 }
 
 namespace mlprio::replay {
@@ -36,6 +37,10 @@ void print_runs_table(std::ostream& out, const std::vector<RunRecord>& runs);
 
 // Writes every run to `path` (created under a temporary name, renamed when complete). Throws
 // mlprio::h5::H5Error.
+// Writes one run into `g` as write_runs_hdf5 lays out /runs/run_NNNN: its attributes, the `jobs`
+// and `users` tables and the `series` group (the sweep's --per-job groups use it too).
+void write_run_group(const h5::Group& g, const RunRecord& run);
+
 void write_runs_hdf5(const std::string& path, const std::vector<RunRecord>& runs,
                      const h5::Provenance& provenance, const Machine& machine);
 

@@ -11,9 +11,12 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/model/predictor.hpp"
+#include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/simulator.hpp"
 
 namespace mlprio::replay::dist {
@@ -53,7 +56,10 @@ struct SweepSpec {
   std::vector<std::pair<int64_t, int64_t>> windows;  // explicit START:LEN
   int64_t random_count = 0, random_len = 0;           // --windows COUNTxLEN
   uint64_t seed = 1;
-  std::string estimate = "request";
+  std::string estimate = "request";          // request, actual or model:FILE
+  std::string estimate_quantile = "upper";   // with model:FILE: upper or point
+  model::ScoreConfig ml_score;               // the `ml` order's settings
+  bool per_job = false;                      // store per-job detail (/tasks/task_NNNN)
   int64_t nodes = 0, cores_per_node = 0;
   std::string allocation = "nodes";
   bool kill_at_limit = false;
@@ -67,8 +73,8 @@ struct SweepSpec {
 // Reads the TOML subset documented in replay/README.md ("Sweeps"): `key = value` with strings,
 // integers, floats, booleans and one-line arrays of them, `[table]` headers and # comments.
 // Keys it sets: top level traces, policies, backfill, windows ("START:LEN" strings), estimate,
-// allocation, kill_at_limit, too_large; [random_windows] count, len, seed; [machine] nodes,
-// cores_per_node; [multifactor] weight_age, weight_job_size, weight_fairshare, max_age,
+// estimate_quantile, allocation, kill_at_limit, too_large, per_job; [random_windows] count, len,
+// seed; [machine] nodes, cores_per_node; [ml] age_weight, starvation_limit, size_weight; [multifactor] weight_age, weight_job_size, weight_fairshare, max_age,
 // decay_half_life (numbers or arrays: the grid), favor_small. Unknown keys are errors naming
 // file:line. Values it sets replace those in `spec`.
 void apply_sweep_config(const std::string& path, SweepSpec& spec);
@@ -98,6 +104,9 @@ struct SweepPlan {
   std::string fingerprint;        // the settings every task shares; a journal must match it
   replay::SimConfig base;         // machine etc. (per trace machine when nodes == 0)
   std::vector<replay::Machine> machines;  // per trace
+  // --estimate model:FILE: every job's prediction, per trace (empty without a model). Each rank
+  // loads the model and predicts the same way, so every rank holds the same bits.
+  std::vector<replay::TraceModel> models;
 };
 
 // Loads the traces and expands the tasks. Throws SweepError, InputError, ConfigError.
@@ -111,7 +120,17 @@ struct TaskResult {
   bool ok = false;
   std::string error;          // when !ok
   replay::Summary summary;    // when ok
+  // Per-job detail (spec.per_job and ok): the tables of `run --out`. Never journaled.
+  bool has_detail = false;
+  std::vector<replay::JobOutcome> jobs;
+  std::vector<replay::UserSummary> users;
+  replay::TimeSeries series;
 };
+
+// The per-job detail as bytes (counts, then the arrays as stored in memory: the ranks of one job
+// run the same binary) and back. decode_detail throws SweepError for a malformed buffer.
+std::string encode_detail(const TaskResult& r);
+void decode_detail(std::string_view bytes, TaskResult& r);
 
 // Replays one task; never throws for a failing replay (the failure is the result).
 TaskResult run_task(const SweepPlan& plan, const SweepTask& task);
@@ -167,6 +186,16 @@ void write_sweep_hdf5(const SweepPlan& plan, const std::vector<TaskResult>& resu
                       const SweepRunOptions& opts);
 // {"runs":[...]} as `mlprio-replay run --json` (successful tasks, by id), plus "failed":[keys].
 std::string sweep_json(const SweepPlan& plan, const std::vector<TaskResult>& results);
+
+// Takes the journal's successful results into `out` (out.results sized to the plan) and returns
+// the ids still to compute, in dispatch order: tasks without an ok record and, with
+// spec.per_job, also the journaled ones, whose per-job detail is recomputed (it is not journaled).
+std::vector<int64_t> resume_tasks(const SweepPlan& plan, const Journal& journal, SweepOutcome& out);
+// True when the journal already holds an ok record of the task (then it is not appended again).
+bool journaled_ok(const Journal& journal, int64_t task);
+// A journaled task recomputed for its detail must reproduce the journal's summary bit for bit;
+// throws SweepError naming the task otherwise (the journal is from another model file or build).
+void check_recomputed(const SweepPlan& plan, const Journal& journal, const TaskResult& r);
 
 // Reports journal state (resumed count, interrupted tasks by name) on stderr.
 void report_resume(const SweepPlan& plan, const Journal& journal);

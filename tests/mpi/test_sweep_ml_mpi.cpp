@@ -1,0 +1,227 @@
+// Sweeps with the runtime model: `--estimate model:FILE`, the `ml` queue order and `--per-job`
+// detail give the same results for N = 1, 2, 3 ranks (sub-communicators of the world) as the
+// serial loop, each task equals a direct simulate() set up by the code `run` uses
+// (TraceModel::apply_window), the per-job tables carry the model's estimates, and a resumed
+// per-job sweep recomputes the detail of journaled tasks bit for bit. The model is trained by
+// mlprio-model when it is built beside the tests, else it is the closed-form "formula" kind.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "mlprio/io/hdf5.hpp"
+#include "mlprio/model/features.hpp"
+#include "mlprio/model/model_file.hpp"
+#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mpi_test_util.hpp"
+
+using namespace mlprio;
+using namespace mlprio::replay::dist;
+
+namespace {
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+bool same_detail(const TaskResult& a, const TaskResult& b) {
+  if (a.has_detail != b.has_detail || a.jobs.size() != b.jobs.size() ||
+      a.users.size() != b.users.size() || a.series.time.size() != b.series.time.size())
+    return false;
+  for (size_t i = 0; i < a.jobs.size(); ++i) {
+    const auto &x = a.jobs[i], &y = b.jobs[i];
+    if (x.id != y.id || x.user != y.user || x.procs != y.procs || x.killed != y.killed ||
+        !same_bits(x.submit, y.submit) || !same_bits(x.start, y.start) ||
+        !same_bits(x.end, y.end) || !same_bits(x.wait, y.wait) || !same_bits(x.run, y.run) ||
+        !same_bits(x.bsld, y.bsld) || !same_bits(x.estimate, y.estimate))
+      return false;
+  }
+  for (size_t i = 0; i < a.users.size(); ++i)
+    if (a.users[i].user != b.users[i].user || a.users[i].jobs != b.users[i].jobs ||
+        !same_bits(a.users[i].mean_wait, b.users[i].mean_wait) ||
+        !same_bits(a.users[i].mean_bsld, b.users[i].mean_bsld) ||
+        !same_bits(a.users[i].core_seconds, b.users[i].core_seconds))
+      return false;
+  return a.series.time == b.series.time && a.series.queue_length == b.series.queue_length &&
+         a.series.busy_cores == b.series.busy_cores;
+}
+
+// Rank 0 writes the model; every rank gets its path.
+std::string shared_model(const std::string& trace) {
+  const std::string path = std::string(MLPRIO_MPI_TEST_DIR) + "/sweep_ml_model.np" +
+                           std::to_string(test::world_size()) + ".json";
+  int ok = 1;
+  if (test::world_rank() == 0) {
+    const std::string tool = std::string(MLPRIO_BIN_DIR) + "/mlprio-model";
+    if (std::filesystem::exists(tool)) {
+      const std::string cmd = tool + " train --trace " + trace + " --rounds 20 -o " + path +
+                              " > " + path + ".log 2>&1";
+      ok = std::system(cmd.c_str()) == 0 ? 1 : 0;
+    } else {
+      const Trace t = load_trace(trace);
+      const size_t n_train = t.jobs.size() * 8 / 10;
+      model::UserHistory history;
+      model::build_features(std::span<const Job>(t.jobs.data(), n_train), t.names, 0.0, &history);
+      nlohmann::json doc;
+      doc["format"] = model::MODEL_FORMAT;
+      doc["version"] = model::MODEL_VERSION;
+      doc["kind"] = "formula";
+      doc["schema_version"] = model::SCHEMA_VERSION;
+      doc["schema"] = model::schema_json();
+      doc["training"] = {{"trace", "sweep_ml"}, {"n_train", n_train}};
+      doc["user_history"] = model::history_to_json(history);
+      doc["formula"] = {{"name", "last2_capped_by_request"}, {"default_runtime", 600.0}};
+      model::write_model_document(path, doc);
+    }
+  }
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  REQUIRE(ok == 1);
+  return path;
+}
+
+SweepSpec ml_spec(const std::string& trace, const std::string& model) {
+  SweepSpec s;
+  s.traces = {trace};
+  s.policies = {"fcfs", "ml"};
+  s.backfills = {"easy", "conservative"};
+  s.windows = {{2400, 600}, {0, 1000}};
+  s.estimate = "model:" + model;
+  s.estimate_quantile = "upper";
+  s.ml_score.age_weight = 2.0;
+  s.ml_score.starvation_limit = 43200.0;
+  s.per_job = true;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("sweeps with model estimates, ml and per-job detail are identical for N = 1, 2, 3",
+          "[mpi][sweep][ml]") {
+  const std::string trace = test::shared_lublin_trace("sweep_ml", 3000, 7, 1.2);
+  const std::string model_path = shared_model(trace);
+  const SweepPlan plan = make_sweep_plan(ml_spec(trace, model_path));
+  REQUIRE(plan.tasks.size() == 2 * 2 * 2);
+  REQUIRE(plan.models.size() == 1);
+  REQUIRE(plan.fingerprint.find("model_sha256=") != std::string::npos);
+  const int world = test::world_size();
+  const int rank = test::world_rank();
+
+  std::vector<TaskResult> ref;
+  std::string ref_json;
+  if (rank == 0) {
+    SweepRunOptions o;
+    o.out = std::string(MLPRIO_MPI_TEST_DIR) + "/sweep_ml_serial.np" + std::to_string(world) + ".h5";
+    std::remove((o.out + ".journal").c_str());
+    const auto out = run_sweep_serial(plan, o);
+    REQUIRE(out.failed == 0);
+    ref = out.results;
+    ref_json = sweep_json(plan, ref);
+
+    // Each task equals a replay set up the way `run` sets it up (the shared TraceModel code).
+    const auto predictor = replay::load_replay_model(model_path);
+    const replay::TraceModel tm = replay::make_trace_model(
+        *predictor, plan.traces[0], replay::EstimateQuantile::UPPER, plan.spec.ml_score, "test");
+    const std::span<const Job> jobs(plan.traces[0].jobs);
+    for (const auto& t : plan.tasks) {
+      INFO("task " << t.key);
+      replay::SimConfig cfg = plan.base;
+      cfg.machine = plan.machines[0];
+      cfg.policy = t.policy;
+      cfg.backfill = t.backfill;
+      tm.apply_window(cfg, jobs, t.window_start, t.window_len);
+      const auto direct = simulate(replay::select_window(jobs, t.window_start, t.window_len), cfg);
+      const TaskResult& r = ref[static_cast<size_t>(t.id)];
+      REQUIRE(r.has_detail);
+      CHECK(same_bits(direct.summary.avg_bsld, r.summary.avg_bsld));
+      CHECK(same_bits(direct.summary.avg_wait, r.summary.avg_wait));
+      CHECK(static_cast<int64_t>(r.jobs.size()) == r.summary.jobs);
+      CHECK_FALSE(r.series.time.empty());
+      // The per-job estimates are the model's (upper quantile), not the requests; conservative
+      // raises estimates below the run time to it (counted in estimates_raised).
+      int64_t model_est = 0, raised = 0;
+      for (const auto& j : r.jobs) {
+        const auto it = std::find_if(jobs.begin(), jobs.end(), [&](const Job& x) { return x.id == j.id; });
+        REQUIRE(it != jobs.end());
+        const auto& p = tm.predictions[static_cast<size_t>(it - jobs.begin())];
+        const double m = replay::model_estimate(*it, p, replay::EstimateQuantile::UPPER);
+        if (same_bits(j.estimate, m))
+          ++model_est;
+        else if (t.backfill == replay::Backfill::CONSERVATIVE && m < j.run && j.estimate == j.run)
+          ++raised;
+      }
+      CHECK(model_est + raised == static_cast<int64_t>(r.jobs.size()));
+      CHECK(raised == r.summary.estimates_raised);
+      CHECK(model_est > 0);
+    }
+    // ml orders the queue differently from fcfs on this loaded window.
+    CHECK_FALSE(same_bits(ref[0].summary.avg_wait, ref[4].summary.avg_wait));
+  }
+  for (int n = 1; n <= world; ++n) {
+    MPI_Comm sub = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < n ? 0 : MPI_UNDEFINED, rank, &sub);
+    if (sub == MPI_COMM_NULL) continue;
+    SweepRunOptions o;
+    o.out = std::string(MLPRIO_MPI_TEST_DIR) + "/sweep_ml_n" + std::to_string(n) + ".np" +
+            std::to_string(world) + ".h5";
+    if (rank == 0) std::remove((o.out + ".journal").c_str());
+    MPI_Barrier(sub);
+    const auto out = run_sweep_mpi(plan, o, sub);
+    MPI_Comm_free(&sub);
+    if (rank != 0) continue;
+    INFO("N = " << n);
+    REQUIRE(out.results.size() == ref.size());
+    CHECK(out.failed == 0);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      INFO("task " << plan.tasks[i].key);
+      CHECK(out.results[i].ok);
+      CHECK(result_line(plan, out.results[i]) == result_line(plan, ref[i]));
+      CHECK(same_detail(out.results[i], ref[i]));
+    }
+    CHECK(sweep_json(plan, out.results) == ref_json);
+    {
+      h5::ReadFile f(o.out, "sweep");
+      CHECK(f.root().exists("tasks"));
+      const h5::Group g = f.root().open_group("tasks").open_group("task_0005");
+      CHECK(g.table_rows("jobs") == ref[5].jobs.size());
+      CHECK(g.table_rows("users") == ref[5].users.size());
+    }
+    // Resume: every summary comes from the journal, the detail is recomputed and must match.
+    const auto again = run_sweep_mpi(plan, o, MPI_COMM_SELF);
+    CHECK(again.resumed == static_cast<int64_t>(plan.tasks.size()));
+    for (size_t i = 0; i < ref.size(); ++i) CHECK(same_detail(again.results[i], ref[i]));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("per-job detail survives its byte encoding", "[mpi][sweep]") {
+  TaskResult r;
+  r.jobs.resize(3);
+  r.jobs[1].id = 42;
+  r.jobs[1].bsld = 2.5;
+  r.users.resize(1);
+  r.users[0].core_seconds = 7;
+  r.series.time = {1, 2};
+  r.series.queue_length = {3, 4};
+  r.series.busy_cores = {5, 6};
+  r.has_detail = true;
+  const std::string bytes = encode_detail(r);
+  TaskResult back;
+  decode_detail(bytes, back);
+  CHECK(same_detail(back, r));
+  CHECK_THROWS_AS(decode_detail(std::string_view(bytes).substr(0, bytes.size() - 1), back),
+                  SweepError);
+}
+
+TEST_CASE("ml without a model and a bad model file are refused before any replay",
+          "[mpi][sweep][ml]") {
+  const std::string trace = test::shared_lublin_trace("sweep_ml_bad", 200, 3, 1.0);
+  SweepSpec s;
+  s.traces = {trace};
+  s.policies = {"ml"};
+  s.windows = {{0, 100}};
+  CHECK_THROWS_AS(make_sweep_plan(s), replay::ConfigError);
+  s.estimate = "model:" + std::string(MLPRIO_MPI_TEST_DIR) + "/no_such_model.json";
+  CHECK_THROWS_AS(make_sweep_plan(s), replay::ConfigError);
+  s.estimate = "guess";
+  CHECK_THROWS_AS(make_sweep_plan(s), replay::ConfigError);
+}
