@@ -10,10 +10,22 @@
  *  network, no waiting on any thread. The model file's mtime is checked at
  *  most every check_period_ms (a stat); a changed file is reloaded by the
  *  ABI's own watcher thread, which touches no Slurm state.
+ *
+ *  With llm_url set, each submission gets a random advisor key in
+ *  admin_comment ("mlprio_llm=<hex>") and is handed, script included, to the
+ *  LLM advisor that site_factor/mlprio owns (its exported hub function, found
+ *  once with dlopen(RTLD_NOLOAD) and kept referenced until fini). That call
+ *  only queues; the answer never delays or changes the submission.
 \*****************************************************************************/
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* dladdr */
+#endif
+#include <dlfcn.h>
+#include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "slurm/slurm.h"
 #include "slurm/slurm_errno.h"
@@ -32,6 +44,11 @@ const uint32_t plugin_version = SLURM_VERSION_NUMBER;
 
 static mlprio_ctx_t *ctx = NULL;
 static char *applied_params = NULL;	/* PrioritySiteFactorParameters in use */
+/* LLM hub of site_factor/mlprio; only touched under the job_submit mutex. */
+static void *sf_handle = NULL;
+static mlprio_llm_hub_fn llm_hub = NULL;
+static time_t hub_next_try = 0;
+static uint64_t key_seed = 0, key_count = 0;
 
 static void _log_cb(int level, const char *msg)
 {
@@ -56,6 +73,9 @@ extern int init(void)
 		return SLURM_SUCCESS;
 	}
 	applied_params = xstrdup(slurm_conf.site_factor_params);
+	if (getrandom(&key_seed, sizeof(key_seed), GRND_NONBLOCK) !=
+	    sizeof(key_seed))
+		key_seed = ((uint64_t) time(NULL) << 20) ^ (uint64_t) getpid();
 	mlprio_ctx_describe(ctx, desc, sizeof(desc));
 	info("%s: loaded (%s)%s", plugin_type, desc,
 	     (rc == MLPRIO_OK) ? "" : "; submissions pass unchanged");
@@ -73,7 +93,61 @@ extern int fini(void)
 		ctx = NULL;
 	}
 	xfree(applied_params);
+	llm_hub = NULL;
+	if (sf_handle) {
+		dlclose(sf_handle);
+		sf_handle = NULL;
+	}
 	return SLURM_SUCCESS;
+}
+
+/*
+ * Finds site_factor_mlprio.so next to this plugin, already loaded by
+ * slurmctld (RTLD_NOLOAD: never loads anything, and the reference it takes
+ * keeps the hub mapped until our fini). Retried at most every 10 s.
+ */
+static void _resolve_hub(void)
+{
+	Dl_info dli;
+	char *path, *slash;
+	time_t now = time(NULL);
+
+	if (llm_hub || (now < hub_next_try))
+		return;
+	hub_next_try = now + 10;
+	if (!dladdr(&key_seed, &dli) || !dli.dli_fname)
+		return;
+	path = xstrdup(dli.dli_fname);
+	if ((slash = strrchr(path, '/')))
+		slash[1] = '\0';
+	else
+		path[0] = '\0';
+	xstrcat(path, "site_factor_mlprio.so");
+	if (!sf_handle)
+		sf_handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+	if (sf_handle) {
+		void *sym = dlsym(sf_handle, MLPRIO_LLM_HUB_SYMBOL);
+		/* POSIX: a dlsym() result converts to a function pointer. */
+		memcpy(&llm_hub, &sym, sizeof(llm_hub));
+	}
+	if (llm_hub)
+		info("%s: LLM advice goes to site_factor/mlprio (%s)",
+		     plugin_type, path);
+	else
+		error("%s: llm_url is set but %s is not loaded (PrioritySiteFactorPlugin=site_factor/mlprio?); no LLM advice",
+		      plugin_type, path);
+	xfree(path);
+}
+
+/* splitmix64 of a per-process random seed and a counter: unique, never 0. */
+static uint64_t _next_key(void)
+{
+	uint64_t z = key_seed + (++key_count) * 0x9e3779b97f4a7c15ULL;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	return z ? z : 1;
 }
 
 /* Smallest MaxTime (minutes) over the requested partitions, or INFINITE. */
@@ -129,6 +203,7 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	mlprio_job_t j;
 	char feats[512], text[512], d1[32], d2[32];
 	int nfeat;
+	uint64_t llm_key = 0;
 
 	if (!ctx)
 		return SLURM_SUCCESS;
@@ -164,6 +239,20 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	if (mlprio_ctx_params(ctx, &params) != MLPRIO_OK)
 		return SLURM_SUCCESS;	/* neutral: pass unchanged */
 
+	if (params.have_llm) {
+		_resolve_hub();
+		if (llm_hub) {
+			llm_key = _next_key();
+			/* Users cannot set admin_comment, so nor the key. */
+			if (job_desc->admin_comment)
+				xstrfmtcat(job_desc->admin_comment,
+					   " mlprio_llm=%016"PRIx64, llm_key);
+			else
+				job_desc->admin_comment = xstrdup_printf(
+					"mlprio_llm=%016"PRIx64, llm_key);
+		}
+	}
+
 	memset(&j, 0, sizeof(j));
 	j.submit_time = (double) time(NULL);
 	j.time_limit_s = ((job_desc->time_limit == NO_VAL) ||
@@ -186,6 +275,10 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	j.comment = job_desc->comment;
 	j.admin_comment = job_desc->admin_comment;
 	j.script = job_desc->script;
+
+	/* Only queues (the advisor's thread does the HTTP call). */
+	if (llm_key && (llm_hub(llm_key, &j) != MLPRIO_OK))
+		debug("%s: LLM advisor: %s", plugin_type, mlprio_last_error());
 
 	if (mlprio_predict(ctx, &j, &pred) != MLPRIO_OK) {
 		debug("%s: no prediction: %s", plugin_type,

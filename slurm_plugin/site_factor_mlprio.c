@@ -12,6 +12,11 @@
  *  job_submit/pbs uses. site_factor_p_update() (only run with slurmdbd) sets
  *  the cached factors of all pending jobs. All logic lives behind
  *  mlprio_abi.h; no C++ exception can reach slurmctld.
+ *
+ *  With llm_url set, this plugin owns the LLM advisor: job_submit/mlprio hands
+ *  it job scripts through mlprio_llm_hub_submit_v1() (exported below, found
+ *  with dlopen(RTLD_NOLOAD)); answers arrive on the advisor's own thread and
+ *  reach jobs through the same late-answer path, within the configured bounds.
 \*****************************************************************************/
 
 #include <inttypes.h>
@@ -24,6 +29,7 @@
 
 #include "src/common/list.h"
 #include "src/common/log.h"
+#include "src/common/uid.h"
 #include "src/common/xmalloc.h"
 #include "src/common/xstring.h"
 #include "src/slurmctld/locks.h"
@@ -41,6 +47,8 @@ static mlprio_ctx_t *ctx = NULL;
 static pthread_t applier_tid;
 static bool applier_running = false;
 static volatile bool applier_stop = false;
+/* Guards ctx against fini() while job_submit/mlprio calls the hub. */
+static pthread_rwlock_t ctx_lock = PTHREAD_RWLOCK_INITIALIZER;
 
 static void _log_cb(int level, const char *msg)
 {
@@ -104,7 +112,13 @@ static void _fill_job(job_record_t *job_ptr, mlprio_job_t *j)
 	if (j->req_gpus < 0 && (gpn = _gpus_in(job_ptr->tres_per_node)) >= 0)
 		j->req_gpus = gpn * (d ? MAX(d->min_nodes, 1) : 1);
 	j->req_mem_bytes = _job_mem_bytes(job_ptr);
-	j->user = job_ptr->user_name;
+	/*
+	 * 22.05 fills user_name only at launch or state recovery, so pending
+	 * jobs have none; the uid cache is warm (job_submit and slurmctld
+	 * resolved this uid at submission), so this is a hash lookup.
+	 */
+	j->user = job_ptr->user_name ? job_ptr->user_name :
+		uid_to_string_cached(job_ptr->user_id);
 	j->account = job_ptr->account;
 	j->partition = job_ptr->partition;
 	j->qos = job_ptr->qos_ptr ? job_ptr->qos_ptr->name : NULL;
@@ -147,9 +161,12 @@ static int _reprio_pending(void *x, void *arg)
 static int _update_pending(void *x, void *arg)
 {
 	job_record_t *job_ptr = x;
+	int *pending = arg;
 
-	if (IS_JOB_PENDING(job_ptr))
+	if (IS_JOB_PENDING(job_ptr)) {
 		_set_factor(job_ptr);
+		(*pending)++;
+	}
 	else if (IS_JOB_FINISHED(job_ptr) && ctx)
 		mlprio_forget(ctx, job_ptr->job_id);
 	return SLURM_SUCCESS;
@@ -212,6 +229,8 @@ extern int init(void)
 	mlprio_ctx_describe(ctx, desc, sizeof(desc));
 	info("%s: loaded (%s)%s", plugin_type, desc,
 	     (rc == MLPRIO_OK) ? "" : "; SITE factor is neutral");
+	if (mlprio_llm_enable(ctx) != MLPRIO_OK)
+		error("%s: LLM advisor: %s", plugin_type, mlprio_last_error());
 	if (mlprio_worker_start(ctx) != MLPRIO_OK) {
 		error("%s: worker not started: %s", plugin_type,
 		      mlprio_last_error());
@@ -231,10 +250,12 @@ extern int fini(void)
 		pthread_join(applier_tid, NULL);
 		applier_running = false;
 	}
+	pthread_rwlock_wrlock(&ctx_lock);
 	if (ctx) {
-		mlprio_ctx_free(ctx);	/* joins the C++ worker */
+		mlprio_ctx_free(ctx);	/* joins the C++ worker and the advisor */
 		ctx = NULL;
 	}
+	pthread_rwlock_unlock(&ctx_lock);
 	info("%s: unloaded", plugin_type);
 	return SLURM_SUCCESS;
 }
@@ -261,7 +282,30 @@ extern void site_factor_p_set(job_record_t *job_ptr)
 /* Only run by multifactor's decay thread, i.e. with slurmdbd. */
 extern void site_factor_p_update(void)
 {
+	int pending = 0;
+
 	if (!ctx)
 		return;
-	list_for_each(job_list, _update_pending, NULL);
+	list_for_each(job_list, _update_pending, &pending);
+	/* A changed model file is seen at least every PriorityCalcPeriod. */
+	mlprio_ctx_poke(ctx);
+	/* Once per PriorityCalcPeriod (default 5 min). */
+	info("%s: update: site factor set for %d pending jobs", plugin_type,
+	     pending);
+}
+
+/*
+ * Called by job_submit/mlprio (under slurmctld's read locks and the job_submit
+ * mutex): only queues the job for the advisor, O(1), never the network.
+ */
+extern int mlprio_llm_hub_submit_v1(uint64_t key, const mlprio_job_t *job)
+{
+	int rc = MLPRIO_NO_MODEL;
+
+	if (pthread_rwlock_tryrdlock(&ctx_lock))
+		return rc;	/* fini() in progress */
+	if (ctx)
+		rc = mlprio_llm_submit(ctx, key, job);
+	pthread_rwlock_unlock(&ctx_lock);
+	return rc;
 }

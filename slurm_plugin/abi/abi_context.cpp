@@ -4,6 +4,10 @@
 // thread that predicts over-budget jobs and watches the model file. The worker never touches
 // Slurm: it only publishes ready job ids that the C shim applies under slurmctld's own locks.
 // Every entry point catches everything; nothing thrown here can reach slurmctld.
+// The optional LLM advisor (llm_url, site_factor's context only) runs its HTTP calls on its own
+// thread; valid answers land in a bounded store keyed by the job's advisor key, the worker maps
+// them to job ids and publishes those, and the factor applies model::combine() to the model's
+// estimate, so an answer moves SITE only within llm_min_factor..llm_max_factor.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -20,6 +24,9 @@
 
 #include "abi_detail.hpp"
 #include "mlprio/model/predictor.hpp"
+#ifdef MLPRIO_HAVE_CURL
+#include "mlprio/model/llm_advisor.hpp"
+#endif
 
 namespace {
 
@@ -77,7 +84,18 @@ struct CacheEntry {
   uint64_t fingerprint = 0;
   uint64_t generation = 0;
   int64_t factor = 0;
+  uint64_t llm_key = 0;  // advisor key of the job (0: none)
+  bool advised = false;  // the factor includes the advisor's answer
 };
+
+// A valid advisor answer, as much of it as combine() needs.
+struct AdviceEntry {
+  double runtime_s = 0;
+  double confidence = 0;
+};
+constexpr size_t ADVICE_MAX = 65536;      // answers kept (FIFO)
+constexpr size_t LLM_JOBS_MAX = 262144;   // key -> job id entries (cleared when exceeded)
+constexpr size_t LLM_SCRIPT_MAX = 16384;  // script bytes handed to the advisor
 
 struct OwnedJob {
   mlprio_job_t view{};
@@ -148,8 +166,23 @@ struct mlprio_ctx {
   std::deque<std::unique_ptr<OwnedJob>> queue;
   std::vector<uint32_t> ready;
   bool ready_all = false;
+  bool check_now = false;  // mlprio_ctx_poke: stat the model file at the next wake-up
   bool stop = false;
   std::thread worker;
+
+  // LLM advisor (only after mlprio_llm_enable). Lock order: never hold two of these at once.
+  std::atomic<bool> llm_enabled{false};
+  std::mutex llm_mu;  // guards llm, llm_sig
+#ifdef MLPRIO_HAVE_CURL
+  std::shared_ptr<model::LlmAdvisor> llm;
+#endif
+  std::string llm_sig;
+  std::mutex advice_mu;  // guards advice, advice_order, llm_jobs
+  std::unordered_map<uint64_t, AdviceEntry> advice;
+  std::deque<uint64_t> advice_order;
+  std::unordered_map<uint64_t, uint32_t> llm_jobs;
+  std::vector<uint64_t> arrived;  // keys with a new valid answer; under work_mu
+  std::atomic<uint64_t> advised_jobs{0};
 
   std::shared_ptr<const State> snapshot() {
     std::lock_guard<std::mutex> g(state_mu);
@@ -211,6 +244,26 @@ std::shared_ptr<State> build_state(mlprio_ctx& ctx, Params params, std::string& 
   return st;
 }
 
+// The model's prediction, its run time moved by the advisor's answer within the bounds.
+model::Prediction advised(const State& st, model::Prediction p, const AdviceEntry* adv) {
+#ifdef MLPRIO_HAVE_CURL
+  if (adv) {
+    model::Advice a;
+    a.runtime_seconds = adv->runtime_s;
+    a.confidence = adv->confidence;
+    model::CombineBounds b;
+    b.min_factor = st.params.llm_min_factor;
+    b.max_factor = st.params.llm_max_factor;
+    b.min_confidence = st.params.llm_min_confidence;
+    p.runtime = model::combine(p.runtime, a, b);
+  }
+#else
+  (void)st;
+  (void)adv;
+#endif
+  return p;
+}
+
 int64_t factor_from(const State& st, const mlprio::Job& job, const model::Prediction& p) {
   model::ScoreConfig cfg;
   cfg.age_weight = 0;  // multifactor's own age factor does the aging; keeps the factor cacheable
@@ -229,11 +282,144 @@ void cache_put(mlprio_ctx& ctx, uint32_t id, const CacheEntry& e) {
   ctx.cache[id] = e;
 }
 
+// Registers key -> job id (so a later answer finds the job) and returns the answer if there is
+// one. Both under one lock: either this call sees the answer or the worker sees the job.
+bool advice_for(mlprio_ctx& ctx, uint64_t key, uint32_t job_id, AdviceEntry* out) {
+  std::lock_guard<std::mutex> g(ctx.advice_mu);
+  if (job_id) {
+    if (ctx.llm_jobs.size() >= LLM_JOBS_MAX) ctx.llm_jobs.clear();
+    ctx.llm_jobs[key] = job_id;
+  }
+  auto it = ctx.advice.find(key);
+  if (it == ctx.advice.end()) return false;
+  if (out) *out = it->second;
+  return true;
+}
+
+// Whether the job's factor should use the advisor: key in admin_comment and an advisor running.
+uint64_t llm_key_for(mlprio_ctx& ctx, const State& st, const mlprio_job_t& job) {
+  if (!ctx.llm_enabled.load(std::memory_order_relaxed) || st.params.llm_url.empty()) return 0;
+  return mlprio::plugin::llm_key_of(job.admin_comment);
+}
+
+#ifdef MLPRIO_HAVE_CURL
+// Called on the advisor's thread for every finished request: stores valid answers and wakes
+// the worker. Short locks only; never calls back into the advisor.
+void on_advice(mlprio_ctx* ctx, uint64_t key, const model::AdviceResult& r) {
+  if (r.status != model::AdviceStatus::OK) return;
+  {
+    std::lock_guard<std::mutex> g(ctx->advice_mu);
+    if (ctx->advice.emplace(key, AdviceEntry{r.advice.runtime_seconds, r.advice.confidence})
+            .second) {
+      ctx->advice_order.push_back(key);
+      while (ctx->advice_order.size() > ADVICE_MAX) {
+        ctx->advice.erase(ctx->advice_order.front());
+        ctx->advice_order.pop_front();
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(ctx->work_mu);
+    ctx->arrived.push_back(key);
+  }
+  ctx->work_cv.notify_one();
+}
+#endif
+
+// "http://h:p/v1/" -> "http://h:p" (the advisor appends /v1/chat/completions).
+std::string advisor_base(std::string url) {
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  if (url.size() >= 3 && url.compare(url.size() - 3, 3, "/v1") == 0) url.resize(url.size() - 3);
+  return url;
+}
+
+// Starts, replaces or stops the advisor to match the parameters. The old advisor is stopped
+// (in-flight request aborted, thread joined) outside every plugin lock.
+void sync_llm(mlprio_ctx& ctx, const Params& p) {
+  if (!ctx.llm_enabled.load()) return;
+  const std::string sig = p.llm_url.empty() ? std::string() :
+      p.llm_url + "\n" + p.llm_model + "\n" + std::to_string(p.llm_timeout_ms);
+  {
+    std::lock_guard<std::mutex> g(ctx.llm_mu);
+    if (sig == ctx.llm_sig) return;
+  }
+#ifdef MLPRIO_HAVE_CURL
+  std::shared_ptr<model::LlmAdvisor> fresh;
+  if (!sig.empty()) {
+    model::AdvisorConfig c;
+    c.base_url = advisor_base(p.llm_url);
+    c.model = p.llm_model;
+    c.timeout_ms = p.llm_timeout_ms;
+    c.connect_timeout_ms = std::min<int64_t>(500, p.llm_timeout_ms);
+    try {
+      mlprio_ctx* raw = &ctx;
+      fresh = std::make_shared<model::LlmAdvisor>(
+          c, [raw](uint64_t key, const model::AdviceResult& r) { on_advice(raw, key, r); });
+      log_msg(1, "LLM advisor started: " + c.base_url + "/v1/chat/completions, model " + c.model +
+                     ", timeout " + std::to_string(c.timeout_ms) + " ms, bounds x" +
+                     std::to_string(p.llm_min_factor) + "..x" + std::to_string(p.llm_max_factor));
+    } catch (const std::exception& e) {
+      log_msg(0, std::string("LLM advisor not started: ") + e.what());
+    }
+  }
+  std::shared_ptr<model::LlmAdvisor> old;
+  {
+    std::lock_guard<std::mutex> g(ctx.llm_mu);
+    old = std::move(ctx.llm);
+    ctx.llm = std::move(fresh);
+    ctx.llm_sig = sig;
+  }
+  if (old) {
+    old->stop();
+    if (sig.empty()) log_msg(1, "LLM advisor stopped (no llm_url)");
+  }
+#else
+  {
+    std::lock_guard<std::mutex> g(ctx.llm_mu);
+    ctx.llm_sig = sig;
+  }
+  if (!sig.empty()) log_msg(0, "llm_url is set but this build has no libcurl; the LLM advisor is off");
+#endif
+}
+
+// One info line with the advisor's counters, when they changed and at most every 10 s.
+void log_llm_stats(mlprio_ctx& ctx, Clock::time_point& last, std::string& last_line) {
+#ifdef MLPRIO_HAVE_CURL
+  if (Clock::now() - last < std::chrono::seconds(10)) return;
+  std::shared_ptr<model::LlmAdvisor> a;
+  {
+    std::lock_guard<std::mutex> g(ctx.llm_mu);
+    a = ctx.llm;
+  }
+  if (!a) return;
+  const auto c = a->counters();
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "LLM advisor: submitted=%llu answers_ok=%llu cache_hits=%llu timeouts=%llu "
+                "http_errors=%llu transport_errors=%llu invalid=%llu too_large=%llu "
+                "breaker_skipped=%llu breaker_opened=%llu dropped=%llu advised_jobs=%llu",
+                (unsigned long long)c.submitted, (unsigned long long)c.answers_ok,
+                (unsigned long long)c.cache_hits, (unsigned long long)c.timeouts,
+                (unsigned long long)c.http_errors, (unsigned long long)c.transport_errors,
+                (unsigned long long)c.invalid_answers, (unsigned long long)c.too_large,
+                (unsigned long long)c.skipped_breaker_open, (unsigned long long)c.breaker_opened,
+                (unsigned long long)c.dropped_queue_full,
+                (unsigned long long)ctx.advised_jobs.load());
+  if (last_line == buf) return;
+  last_line = buf;
+  last = Clock::now();
+  log_msg(1, buf);
+#else
+  (void)ctx;
+  (void)last;
+  (void)last_line;
+#endif
+}
+
 int apply_params(mlprio_ctx& ctx, const char* text, bool log_model) {
   auto parsed = mlprio::plugin::parse_params(text ? text : "");
   for (const auto& w : parsed.warnings) log_msg(0, w);
-  if (!parsed.params.llm_url.empty())
-    log_msg(1, "llm_url is set; the LLM advisor is not consulted by this version (see README)");
+  sync_llm(ctx, parsed.params);
   std::string error;
   auto st = build_state(ctx, std::move(parsed.params), error);
   const bool ok = st->predictor != nullptr;
@@ -267,18 +453,45 @@ void notify_all_changed(mlprio_ctx& ctx) {
 
 void worker_loop(mlprio_ctx* ctx) {
   auto next_check = Clock::now();
+  auto stats_logged = Clock::now();
+  std::string stats_line;
   for (;;) {
     std::vector<std::unique_ptr<OwnedJob>> batch;
+    std::vector<uint64_t> arrived;
     {
       std::unique_lock<std::mutex> lk(ctx->work_mu);
-      ctx->work_cv.wait_until(lk, next_check, [&] { return ctx->stop || !ctx->queue.empty(); });
+      ctx->work_cv.wait_until(lk, next_check, [&] {
+        return ctx->stop || !ctx->queue.empty() || !ctx->arrived.empty() || ctx->check_now;
+      });
       if (ctx->stop) return;
+      if (ctx->check_now) {
+        ctx->check_now = false;
+        next_check = Clock::now();
+      }
       while (!ctx->queue.empty() && batch.size() < 4096) {
         batch.push_back(std::move(ctx->queue.front()));
         ctx->queue.pop_front();
       }
+      arrived.swap(ctx->arrived);
     }
     try {
+      if (!arrived.empty()) {
+        // New answers: the jobs they belong to (if the site factor has seen them) are
+        // re-prioritised by the applier; their cache entries are unadvised, so they recompute.
+        std::vector<uint32_t> ids;
+        {
+          std::lock_guard<std::mutex> g(ctx->advice_mu);
+          for (uint64_t k : arrived)
+            if (auto it = ctx->llm_jobs.find(k); it != ctx->llm_jobs.end()) ids.push_back(it->second);
+        }
+        if (!ids.empty()) {
+          {
+            std::lock_guard<std::mutex> g(ctx->work_mu);
+            ctx->ready.insert(ctx->ready.end(), ids.begin(), ids.end());
+          }
+          ctx->ready_cv.notify_all();
+        }
+      }
       if (Clock::now() >= next_check) {
         int reloaded = 0;
         check_reload(*ctx, &reloaded);
@@ -286,6 +499,7 @@ void worker_loop(mlprio_ctx* ctx) {
         auto st = ctx->snapshot();
         next_check = Clock::now() + std::chrono::milliseconds(st ? st->params.check_period_ms : 5000);
       }
+      log_llm_stats(*ctx, stats_logged, stats_line);
       if (batch.empty()) continue;
       auto st = ctx->snapshot();
       std::vector<uint32_t> done;
@@ -297,9 +511,16 @@ void worker_loop(mlprio_ctx* ctx) {
         for (auto& b : batch) jobs.push_back(mlprio::plugin::to_core_job(b->view, ctx->names));
         st->predictor->predict(jobs, ctx->names, preds);
         for (size_t i = 0; i < batch.size(); ++i) {
-          cache_put(*ctx, batch[i]->view.job_id,
-                    {batch[i]->fingerprint, st->generation, factor_from(*st, jobs[i], preds[i])});
-          done.push_back(batch[i]->view.job_id);
+          const uint32_t id = batch[i]->view.job_id;
+          const uint64_t key = llm_key_for(*ctx, *st, batch[i]->view);
+          AdviceEntry adv;
+          const bool has = key && advice_for(*ctx, key, id, &adv);
+          if (has) ctx->advised_jobs++;
+          cache_put(*ctx, id,
+                    {batch[i]->fingerprint, st->generation,
+                     factor_from(*st, jobs[i], advised(*st, preds[i], has ? &adv : nullptr)), key,
+                     has});
+          done.push_back(id);
         }
       }
       if (!done.empty()) {
@@ -350,6 +571,15 @@ void mlprio_ctx_free(mlprio_ctx_t* ctx) {
   if (!ctx) return;
   mlprio_worker_stop(ctx);
   try {
+#ifdef MLPRIO_HAVE_CURL
+    std::shared_ptr<model::LlmAdvisor> a;
+    {
+      std::lock_guard<std::mutex> g(ctx->llm_mu);
+      a = std::move(ctx->llm);
+    }
+    if (a) a->stop();  // joins its thread; the callback it may still run needs ctx alive
+    a.reset();
+#endif
     delete ctx;
   } catch (...) {
   }
@@ -385,6 +615,7 @@ int mlprio_ctx_params(const mlprio_ctx_t* ctx, mlprio_params_t* out) {
   out->check_period_ms = p.check_period_ms;
   out->llm_timeout_ms = p.llm_timeout_ms;
   out->have_model_path = !p.model.empty();
+  out->have_llm = !p.llm_url.empty();
   return st->predictor ? MLPRIO_OK : MLPRIO_NO_MODEL;
   MLPRIO_GUARD_END
 }
@@ -433,14 +664,21 @@ int mlprio_site_factor(mlprio_ctx_t* ctx, const mlprio_job_t* job, int64_t* fact
   auto st = ctx->snapshot();
   if (!st->predictor) return MLPRIO_NO_MODEL;
   const uint64_t fp = fingerprint(*job);
+  const uint64_t key = llm_key_for(*ctx, *st, *job);
   {
-    std::lock_guard<std::mutex> g(ctx->cache_mu);
-    auto it = ctx->cache.find(job->job_id);
-    if (it != ctx->cache.end() && it->second.fingerprint == fp &&
-        it->second.generation == st->generation) {
-      *factor = it->second.factor;
-      return MLPRIO_OK;
+    bool recheck = false;
+    {
+      std::lock_guard<std::mutex> g(ctx->cache_mu);
+      auto it = ctx->cache.find(job->job_id);
+      if (it != ctx->cache.end() && it->second.fingerprint == fp &&
+          it->second.generation == st->generation) {
+        *factor = it->second.factor;
+        recheck = key && !it->second.advised;
+        if (!recheck) return MLPRIO_OK;
+      }
     }
+    // Cached without advice: still right unless an answer has arrived since.
+    if (recheck && !advice_for(*ctx, key, job->job_id, nullptr)) return MLPRIO_OK;
   }
   const int64_t budget_ns = st->params.budget_us * 1000;
   const bool over = ctx->overrun_generation.load() == st->generation && ctx->overruns.load() >= 3;
@@ -448,12 +686,15 @@ int mlprio_site_factor(mlprio_ctx_t* ctx, const mlprio_job_t* job, int64_t* fact
     auto t0 = Clock::now();
     model::Prediction p;
     int64_t f = 0;
+    AdviceEntry adv;
+    const bool has = key && advice_for(*ctx, key, job->job_id, &adv);
     {
       std::lock_guard<std::mutex> g(ctx->predict_mu);
       mlprio::Job j = mlprio::plugin::to_core_job(*job, ctx->names);
       st->predictor->predict({&j, 1}, ctx->names, {&p, 1});
-      f = factor_from(*st, j, p);
+      f = factor_from(*st, j, advised(*st, p, has ? &adv : nullptr));
     }
+    if (has) ctx->advised_jobs++;
     const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
     if (took > budget_ns) {
       if (ctx->overrun_generation.exchange(st->generation) != st->generation) ctx->overruns = 0;
@@ -461,10 +702,11 @@ int mlprio_site_factor(mlprio_ctx_t* ctx, const mlprio_job_t* job, int64_t* fact
         log_msg(0, "inline model calls exceed budget_us=" + std::to_string(st->params.budget_us) +
                        "; switching this model to the worker thread");
     }
-    cache_put(*ctx, job->job_id, {fp, st->generation, f});
+    cache_put(*ctx, job->job_id, {fp, st->generation, f, key, has});
     *factor = f;
     return MLPRIO_OK;
   }
+  if (key) advice_for(*ctx, key, job->job_id, nullptr);  // register: a later answer finds it
   auto owned = std::make_unique<OwnedJob>(*job);
   owned->fingerprint = fp;
   {
@@ -535,6 +777,18 @@ int mlprio_take_ready(mlprio_ctx_t* ctx, uint32_t* ids, size_t cap, size_t* n, i
   MLPRIO_GUARD_END
 }
 
+void mlprio_ctx_poke(mlprio_ctx_t* ctx) {
+  if (!ctx) return;
+  try {
+    {
+      std::lock_guard<std::mutex> g(ctx->work_mu);
+      ctx->check_now = true;
+    }
+    ctx->work_cv.notify_all();
+  } catch (...) {
+  }
+}
+
 void mlprio_wake(mlprio_ctx_t* ctx) {
   if (!ctx) return;
   try {
@@ -546,6 +800,59 @@ void mlprio_wake(mlprio_ctx_t* ctx) {
     ctx->work_cv.notify_all();
   } catch (...) {
   }
+}
+
+int mlprio_llm_enable(mlprio_ctx_t* ctx) {
+  MLPRIO_GUARD_BEGIN
+  if (!ctx) return fail(MLPRIO_ERR_PARAM, "NULL context");
+  ctx->llm_enabled = true;
+  sync_llm(*ctx, ctx->snapshot()->params);
+  return MLPRIO_OK;
+  MLPRIO_GUARD_END
+}
+
+int mlprio_llm_submit(mlprio_ctx_t* ctx, uint64_t key, const mlprio_job_t* job) {
+  MLPRIO_GUARD_BEGIN
+  if (!ctx || !job || !key) return fail(MLPRIO_ERR_PARAM, "NULL context/job or key 0");
+#ifdef MLPRIO_HAVE_CURL
+  std::shared_ptr<model::LlmAdvisor> a;
+  {
+    std::lock_guard<std::mutex> g(ctx->llm_mu);
+    a = ctx->llm;
+  }
+  if (!a) return fail(MLPRIO_NO_MODEL, "no LLM advisor running");
+  model::AdvisorRequest req;
+  if (job->script) req.script.assign(job->script, ::strnlen(job->script, LLM_SCRIPT_MAX));
+  auto num = [&](const char* k, double v) {
+    if (v >= 0 && std::isfinite(v)) {
+      char b[64];
+      std::snprintf(b, sizeof b, "%.6g", v);
+      req.features.emplace_back(k, b);
+    }
+  };
+  auto str = [&](const char* k, const char* v) {
+    if (v && *v) req.features.emplace_back(k, std::string(v, ::strnlen(v, 256)));
+  };
+  num("requested_time_limit_s", job->time_limit_s);
+  num("requested_cpus", static_cast<double>(job->req_cpus));
+  num("requested_nodes", static_cast<double>(job->req_nodes));
+  num("requested_gpus", job->req_gpus);
+  num("requested_memory_bytes", static_cast<double>(job->req_mem_bytes));
+  str("partition", job->partition);
+  str("job_name", job->name);
+  if (job->admin_comment)
+    for (const auto& [k, v] : mlprio::plugin::extract_features("", job->admin_comment, ""))
+      num(k.c_str(), v);
+  const auto rc = a->submit(key, std::move(req));
+  if (rc != model::SubmitStatus::QUEUED)
+    return fail(MLPRIO_PENDING, rc == model::SubmitStatus::DROPPED_QUEUE_FULL
+                                    ? "LLM advisor queue full; request dropped"
+                                    : "LLM advisor stopped");
+  return MLPRIO_OK;
+#else
+  return fail(MLPRIO_NO_MODEL, "built without libcurl: no LLM advisor");
+#endif
+  MLPRIO_GUARD_END
 }
 
 int mlprio_extract_features(const char* script, const char* comment, const char* name, char* buf,

@@ -24,8 +24,12 @@ struct Params {
   double limit_margin = 0.25;     // limit_margin=F: time limit = predicted run * (1 + F)
   double refuse_above = 1.0;      // refuse_above=P: failure probability that refuses (1 = never)
   int refuse_mode = MLPRIO_WARN;  // refuse_mode=refuse|warn
-  std::string llm_url;            // llm_url=URL (advisor; see README for what is implemented)
-  int64_t llm_timeout_ms = 2000;  // llm_timeout_ms=N
+  std::string llm_url;            // llm_url=URL: OpenAI-compatible endpoint of the LLM advisor
+  int64_t llm_timeout_ms = 2000;  // llm_timeout_ms=N: whole request, connect included
+  std::string llm_model = "default";  // llm_model=NAME: the request's "model" field
+  double llm_min_factor = 0.5;    // llm_min_factor=F: advice never moves the estimate below x F
+  double llm_max_factor = 2.0;    // llm_max_factor=F: ... nor above x F
+  double llm_min_confidence = 0;  // llm_min_confidence=C: answers below C are ignored
   int64_t budget_us = 200;        // budget_us=N: inline model budget per job, 0 = async only
   int64_t check_period_ms = 5000; // check_period_ms=N: model file mtime check period
 };
@@ -51,5 +55,8 @@ std::string format_features(const std::vector<std::pair<std::string, double>>& f
 Job to_core_job(const mlprio_job_t& in, TraceNames& names);
 
 std::string format_duration(double seconds);
+
+// The advisor key job_submit/mlprio leaves in AdminComment ("mlprio_llm=<16 hex>"), or 0.
+uint64_t llm_key_of(const char* admin_comment);
 
 }  // namespace mlprio::plugin

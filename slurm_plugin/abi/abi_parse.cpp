@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "abi_detail.hpp"
 
@@ -190,6 +191,14 @@ ParseResult parse_params(std::string_view text) {
       else bad("llm_url=http://127.0.0.1:8080/v1");
     } else if (key == "llm_timeout_ms") {
       if (parse_int(val, n) && n > 0 && n <= 600000) p.llm_timeout_ms = n; else bad("llm_timeout_ms=2000");
+    } else if (key == "llm_model") {
+      if (!val.empty() && val.size() <= 200) p.llm_model = std::string(val); else bad("llm_model=qwen2.5-7b");
+    } else if (key == "llm_min_factor") {
+      if (parse_number(val, d) && d > 0 && d <= 1) p.llm_min_factor = d; else bad("llm_min_factor=0.5 (0 < F <= 1)");
+    } else if (key == "llm_max_factor") {
+      if (parse_number(val, d) && d >= 1 && d <= 100) p.llm_max_factor = d; else bad("llm_max_factor=2 (1 <= F <= 100)");
+    } else if (key == "llm_min_confidence") {
+      if (parse_number(val, d) && d >= 0 && d <= 1) p.llm_min_confidence = d; else bad("llm_min_confidence=0.5");
     } else if (key == "budget_us") {
       if (parse_int(val, n) && n >= 0 && n <= 50000) p.budget_us = n; else bad("budget_us=200");
     } else if (key == "check_period_ms") {
@@ -197,7 +206,8 @@ ParseResult parse_params(std::string_view text) {
     } else {
       r.warnings.push_back("unknown parameter '" + key +
                            "' ignored (known: model, weight, max_boost, limit_margin, refuse_above, "
-                           "refuse_mode, llm_url, llm_timeout_ms, budget_us, check_period_ms)");
+                           "refuse_mode, llm_url, llm_timeout_ms, llm_model, llm_min_factor, "
+                           "llm_max_factor, llm_min_confidence, budget_us, check_period_ms)");
     }
   }
   return r;
@@ -260,6 +270,16 @@ Job to_core_job(const mlprio_job_t& in, TraceNames& names) {
   j.features.reserve(feats.size());
   for (const auto& [k, v] : feats) j.features.emplace_back(names.features.intern(k), v);
   return j;
+}
+
+uint64_t llm_key_of(const char* admin_comment) {
+  if (!admin_comment) return 0;
+  const char* p = std::strstr(admin_comment, "mlprio_llm=");
+  if (!p) return 0;
+  p += 11;
+  uint64_t v = 0;
+  auto r = std::from_chars(p, p + std::strlen(p), v, 16);
+  return r.ec == std::errc() ? v : 0;
 }
 
 std::string format_duration(double seconds) {

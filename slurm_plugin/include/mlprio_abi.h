@@ -69,6 +69,7 @@ typedef struct {
 	int64_t check_period_ms;  /* model file mtime check period */
 	int64_t llm_timeout_ms;
 	int have_model_path;
+	int have_llm;             /* llm_url is set */
 } mlprio_params_t;
 
 /* Log sink: level 0 = error, 1 = info, 2 = debug. Called from any thread. */
@@ -116,8 +117,29 @@ void mlprio_worker_stop(mlprio_ctx_t *ctx);
  * MLPRIO_OK when ids or all are set, MLPRIO_TIMEOUT otherwise. */
 int mlprio_take_ready(mlprio_ctx_t *ctx, uint32_t *ids, size_t cap,
 		      size_t *n, int *all, int timeout_ms);
+/* Ask the worker to stat the model file now (non-blocking; a changed file is
+ * reloaded on the worker and reported as "all" by mlprio_take_ready). */
+void mlprio_ctx_poke(mlprio_ctx_t *ctx);
 /* Wake anyone in mlprio_take_ready (used by fini before joining). */
 void mlprio_wake(mlprio_ctx_t *ctx);
+
+/*
+ * LLM advisor (llm_url=...). Only the context that owns it (site_factor's)
+ * calls mlprio_llm_enable(); it then keeps one asynchronous advisor whose
+ * answers, bounded by llm_min_factor/llm_max_factor, move the predicted run
+ * time of jobs whose admin_comment carries "mlprio_llm=<key>", and reports
+ * those jobs through mlprio_take_ready(). Without libcurl it only logs.
+ */
+int mlprio_llm_enable(mlprio_ctx_t *ctx);
+/* Queues a job for the advisor (key != 0; the script is copied, at most
+ * 16 KiB). Never touches the network, never waits: O(1) under a short lock.
+ * MLPRIO_OK when queued, MLPRIO_NO_MODEL when no advisor runs. */
+int mlprio_llm_submit(mlprio_ctx_t *ctx, uint64_t key, const mlprio_job_t *job);
+
+/* Exported by site_factor_mlprio.so under MLPRIO_LLM_HUB_SYMBOL so that
+ * job_submit/mlprio (another .so, C++ hidden) can hand it job scripts. */
+typedef int (*mlprio_llm_hub_fn)(uint64_t key, const mlprio_job_t *job);
+#define MLPRIO_LLM_HUB_SYMBOL "mlprio_llm_hub_submit_v1"
 
 /* LLM fine-tuning parameters found in text (#MLPRIO lines of a script,
  * "key=value" in a comment, hints in a job name) as "k=v k=v". Returns the

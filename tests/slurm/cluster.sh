@@ -6,14 +6,40 @@
 # bounded). Used by cluster_test.sh and bench/plugin_sbatch_latency.sh.
 #   MLPRIO_BUILD    build dir holding lib/slurm/*.so and bin/mlprio_slurm_testmodel (required)
 #   CLUSTER_PLUGINS 1 (default) loads both plugins, 0 loads neither (baseline for the bench)
+#   CLUSTER_DBD     1 adds accounting: a private mariadbd (own datadir, socket and port in the
+#                   temp dir, run as root), slurmdbd on its own DbdPort, the cluster registered
+#                   with sacctmgr, PriorityCalcPeriod=1 (minute, the least);
+#                   (AccountingStoragePass names the private munge socket for the slurmdbd
+#                   connection); 0 (default) keeps AccountingStorageType=accounting_storage/none
 
 SKIP=77
 CL_DIR=""
-CL_PORT_BASE=${CL_PORT_BASE:-16817}
+# Four consecutive ports (slurmctld, slurmd, slurmdbd, mariadb). Unless CL_PORT_BASE is given,
+# a free block is picked at random in 20000-29999 so a leftover daemon or a second test run on
+# the same machine cannot collide with this one.
+_ports_free() {
+  local p
+  for p in "$1" $(($1 + 1)) $(($1 + 2)) $(($1 + 3)); do
+    if command -v ss >/dev/null 2>&1; then
+      [ -z "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ] || return 1
+    else
+      (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && return 1
+    fi
+  done
+  return 0
+}
+if [ -z "${CL_PORT_BASE:-}" ]; then
+  for _try in $(seq 50); do
+    CL_PORT_BASE=$((20000 + (RANDOM % 2500) * 4))
+    _ports_free "$CL_PORT_BASE" && break
+  done
+fi
 
 cluster_skip_unless_possible() {
   if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (slurmd/munged run as root here)"; exit $SKIP; fi
-  for b in munged slurmctld slurmd sbatch sprio scontrol; do
+  local bins="munged slurmctld slurmd sbatch sprio scontrol"
+  [ "${CLUSTER_DBD:-0}" = 1 ] && bins="$bins slurmdbd sacctmgr sacct mariadbd mariadb mariadb-install-db"
+  for b in $bins; do
     command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] ||
       { echo "SKIP: $b not installed (run scripts/bootstrap)"; exit $SKIP; }
   done
@@ -32,13 +58,19 @@ wait_for() {
   return 1
 }
 
+# Running and not a zombie (daemons re-parent to a PID 1 that may never reap them).
+_alive() {
+  [ -n "$1" ] && kill -0 "$1" 2>/dev/null || return 1
+  [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
 _kill_pidfile() {
   local f=$1 pid
   [ -f "$f" ] || return 0
   pid=$(cat "$f" 2>/dev/null)
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+  _alive "$pid" || return 0
   kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  for _ in $(seq 50); do _alive "$pid" || return 0; sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null
 }
 
@@ -46,6 +78,8 @@ cluster_stop() {
   [ -n "$CL_DIR" ] || return 0
   _kill_pidfile "$CL_DIR/slurmd.pid"
   _kill_pidfile "$CL_DIR/slurmctld.pid"
+  _kill_pidfile "$CL_DIR/slurmdbd.pid"
+  _kill_pidfile "$CL_DIR/mariadb.pid"
   _kill_pidfile "$CL_DIR/munged.pid"
   if [ -n "${KEEP_CLUSTER_DIR:-}" ]; then echo "cluster dir kept: $CL_DIR"; else rm -rf "$CL_DIR"; fi
   CL_DIR=""
@@ -53,7 +87,15 @@ cluster_stop() {
 
 # Writes slurm.conf with site factor parameters $1.
 cluster_write_conf() {
-  local params=$1 plugins=""
+  local params=$1 plugins="" acct="AccountingStorageType=accounting_storage/none"
+  if [ "${CLUSTER_DBD:-0}" = 1 ]; then
+    acct="AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$((CL_PORT_BASE + 2))
+AccountingStoragePass=$CL_DIR/munge.sock
+JobAcctGatherType=jobacct_gather/none
+PriorityCalcPeriod=1"
+  fi
   if [ "${CLUSTER_PLUGINS:-1}" = 1 ]; then
     plugins="PrioritySiteFactorPlugin=site_factor/mlprio
 PrioritySiteFactorParameters=$params
@@ -88,7 +130,7 @@ SchedulerType=sched/backfill
 ReturnToService=2
 JobCompType=jobcomp/filetxt
 JobCompLoc=$CL_DIR/jobcomp.log
-AccountingStorageType=accounting_storage/none
+$acct
 PriorityType=priority/multifactor
 PriorityWeightAge=1000
 PriorityWeightFairshare=0
@@ -101,6 +143,53 @@ PartitionName=debug Nodes=mlprionode Default=YES MaxTime=INFINITE State=UP
 PartitionName=hold Nodes=mlprionode MaxTime=INFINITE State=DOWN
 PartitionName=short Nodes=mlprionode MaxTime=30 State=DOWN
 CONF
+}
+
+# MariaDB (as root, datadir/socket/port in $CL_DIR) and slurmdbd, the cluster registered. Needs
+# munged up. Returns 1 with the logs printed when anything does not come up in time.
+_dbd_start() {
+  local dbport=$((CL_PORT_BASE + 3)) sock="$CL_DIR/mysql.sock" pw
+  pw=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+  mkdir -p "$CL_DIR/db"
+  mariadb-install-db --no-defaults --user=root --datadir="$CL_DIR/db" \
+    --auth-root-authentication-method=normal --skip-test-db >"$CL_DIR/mariadb-install.out" 2>&1 ||
+    { echo "mariadb-install-db failed:"; tail -20 "$CL_DIR/mariadb-install.out"; return 1; }
+  /usr/sbin/mariadbd --no-defaults --user=root --datadir="$CL_DIR/db" --socket="$sock" \
+    --port="$dbport" --bind-address=127.0.0.1 --pid-file="$CL_DIR/mariadb.pid" \
+    --log-error="$CL_DIR/mariadb.err" --skip-name-resolve --innodb-buffer-pool-size=64M \
+    >"$CL_DIR/mariadb.out" 2>&1 &
+  wait_for 30 mariadb --no-defaults -S "$sock" -u root -e "SELECT 1" ||
+    { echo "mariadbd not answering:"; tail -20 "$CL_DIR/mariadb.err"; return 1; }
+  mariadb --no-defaults -S "$sock" -u root -e "
+    CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$pw';
+    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" ||
+    { echo "cannot create the slurm DB user"; return 1; }
+  # slurmdbd reads slurmdbd.conf from the folder of SLURM_CONF; it must be mode 600.
+  (umask 077; cat > "$CL_DIR/slurmdbd.conf" <<CONF
+AuthType=auth/munge
+AuthInfo=socket=$CL_DIR/munge.sock
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$((CL_PORT_BASE + 2))
+SlurmUser=root
+PidFile=$CL_DIR/slurmdbd.pid
+LogFile=$CL_DIR/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$dbport
+StorageUser=slurm
+StoragePass=$pw
+StorageLoc=slurm_acct_db
+CONF
+  )
+  /usr/sbin/slurmdbd >"$CL_DIR/slurmdbd.out" 2>&1 ||
+    { echo "slurmdbd failed:"; cat "$CL_DIR/slurmdbd.out"; tail -20 "$CL_DIR/slurmdbd.log"; return 1; }
+  wait_for 30 sacctmgr -n list cluster ||
+    { echo "slurmdbd not answering:"; tail -20 "$CL_DIR/slurmdbd.log"; return 1; }
+  sacctmgr -i add cluster mlpriotest >"$CL_DIR/sacctmgr.out" 2>&1 ||
+    { echo "sacctmgr add cluster failed:"; cat "$CL_DIR/sacctmgr.out"; return 1; }
+  return 0
 }
 
 # cluster_start PARAMS: everything up and the node idle, or returns 1 (logs printed).
@@ -117,6 +206,7 @@ cluster_start() {
     --seed-file="$CL_DIR/munged.seed" >"$CL_DIR/munged.out" 2>&1 ||
     { echo "munged failed:"; cat "$CL_DIR/munged.out" "$CL_DIR/munged.log" 2>/dev/null; return 1; }
   wait_for 10 test -S "$CL_DIR/munge.sock" || { echo "munged socket missing"; return 1; }
+  if [ "${CLUSTER_DBD:-0}" = 1 ]; then _dbd_start || return 1; fi
   /usr/sbin/slurmctld -c -f "$SLURM_CONF" >"$CL_DIR/slurmctld.out" 2>&1 ||
     { echo "slurmctld failed:"; cat "$CL_DIR/slurmctld.out"; tail -30 "$CL_DIR/slurmctld.log"; return 1; }
   wait_for 20 scontrol ping || { echo "slurmctld not answering:"; tail -30 "$CL_DIR/slurmctld.log"; return 1; }

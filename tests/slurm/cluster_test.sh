@@ -3,7 +3,10 @@
 # (cluster.sh), drives it with the real sbatch/sprio/scontrol, and fails with the slurmctld log
 # tail when an expectation does not hold. Exit 77 = skipped (not root, Slurm or plugins missing).
 #   cluster_test.sh BUILD_DIR CASE     CASE: load order timelimit refuse warn reconfig badmodel
-#                                            async run
+#                                            async run llm_good llm_{down,slow,500,garbage,huge,
+#                                            hostile} dbd_update dbd_loop
+# The llm_* cases run tests/slurm/fake_llm.py (an OpenAI-compatible fake on 127.0.0.1) with
+# /usr/bin/python3; the dbd_* cases add MariaDB + slurmdbd (CLUSTER_DBD=1 in cluster.sh).
 set -uo pipefail
 MLPRIO_BUILD=$(cd "$1" && pwd) || exit 1
 CASE=$2
@@ -16,7 +19,9 @@ MODEL_TOOL="$MLPRIO_BUILD/bin/mlprio_slurm_testmodel"
 
 M=$(mktemp -d /tmp/mlprio-models.XXXXXX)
 chmod 755 "$M"
-trap 'cluster_stop; rm -rf "$M"' EXIT
+LLM_PID=""
+stop_llm() { [ -n "$LLM_PID" ] && kill "$LLM_PID" 2>/dev/null && wait "$LLM_PID" 2>/dev/null; LLM_PID=""; }
+trap 'stop_llm; cluster_stop; rm -rf "$M"' EXIT
 trap 'exit 1' INT TERM
 
 failures=0
@@ -35,6 +40,21 @@ finish() {
 }
 start() { cluster_start "$1" || { show_log 2>/dev/null; echo "cluster did not start"; exit 1; }; }
 submit() { sbatch --parsable -o /dev/null "$@" --wrap 'sleep 1' 2>"$M/sbatch.err"; }
+
+# start_llm MODE: the fake LLM server in the background; sets LLM_PORT (bounded wait).
+start_llm() {
+  [ -x /usr/bin/python3 ] || { echo "SKIP: /usr/bin/python3 missing (fake LLM server)"; exit $SKIP; }
+  rm -f "$M/llm.port"
+  /usr/bin/python3 "$HERE/fake_llm.py" "$1" "$M/llm.port" >"$M/llm.log" 2>&1 &
+  LLM_PID=$!
+  wait_for 10 test -s "$M/llm.port" || { cat "$M/llm.log"; echo "fake LLM server did not start"; exit 1; }
+  LLM_PORT=$(cat "$M/llm.port")
+}
+expect_site() { "$MODEL_TOOL" --expect-site "$1" 10000; }
+# Last "LLM advisor: ..." counter line of the site factor.
+llm_stats() { grep "site_factor/mlprio: LLM advisor: submitted=" "$CL_DIR/slurmctld.log" | tail -1; }
+# llm_counter NAME: that counter's value in the last line (empty if none yet).
+llm_counter() { llm_stats | grep -o " $1=[0-9]*" | cut -d= -f2; }
 
 # Plain models: no history (run time = request), and root's history: 55 min runs.
 "$MODEL_TOOL" "$M/plain.json" || exit 1
@@ -145,6 +165,138 @@ run)
       fail "job $id did not complete: $(scontrol show job "$id" | grep -o 'JobState=[A-Z]*')"
   done
   grep -c "JobState=COMPLETED" "$CL_DIR/jobcomp.log"
+  ;;
+llm_good)
+  # A good endpoint: the answer moves the predicted run (the plain model predicts the request,
+  # -t 60 = 3600 s) only within llm_min_factor=0.5 .. llm_max_factor=2, so SITE is exactly the
+  # score at the bounded estimate. 1e8 s is beyond the advisor's max_runtime_seconds: refused.
+  start_llm good
+  start "model=$M/plain.json,$BASE,llm_url=http://127.0.0.1:$LLM_PORT/v1,llm_timeout_ms=2000,llm_model=fake"
+  expect_log "site_factor/mlprio: LLM advisor started: http://127.0.0.1:$LLM_PORT/v1/chat/completions"
+  declare -A want
+  for rt in 1 2000 100000 100000000 FAIL; do
+    marker="WANT_RT=$rt"; [ "$rt" = FAIL ] && marker="WANT_FAIL"
+    id=$(sbatch --parsable -p hold -t 60 -o /dev/null --wrap "sleep 1 # $marker" 2>"$M/err") ||
+      { fail "sbatch ($marker): $(cat "$M/err")"; continue; }
+    case $rt in
+      1) want[$id]=$(expect_site 1800) ;;          # clamped to 0.5 x 3600 s
+      2000) want[$id]=$(expect_site 2000) ;;       # inside the bounds: taken as is
+      100000) want[$id]=$(expect_site 7200) ;;     # clamped to 2 x 3600 s
+      100000000) want[$id]=$(expect_site 3600) ;;  # absurd: refused, model only
+      FAIL) want[$id]=$(expect_site 3600) ;;       # HTTP 500: model only
+    esac
+  done
+  expect_log "job_submit/mlprio: LLM advice goes to site_factor/mlprio" 5
+  for id in "${!want[@]}"; do
+    scontrol show job "$id" | grep -q "AdminComment=.*mlprio_llm=[0-9a-f]\{16\}" ||
+      fail "job $id has no advisor key in AdminComment"
+    wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" = ${want[$id]} ]" ||
+      fail "job $id: SITE $(site_of "$id"), expected ${want[$id]}"
+    s=$(site_of "$id")
+    if [ -n "$s" ] && { [ "$s" -gt "$(expect_site 1800)" ] || [ "$s" -lt "$(expect_site 7200)" ]; }; then
+      fail "job $id: SITE $s outside the bounds"
+    fi
+  done
+  sprio -l
+  wait_for 20 sh -c "grep -q 'LLM advisor: .*answers_ok=3 .*http_errors=1 .*invalid=1 .*advised_jobs=3$' '$CL_DIR/slurmctld.log'" ||
+    fail "advisor counters not as expected: $(llm_stats)"
+  llm_stats
+  [ "$(grep -c '^request' "$M/llm.log")" -eq 5 ] || fail "fake server saw $(grep -c '^request' "$M/llm.log") requests, expected 5"
+  ;;
+llm_down|llm_slow|llm_500|llm_garbage|llm_huge|llm_hostile)
+  # A bad endpoint: 100 submissions stay fast, nothing is advised, SITE is the model's alone.
+  mode=${CASE#llm_}
+  if [ "$mode" = down ]; then
+    start_llm good; stop_llm   # a port that was just free: connection refused
+    counter=transport_errors
+  else
+    start_llm "$mode"
+    case $mode in slow) counter=timeouts ;; 500) counter=http_errors ;; huge) counter=too_large ;;
+                  *) counter=invalid ;; esac
+  fi
+  start "model=$M/plain.json,$BASE,llm_url=http://127.0.0.1:$LLM_PORT,llm_timeout_ms=1000"
+  expect_log "site_factor/mlprio: LLM advisor started"
+  t0=$(date +%s)
+  ok=0
+  for i in $(seq 100); do
+    sbatch -p hold -t 60 -o /dev/null --wrap "sleep 1 # job $i WANT_RT=1" >/dev/null 2>&1 && ok=$((ok + 1))
+  done
+  elapsed=$(( $(date +%s) - t0 ))
+  echo "100 sbatch against a '$mode' LLM endpoint: $ok accepted in ${elapsed}s"
+  [ "$ok" -eq 100 ] || fail "only $ok of 100 sbatch succeeded"
+  [ "$elapsed" -lt 60 ] || fail "100 sbatch took ${elapsed}s (>= 60 s)"
+  cluster_alive || fail "slurmctld not alive"
+  wait_for 40 sh -c "[ \"\$(grep 'LLM advisor: submitted=' '$CL_DIR/slurmctld.log' | tail -1 | grep -o ' $counter=[0-9]*' | cut -d= -f2)\" -gt 0 ] 2>/dev/null" ||
+    fail "no $counter counted: $(llm_stats)"
+  llm_stats
+  [ "$(llm_counter answers_ok)" = 0 ] || fail "answers_ok is not 0: $(llm_stats)"
+  [ "$(llm_counter advised_jobs)" = 0 ] || fail "jobs were advised: $(llm_stats)"
+  want=$(expect_site 3600)
+  bad=$(sprio -h -o "%i %S" | awk -v w="$want" '$2 != w' | wc -l)
+  n=$(sprio -h -o "%i %S" | wc -l)
+  [ "$n" -eq 100 ] || fail "sprio lists $n jobs, expected 100"
+  [ "$bad" -eq 0 ] || fail "$bad jobs have a SITE other than the model's $want"
+  grep "very large processing time" "$CL_DIR/slurmctld.log" && fail "slurmctld reported very large processing time"
+  cluster_alive || fail "slurmctld not alive at the end"
+  ;;
+dbd_update)
+  # With slurmdbd the decay thread runs site_factor_p_update every PriorityCalcPeriod (1 min, the
+  # least): it logs, sets pending jobs' factors and pokes the model watcher, so a replaced model
+  # file is picked up even with the watcher's own period at 1 h, and SITE follows it.
+  export CLUSTER_DBD=1
+  cp "$M/plain.json" "$M/m.json"
+  start "model=$M/m.json,$BASE,check_period_ms=3600000"
+  grep -q "Registering slurmctld at port .* with slurmdbd" "$CL_DIR/slurmctld.log" || fail "slurmctld did not register with slurmdbd"
+  id=$(submit -p hold -t 5) || fail "sbatch"
+  wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt 0 ]" || fail "SITE was never set for job $id"
+  s1=$(site_of "$id")
+  echo "SITE of job $id with the plain model: $s1"
+  # root's history: 1 min runs instead of the 5 min request, so a higher SITE.
+  "$MODEL_TOOL" "$M/new.json" --user root --last-run 60 --fail-rate 0 && mv "$M/new.json" "$M/m.json"
+  expect_log "site_factor/mlprio: update: site factor set for 1 pending jobs" 150
+  expect_log "site_factor/mlprio: model file $M/m.json changed; reloading" 20
+  wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt $s1 ]" ||
+    fail "SITE of job $id is $(site_of "$id") after the update, expected above $s1"
+  echo "SITE of job $id after the update: $(site_of "$id")"
+  grep "site_factor/mlprio: update:\|site_factor/mlprio: model" "$CL_DIR/slurmctld.log" | tail -3
+  ;;
+dbd_loop)
+  # The loop closes: jobs run, sacct dumps them from slurmdbd, mlprio-model learns from that dump
+  # and the new model loads into the running plugins after scontrol reconfigure.
+  export CLUSTER_DBD=1
+  TOOL="$MLPRIO_BUILD/bin/mlprio-model"
+  [ -x "$TOOL" ] || { echo "SKIP: $TOOL not built"; exit $SKIP; }
+  start "model=$M/plain.json,$BASE"
+  ids=()
+  # mlprio-model needs >= 20 training jobs with a known run time: 30 jobs, varied limits.
+  for i in $(seq 30); do
+    t=$(( (i % 6) * 7 + 1 ))
+    ids+=("$(sbatch --parsable -p debug -t "$t" -o /dev/null --wrap 'sleep 1' 2>/dev/null)") || fail "sbatch -t $t"
+  done
+  for id in "${ids[@]}"; do
+    wait_for 90 grep -q "JobId=$id .*JobState=COMPLETED" "$CL_DIR/jobcomp.log" ||
+      fail "job $id did not complete: $(scontrol show job "$id" | grep -o 'JobState=[A-Z]*')"
+  done
+  fmt=JobID,JobIDRaw,JobName,User,Account,Partition,QOS,Submit,Start,End,Elapsed,ElapsedRaw,Timelimit,TimelimitRaw,State,ExitCode,AllocCPUS,ReqCPUS,NNodes,ReqMem,ReqTRES,AllocTRES,MaxRSS
+  dump() { sacct --parsable2 --allusers --starttime=now-1days --format="$fmt" > "$M/dump.txt" 2>"$M/sacct.err"; }
+  for _ in $(seq 30); do  # slurmdbd gets the records asynchronously
+    dump; [ "$(grep -c '|COMPLETED|' "$M/dump.txt")" -ge ${#ids[@]} ] && break; sleep 1
+  done
+  [ "$(grep -c '|COMPLETED|' "$M/dump.txt")" -ge ${#ids[@]} ] ||
+    fail "sacct lists $(grep -c '|COMPLETED|' "$M/dump.txt" 2>/dev/null) completed jobs, expected ${#ids[@]}: $(cat "$M/sacct.err")"
+  head -3 "$M/dump.txt"
+  "$TOOL" train --trace "$M/dump.txt" --format sacct --kind formula --train-fraction 1 -o "$M/new.json" >"$M/train.out" 2>&1 ||
+    fail "mlprio-model train on the sacct dump: $(tail -5 "$M/train.out")"
+  cat "$M/train.out"
+  chmod 644 "$M/new.json"
+  sed -i "s#^PrioritySiteFactorParameters=.*#PrioritySiteFactorParameters=model=$M/new.json,$BASE#" "$SLURM_CONF"
+  scontrol reconfigure || fail "scontrol reconfigure"
+  expect_log "site_factor/mlprio: reconfigured (formula model" 30
+  grep "site_factor/mlprio: reconfigured" "$CL_DIR/slurmctld.log" | tail -1
+  grep -q "reconfigured (formula model, schema v1, trained on \"test fixture\")" "$CL_DIR/slurmctld.log" &&
+    fail "the reconfigured model is still the fixture"
+  id=$(submit -p hold -t 5) || fail "sbatch after reconfigure"
+  wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt 0 ]" || fail "no SITE from the learned model"
   ;;
 *)
   echo "unknown case $CASE"; exit 2 ;;

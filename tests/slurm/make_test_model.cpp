@@ -1,9 +1,13 @@
 // Writes small "formula" mlprio model files for the Slurm cluster tests: a per-user history
 // (last two run times, failure rate) decides the predicted run time and failure probability, so a
 // test knows exactly what the plugins must do. Also writes the broken variants (corrupt JSON,
-// wrong schema) the failure tests need. Usage:
+// wrong schema) the failure tests need. `--expect-site` prints the SITE value the plugin must
+// give a job whose (possibly LLM-advised) predicted run time is RUNTIME_S, from the core's own
+// score(), so the LLM tests check exact values without copying the formula. Usage:
 //   mlprio_slurm_testmodel OUT [--user NAME --last-run S --fail-rate P] [--default-runtime S]
 //                              [--corrupt | --wrong-schema]
+//   mlprio_slurm_testmodel --expect-site RUNTIME_S WEIGHT
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -11,6 +15,7 @@
 
 #include "mlprio/model/features.hpp"
 #include "mlprio/model/model_file.hpp"
+#include "mlprio/model/predictor.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -19,6 +24,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   namespace m = mlprio::model;
+  if (std::string(argv[1]) == "--expect-site") {
+    if (argc != 4) return 2;
+    mlprio::Job job;
+    job.submit = 0;
+    m::Prediction p;
+    p.runtime = std::atof(argv[2]);
+    m::ScoreConfig cfg;
+    cfg.age_weight = 0;  // as the plugin scores (abi_context.cpp, factor_from)
+    std::printf("%lld\n", static_cast<long long>(std::llround(
+                              std::atof(argv[3]) * m::score(job, p, 0, m::ClusterState{}, cfg))));
+    return 0;
+  }
   std::string out = argv[1], user, mode;
   double last_run = 3300, fail_rate = 0, def_rt = 3600;
   for (int i = 2; i < argc; ++i) {

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -87,6 +88,48 @@ TEST_CASE("parameters: known keys, defaults, unknown and malformed keys are warn
   CHECK(bad.params.model.empty());
   CHECK(bad.warnings[1].find("unknown parameter 'colour'") != std::string::npos);
   CHECK(parse_params("").warnings.empty());
+}
+
+TEST_CASE("LLM advisor parameters and the advisor key in admin_comment") {
+  using mlprio::plugin::parse_params;
+  auto r = parse_params("llm_url=http://127.0.0.1:8080/v1,llm_model=qwen,llm_min_factor=0.8,"
+                        "llm_max_factor=1.5,llm_min_confidence=0.4");
+  CHECK(r.warnings.empty());
+  CHECK(r.params.llm_url == "http://127.0.0.1:8080/v1");
+  CHECK(r.params.llm_model == "qwen");
+  CHECK(r.params.llm_min_factor == 0.8);
+  CHECK(r.params.llm_max_factor == 1.5);
+  CHECK(r.params.llm_min_confidence == 0.4);
+  // combine() needs 0 < min <= 1 <= max: anything else keeps the defaults.
+  auto bad = parse_params("llm_min_factor=0,llm_min_factor=1.5,llm_max_factor=0.5,"
+                          "llm_min_confidence=2,llm_url=ftp://x");
+  CHECK(bad.warnings.size() == 5);
+  CHECK(bad.params.llm_min_factor == 0.5);
+  CHECK(bad.params.llm_max_factor == 2.0);
+  CHECK(bad.params.llm_url.empty());
+
+  using mlprio::plugin::llm_key_of;
+  CHECK(llm_key_of(nullptr) == 0);
+  CHECK(llm_key_of("mlprio: model_size=7e+09") == 0);
+  CHECK(llm_key_of("mlprio: lora_rank=16 mlprio_llm=00000000000000ff") == 255);
+  CHECK(llm_key_of("mlprio_llm=ffffffffffffffff") == UINT64_MAX);
+  CHECK(llm_key_of("mlprio_llm=zz") == 0);
+  // The key is no fine-tuning feature.
+  CHECK(mlprio::plugin::extract_features("", "mlprio: lora_rank=16 mlprio_llm=ff", "").size() == 1);
+}
+
+TEST_CASE("without an advisor, submitting to it is refused quickly, never an error") {
+  mlprio_ctx_t* ctx = nullptr;
+  mlprio_ctx_create("llm_url=http://127.0.0.1:9/v1", &ctx);
+  REQUIRE(ctx != nullptr);
+  mlprio_params_t p{};
+  mlprio_ctx_params(ctx, &p);
+  CHECK(p.have_llm == 1);
+  mlprio_job_t j{};
+  j.script = "#!/bin/bash\nsleep 1\n";
+  CHECK(mlprio_llm_submit(ctx, 1, &j) == MLPRIO_NO_MODEL);  // not enabled in this context
+  CHECK(mlprio_llm_submit(ctx, 0, &j) == MLPRIO_ERR_PARAM);
+  mlprio_ctx_free(ctx);
 }
 
 TEST_CASE("LLM parameters from script, comment and job name") {
