@@ -125,6 +125,9 @@ static FsdpConfig fsdp_config(const SweepArgs& a) {
   c.activation_checkpointing = a.activation_checkpointing;
   c.flash_attention = a.flash_attention;
   c.limit_all_gathers = a.limit_all_gathers;
+  if (a.seq_len < 0 || a.tgt_len < 0) throw SettingsError("--seq-len/--tgt-len: expected >= 0 (0: the model's)");
+  c.seq_len = a.seq_len;
+  c.tgt_len = a.tgt_len;
   return c;
 }
 
@@ -150,6 +153,8 @@ int run_sweep_command(const SweepArgs& a) {
   ordered_json cfg = {{"model", c.model.name},
                       {"params", params},
                       {"world_size", c.world_size},
+                      {"seq_len", c.seq_len},
+                      {"tgt_len", c.tgt_len},
                       {"sharding", a.sharding},
                       {"fsdp", a.fsdp},
                       {"precision", a.precision},
@@ -239,6 +244,8 @@ int run_measure_command(const MeasureArgs& m) {
   ordered_json cfg = {{"model", c.model.name},
                       {"params", c.model.total_params()},
                       {"world_size", c.world_size},
+                      {"seq_len", c.seq_len},
+                      {"tgt_len", c.tgt_len},
                       {"sharding", a.sharding},
                       {"fsdp", a.fsdp},
                       {"precision", a.precision},

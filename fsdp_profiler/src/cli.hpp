@@ -35,6 +35,8 @@ struct SweepArgs {
   bool activation_checkpointing = false;
   bool flash_attention = false;
   int limit_all_gathers = 2;
+  int64_t seq_len = 0;  // 0: the model's own
+  int64_t tgt_len = 0;
   int steps = 3;
   bool json = false;
   std::string out;

@@ -58,6 +58,11 @@ int main(int argc, char** argv) {
     sub->add_flag("--flash-attention", a.flash_attention, "No s^2 attention tensors");
     sub->add_option("--limit-all-gathers", a.limit_all_gathers,
                     "FSDP1 all-gathers in flight (0: unlimited)")->capture_default_str();
+    sub->add_option("--seq-len", a.seq_len,
+                    "Tokens per sample (encoder length for encoder-decoder models; 0: the model's)")
+        ->capture_default_str();
+    sub->add_option("--tgt-len", a.tgt_len, "Decoder tokens of an encoder-decoder model (0: the model's)")
+        ->capture_default_str();
     sub->add_option("--steps", a.steps, "Training steps per minibatch")->capture_default_str();
     sub->add_flag("--json", a.json, "Print the result as JSON");
     sub->add_option("--out", a.out, "Write an HDF5 result file");

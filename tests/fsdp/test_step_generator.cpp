@@ -3,6 +3,9 @@
 // minibatch; and the sweep finds the boundary on a device made small enough to hit it.
 #include <catch2/catch.hpp>
 
+#include <map>
+#include <string>
+
 #include "mlprio/fsdp/sweep.hpp"
 
 using namespace mlprio::fsdp;
@@ -66,4 +69,175 @@ TEST_CASE("unknown models are refused with the known names", "[fsdp][generator]"
   CHECK(find_model("llama2-7b").total_params() < 7'000'000'000);
   CHECK(find_model("t5-3b").total_params() > 2'800'000'000);
   CHECK(find_model("t5-3b").total_params() < 3'000'000'000);
+}
+
+// ---- allocation roles, kernel transients, balance, determinism -----------------------------
+
+namespace {
+
+TransformerShape tiny_t5() {
+  TransformerShape t;
+  t.name = "tiny-t5";
+  t.n_layers = 1; t.n_dec_layers = 1; t.d_model = 8; t.n_heads = 2; t.d_attn = 8; t.d_ff = 16;
+  t.vocab = 32; t.seq_len = 4; t.dec_seq_len = 2;
+  return t;
+}
+
+TransformerShape tiny_gpt2() {
+  TransformerShape g;
+  g.name = "tiny-gpt2";
+  g.n_layers = 1; g.d_model = 8; g.n_heads = 2; g.d_attn = 8; g.d_ff = 32; g.vocab = 32;
+  g.seq_len = 4;
+  return g;
+}
+
+// Sizes of the ALLOCs named `name` in `t`, in order.
+std::vector<uint64_t> sizes(const StepTrace& t, const std::string& name) {
+  std::vector<uint64_t> v;
+  for (size_t i = 0; i < t.ops.size(); ++i)
+    if (t.ops[i].kind == OpKind::ALLOC && t.names[i] && name == t.names[i])
+      v.push_back(t.ops[i].bytes);
+  return v;
+}
+
+FsdpConfig tiny_cfg(TransformerShape m) {
+  FsdpConfig c;
+  c.model = std::move(m);
+  c.world_size = 2;
+  c.micro_batch = 3;  // bf16 (2 bytes), FULL_SHARD, FSDP1
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("T5 kernel transients have hand-derived sizes", "[fsdp][generator]") {
+  // b=3, h=2, encoder s=4, decoder t=2, d=8, d_ff=16, vocab 32, bf16.
+  StepGenerator gen(tiny_cfg(tiny_t5()));
+  gen.init_trace();
+  const StepTrace t = gen.step_trace(0);
+  REQUIRE(t.names.size() == t.ops.size());
+  using V = std::vector<uint64_t>;
+  // scores.float(): b*h*s_q*s_kv*4 — encoder self 3*2*4*4*4, decoder self 3*2*2*2*4, cross
+  // 3*2*2*4*4; the fp32 softmax output (saved) has the same sizes.
+  CHECK(sizes(t, "attn.scores_fp32") == V{384, 96, 192});
+  CHECK(sizes(t, "attn.softmax_fp32") == V{384, 96, 192});
+  CHECK(sizes(t, "attn.scores") == V{192, 48, 96});         // bf16 bmm output
+  CHECK(sizes(t, "attn.dropout_mask") == V{96, 24, 48});    // bool
+  // Position bias + mask [b, h, s, s]: encoder 3*2*4*4*2, decoder 3*2*2*2*2; cross [b,h,t,s].
+  CHECK(sizes(t, "t5.position_bias") == V{192, 48});
+  CHECK(sizes(t, "t5.cross_position_bias") == V{96});
+  CHECK(sizes(t, "t5.position_buckets") == V{128, 32});     // int64 [s, s]
+  // MLP: wi output (temporary) b*s*d_ff*2: encoder 3*4*16*2, decoder 3*2*16*2.
+  CHECK(sizes(t, "mlp.wi_out") == V{384, 192});
+  // RMS norm: x.to(fp32) b*s*d*4 (2 norms in the encoder layer, 3 in the decoder layer);
+  // rstd b*s*4.
+  CHECK(sizes(t, "norm.x_fp32") == V{384, 384, 192, 192, 192});
+  CHECK(sizes(t, "norm.rstd") == V{48, 48, 24, 24, 24});
+  // Loss on bf16 logits (T5 default): logits and log_softmax b*t*V*2 = 3*2*32*2; nll and
+  // log_softmax grads the same; no fp32 copy.
+  CHECK(sizes(t, "lm_head.logits") == V{384});
+  CHECK(sizes(t, "loss.log_softmax") == V{384});
+  CHECK(sizes(t, "loss.nll_grad") == V{384});
+  CHECK(sizes(t, "loss.logits_fp32").empty());
+  // cuBLAS workspace: once, at the first GEMM of the process.
+  CHECK(sizes(t, "cublas.workspace") == V{4096 * 1024 * 2 + 16 * 1024 * 8});
+  const StepTrace t1 = gen.step_trace(1);
+  CHECK(sizes(t1, "cublas.workspace").empty());
+}
+
+TEST_CASE("fp32 loss, sequence overrides and GPT-2's GELU have hand-derived sizes",
+          "[fsdp][generator]") {
+  using V = std::vector<uint64_t>;
+  {
+    FsdpConfig c = tiny_cfg(tiny_t5());
+    c.loss_fp32 = 1;
+    c.seq_len = 6;
+    c.tgt_len = 3;
+    StepGenerator gen(c);
+    gen.init_trace();
+    const StepTrace t = gen.step_trace(0);
+    CHECK(sizes(t, "loss.logits_fp32") == V{3 * 3 * 32 * 4});
+    CHECK(sizes(t, "loss.log_softmax") == V{3 * 3 * 32 * 4});
+    CHECK(sizes(t, "loss.logits_grad") == V{3 * 3 * 32 * 2});  // back to bf16
+    CHECK(sizes(t, "attn.scores_fp32") == V{3 * 2 * 6 * 6 * 4, 3 * 2 * 3 * 3 * 4, 3 * 2 * 3 * 6 * 4});
+  }
+  {
+    StepGenerator gen(tiny_cfg(tiny_gpt2()));  // decoder-only: fp32 loss by default
+    gen.init_trace();
+    const StepTrace t = gen.step_trace(0);
+    const uint64_t sbf = 3 * 4 * 32 * 2;
+    CHECK(sizes(t, "gelu.cube") == V{sbf});
+    CHECK(sizes(t, "gelu.tanh") == V{sbf});
+    CHECK(sizes(t, "attn.scores_masked") == V{3 * 2 * 4 * 4 * 2});
+    CHECK(sizes(t, "norm.mean") == V{48, 48});
+    CHECK(sizes(t, "loss.logits_fp32") == V{3 * 4 * 32 * 4});
+    CHECK(sizes(t, "t5.position_bias").empty());
+    FsdpConfig off = tiny_cfg(tiny_gpt2());
+    off.kernel_transients = false;
+    StepGenerator g2(off);
+    g2.init_trace();
+    const StepTrace t2 = g2.step_trace(0);
+    CHECK(sizes(t2, "gelu.cube").empty());
+    CHECK(sizes(t2, "attn.scores_masked").empty());
+    CHECK(sizes(t2, "gelu.tanh") == V{sbf});  // saved tensors stay
+  }
+}
+
+TEST_CASE("generated streams balance by role and are deterministic", "[fsdp][generator]") {
+  for (const char* model : {"gpt2-xl", "t5-3b", "llama2-7b"}) {
+    for (bool ac : {false, true}) {
+      for (auto version : {FsdpVersion::FSDP1, FsdpVersion::FSDP2}) {
+        INFO(model << " ac " << ac << " fsdp" << (version == FsdpVersion::FSDP1 ? 1 : 2));
+        FsdpConfig c;
+        c.model = find_model(model);
+        c.micro_batch = 2;
+        c.activation_checkpointing = ac;
+        c.version = version;
+        StepGenerator gen(c);
+        std::map<uint32_t, Role> live;
+        auto apply = [&](const StepTrace& t) {
+          REQUIRE(t.names.size() == t.ops.size());
+          for (size_t i = 0; i < t.ops.size(); ++i) {
+            const Op& op = t.ops[i];
+            if (op.kind == OpKind::ALLOC) {
+              CHECK(op.role != Role::UNKNOWN);
+              CHECK(t.names[i] != nullptr);
+              CHECK(live.emplace(op.tensor, op.role).second);
+            } else if (op.kind == OpKind::FREE) {
+              CHECK(live.erase(op.tensor) == 1);
+            } else if (op.kind == OpKind::RECORD_STREAM) {
+              CHECK(live.count(op.tensor) == 1);
+            }
+          }
+        };
+        apply(gen.init_trace());
+        for (int k = 0; k < 2; ++k) {
+          apply(gen.step_trace(k));
+          std::map<Role, int64_t> by_role;
+          for (const auto& [id, r] : live) ++by_role[r];
+          CHECK(by_role[Role::PARAM_SHARD] == gen.unit_count());
+          CHECK(by_role[Role::OPTIMIZER_STATE] == 2 * gen.unit_count());
+          CHECK(by_role[Role::WORKSPACE] == 1);
+          CHECK(live.size() == static_cast<size_t>(3 * gen.unit_count() + 1));
+        }
+        // Determinism: a second generator with the same configuration emits the same stream.
+        StepGenerator again(c);
+        const StepTrace a0 = again.init_trace();
+        (void)a0;
+        StepGenerator first(c);
+        first.init_trace();
+        again.step_trace(0);
+        first.step_trace(0);
+        const StepTrace x = first.step_trace(1), y = again.step_trace(1);
+        REQUIRE(x.ops.size() == y.ops.size());
+        bool same = true;
+        for (size_t i = 0; i < x.ops.size(); ++i)
+          same = same && x.ops[i].kind == y.ops[i].kind && x.ops[i].stream == y.ops[i].stream &&
+                 x.ops[i].tensor == y.ops[i].tensor && x.ops[i].bytes == y.ops[i].bytes &&
+                 x.ops[i].role == y.ops[i].role && x.names[i] == y.names[i];
+        CHECK(same);
+      }
+    }
+  }
+  CHECK(std::string(role_name(Role::ALL_GATHER_OUTPUT)) == "all_gather_output");
 }

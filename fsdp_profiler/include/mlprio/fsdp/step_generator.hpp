@@ -36,6 +36,21 @@ struct FsdpConfig {
   bool flash_attention = false;  // no s^2 attention tensors when true
   int limit_all_gathers = 2;     // FSDP1 rate limiter; 0 disables it
   int64_t micro_batch = 1;       // per-rank minibatch
+  // Sequence lengths: 0 = the model's (TransformerShape::seq_len / dec_seq_len). seq_len is the
+  // encoder (or decoder-only) length, tgt_len the decoder length of an encoder-decoder model.
+  int64_t seq_len = 0;
+  int64_t tgt_len = 0;
+  // Short-lived allocations real kernels make and free within a layer (fp32 score copies, norm
+  // temporaries, GELU intermediates, held projection outputs, dropout outputs, loss upcast).
+  // Off: only the tensors saved for backward, matmul outputs and gradients (an ablation).
+  bool kernel_transients = true;
+  // Cross-entropy on fp32 logits (transformers' ForCausalLMLoss since 4.46 upcasts; T5's
+  // CrossEntropyLoss runs on the bf16 logits). -1: per model (decoder-only yes, T5 no).
+  int loss_fp32 = -1;
+  // cuBLAS workspace per stream, allocated through the caching allocator at the first GEMM and
+  // kept (PyTorch default CUBLAS_WORKSPACE_CONFIG :4096:2:16:8 = 8 MiB + 128 KiB before Hopper,
+  // :4096:8 = 32 MiB on sm90). 0: none.
+  int64_t cublas_workspace_bytes = 4096 * 1024 * 2 + 16 * 1024 * 8;
 };
 
 enum class OpKind : uint8_t {
@@ -50,15 +65,42 @@ enum class OpKind : uint8_t {
 
 enum class Phase : uint8_t { INIT, FORWARD, BACKWARD, OPTIMIZER };
 
+// What an ALLOC is for (UNKNOWN on other ops). Tools such as measure.cpp can use it instead of
+// recognising collective buffers from the allocation pattern.
+enum class Role : uint8_t {
+  UNKNOWN = 0,
+  PARAM_SHARD,        // fp32 sharded flat parameter (resident)
+  MP_SHARD,           // low-precision copy of the shard: the all-gather input (FSDP1 + bf16)
+  ALL_GATHER_OUTPUT,  // unsharded flat parameter (FSDP1) / all-gather output (FSDP2)
+  UNSHARDED_PARAM,    // FSDP2 copy-out into per-parameter tensors
+  ACTIVATION,         // saved for backward or held across layers (incl. T5 position bias)
+  DROPOUT_MASK,       // saved dropout mask (bool)
+  TEMPORARY,          // freed within the layer / op that made it
+  ACTIVATION_GRAD,    // gradient of an activation
+  WEIGHT_GRAD,        // per-weight gradient before it is flattened
+  RS_INPUT,           // flat unsharded gradient (reduce-scatter input)
+  RS_OUTPUT,          // reduce-scatter output (low-precision gradient shard)
+  GRAD_SHARD,         // fp32 sharded gradient kept until zero_grad
+  LOGITS,             // LM head output (held by the model output until the end of the step)
+  LOSS,               // cross-entropy buffers over the vocabulary and their gradients
+  WORKSPACE,          // cuBLAS workspace (persistent)
+  OPTIMIZER_STATE,    // Adam exp_avg / exp_avg_sq (persistent)
+  OPTIMIZER_TEMP,     // foreach Adam temporary
+};
+const char* role_name(Role r);
+
 struct Op {
   OpKind kind;
   uint8_t stream;
   uint32_t tensor;
   uint64_t bytes;
+  Role role = Role::UNKNOWN;  // ALLOC only
 };
 
 struct StepTrace {
   std::vector<Op> ops;
+  // Parallel to ops: a static name for each ALLOC ("attn.softmax_fp32"), nullptr otherwise.
+  std::vector<const char*> names;
 };
 
 class StepGenerator {
@@ -73,6 +115,12 @@ class StepGenerator {
   int64_t largest_unit_params() const;
   // Bytes of the resident state per rank after the first step (params, grads, Adam).
   int64_t resident_bytes() const;
+  // Effective sequence lengths (FsdpConfig overrides applied).
+  int64_t enc_seq_len() const;
+  int64_t dec_seq_len() const;
+  bool loss_in_fp32() const;
+  // Persistent allocations that stay after a step besides the resident state (cuBLAS workspace).
+  int64_t persistent_extra_bytes() const { return cfg_.cublas_workspace_bytes; }
 
  private:
   struct Builder;
@@ -81,6 +129,7 @@ class StepGenerator {
   std::vector<uint32_t> param_ids_, exp_avg_ids_, exp_avg_sq_ids_;
   uint32_t next_id_ = 1;
   uint32_t next_mark_ = 0;
+  uint32_t workspace_id_ = 0;
   int64_t shard_numel(size_t unit) const;
 };
 
