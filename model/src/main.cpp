@@ -46,8 +46,14 @@ int main(int argc, char** argv) {
   train->add_option("--upper-quantile", topt.upper_quantile, "residual quantile of runtime_upper")->capture_default_str();
   train->add_option("--objective", topt.objective, "XGBoost objective on log run time")->capture_default_str();
   train->add_option("--blend", topt.blend, "blend with last-two, weight learned on the calibration slice: none|within2x|mae")->capture_default_str();
-  train->add_option("--rounds", topt.rounds, "boosting rounds")->capture_default_str();
-  train->add_option("--max-depth", topt.max_depth, "tree depth")->capture_default_str();
+  train->add_option("--rounds", topt.rounds, "maximum boosting rounds (early stopping may keep fewer)")->capture_default_str();
+  train->add_option("--early-stopping-rounds", topt.early_stopping_rounds,
+                    "stop after N rounds without a better calibration loss, keep the best round's trees (0 = off)")->capture_default_str();
+  bool no_tune = false;
+  train->add_flag("--no-tune", no_tune,
+                  "use --max-depth/--min-child-weight instead of choosing them on the calibration slice");
+  train->add_option("--max-depth", topt.max_depth, "tree depth (with --no-tune; always for the failure classifier)")->capture_default_str();
+  train->add_option("--min-child-weight", topt.min_child_weight, "min_child_weight (with --no-tune; always for the failure classifier)")->capture_default_str();
   train->add_option("--eta", topt.eta, "learning rate")->capture_default_str();
   train->add_option("--seed", topt.seed, "random seed")->capture_default_str();
   train->add_option("--nthread", topt.nthread, "XGBoost threads (1 = reproducible)")->capture_default_str();
@@ -85,6 +91,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*train) {
+      topt.tune = !no_tune;
       const Trace t = read_trace(trace_path, format);
       std::vector<std::string> notes;
       const auto doc = train_model(t, file_sha256(trace_path), topt, notes);

@@ -20,15 +20,30 @@ struct TrainOptions {
   double underpredict_penalty = 1.0; // cost of under- vs over-prediction; tau = X / (1 + X)
   double upper_quantile = 0.95;      // residual quantile behind runtime_upper
   std::string objective = "reg:squarederror";  // on log run time; or reg:absoluteerror (median)
-  int rounds = 200;
-  int max_depth = 6;
+  int rounds = 200;                  // the maximum: early stopping may keep fewer trees
+  // Stop when the calibration loss has not improved for this many rounds and keep the trees up
+  // to the best round (0 = no early stopping: all `rounds` trees). The regressor's loss is the
+  // calibrated point's error in seconds (pinball with tau, = MAE at penalty 1); the failure
+  // classifier's is log loss on the calibration slice's jobs with a final state.
+  int early_stopping_rounds = 20;
+  int max_depth = 6;                 // used when tune is false (and always by the classifier)
+  double min_child_weight = 3.0;     // likewise
+  // Choose max_depth x min_child_weight for the regressor on the calibration slice from
+  // TUNE_DEPTHS x TUNE_MIN_CHILD_WEIGHTS (the lowest calibration loss after early stopping and
+  // blending; ties keep the earlier, shallower, more regularised candidate).
+  bool tune = true;
   double eta = 0.1;
   int seed = 42;
   int nthread = 1;                   // 1 = bit-for-bit reproducible
   // Blend with the last-two baseline, weight learned on the calibration slice by maximising
   // within-2x ("within2x") or minimising MAE ("mae"); "none" = the model alone.
-  std::string blend = "none";
+  // Default "mae": w = 1 (the model alone) is on the grid, so the blend is used only when it
+  // lowers the calibration slice's MAE (pinball loss with underpredict_penalty; = MAE at 1).
+  std::string blend = "mae";
 };
+
+inline constexpr int TUNE_DEPTHS[] = {2, 3, 4, 6};
+inline constexpr double TUNE_MIN_CHILD_WEIGHTS[] = {3.0, 10.0, 30.0};
 
 // Trains on an in-memory trace (sorted by submit, as load_trace returns it). `notes` receives
 // human-readable remarks (e.g. classifier skipped). Returns the model document.

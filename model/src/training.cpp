@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <sstream>
 
 #include "model_tool.hpp"
@@ -32,13 +33,13 @@ std::string num(double v) {
   return s.str();
 }
 
-void set_common(Booster& b, const TrainOptions& o) {
+void set_common(Booster& b, const TrainOptions& o, int max_depth, double min_child_weight) {
   b.set("tree_method", "hist");
-  b.set("max_depth", std::to_string(o.max_depth));
+  b.set("max_depth", std::to_string(max_depth));
   b.set("eta", num(o.eta));
   b.set("subsample", "0.8");
   b.set("colsample_bytree", "0.8");
-  b.set("min_child_weight", "3");
+  b.set("min_child_weight", num(min_child_weight));
   b.set("seed", std::to_string(o.seed));
   b.set("nthread", std::to_string(o.nthread));
   b.set("verbosity", "0");
@@ -117,6 +118,14 @@ nlohmann::json train_model(const Trace& trace, const std::string& trace_sha256,
   };
   auto log_run = [&](size_t i) { return std::log(std::max(jobs[i].run, 1.0)); };
 
+  if (opt.objective != "reg:squarederror" && opt.objective != "reg:absoluteerror" &&
+      opt.objective != "reg:pseudohubererror")
+    throw std::invalid_argument("--objective must be reg:squarederror, reg:absoluteerror or reg:pseudohubererror");
+  if (opt.blend != "none" && opt.blend != "within2x" && opt.blend != "mae")
+    throw std::invalid_argument("--blend must be none, within2x or mae, got " + opt.blend);
+  if (opt.rounds < 1) throw std::invalid_argument("--rounds must be >= 1");
+  if (opt.early_stopping_rounds < 0) throw std::invalid_argument("--early-stopping-rounds must be >= 0");
+
   const std::vector<float> Xfit = gather(fit);
   std::vector<float> yfit;
   double ysum = 0;
@@ -126,29 +135,22 @@ nlohmann::json train_model(const Trace& trace, const std::string& trace_sha256,
   }
   DMatrix dfit(Xfit.data(), fit.size(), N_FEATURES);
   dfit.set_labels(yfit);
-  Booster reg(&dfit);
-  set_common(reg, opt);
-  if (opt.objective != "reg:squarederror" && opt.objective != "reg:absoluteerror" &&
-      opt.objective != "reg:pseudohubererror")
-    throw std::invalid_argument("--objective must be reg:squarederror, reg:absoluteerror or reg:pseudohubererror");
-  reg.set("objective", opt.objective);
-  reg.set("base_score", num(ysum / static_cast<double>(fit.size())));
-  for (int it = 0; it < opt.rounds; ++it) XGB_CHECK(XGBoosterUpdateOneIter(reg.get(), it, dfit.get()));
 
   // Calibration: residuals in log space on data the trees never saw. The point prediction is
   // the tau-quantile with tau = X/(1+X), which minimises the pinball loss that charges an
   // under-prediction X times an over-prediction of the same size.
   const double tau = opt.underpredict_penalty / (1.0 + opt.underpredict_penalty);
   const std::vector<size_t>& cal_idx = calib.empty() ? fit : calib;
-  if (calib.empty()) notes.push_back("calibration slice empty; calibrated on the fitting data");
+  if (calib.empty()) notes.push_back("calibration slice empty; calibrated on the fitting data (no early stopping)");
   const std::vector<float> Xcal = gather(cal_idx);
   DMatrix dcal(Xcal.data(), cal_idx.size(), N_FEATURES);
-  const std::vector<float> mcal = reg.predict(dcal, 1);
-  // Blend weight with the last-two baseline, chosen on the calibration slice only (jobs before
-  // every test job): for each w on a grid the shift is re-fitted and the blended, capped point
-  // prediction scored; w = 1 is the plain model. Ties keep the larger w (less baseline).
-  auto residuals = [&](double w) {
+  const double n_cal = static_cast<double>(cal_idx.size());
+  const bool early_stop = opt.early_stopping_rounds > 0 && !calib.empty();
+
+  // Blended log prediction of calibration row k at weight w, before the shift.
+  auto residuals = [&](const std::vector<float>& mcal, double w) {
     std::vector<double> r;
+    r.reserve(cal_idx.size());
     for (size_t k = 0; k < cal_idx.size(); ++k) {
       const Job& j = jobs[cal_idx[k]];
       const double z = blend_log(static_cast<double>(mcal[k]),
@@ -157,45 +159,129 @@ nlohmann::json train_model(const Trace& trace, const std::string& trace_sha256,
     }
     return r;
   };
-  double best_w = 1.0;
-  bool best_shifted = true;
-  nlohmann::json blend_trials = nlohmann::json::array();
-  if (opt.blend != "none") {
-    if (opt.blend != "within2x" && opt.blend != "mae")
-      throw std::invalid_argument("--blend must be none, within2x or mae, got " + opt.blend);
+  // Error of the point prediction exp(log_run - r + shift), capped by the request, on the
+  // calibration slice: mean pinball loss in seconds (X * under + over; the MAE at X = 1), the
+  // MAE and the within-2x fraction.
+  struct PointErr { double pinball = 0, mae = 0, within2x = 0; };
+  auto point_error = [&](const std::vector<double>& r, double shift) {
+    PointErr e;
+    size_t within = 0;
+    for (size_t k = 0; k < cal_idx.size(); ++k) {
+      const Job& j = jobs[cal_idx[k]];
+      double p = std::exp(log_run(cal_idx[k]) - r[k] + shift);
+      if (j.req_time > 0) p = std::min(p, j.req_time);
+      const double a = std::max(j.run, 1.0), q = std::max(p, 1.0);
+      within += (q <= 2 * a && a <= 2 * q) ? 1 : 0;
+      const double d = j.run - p;
+      e.mae += std::abs(d);
+      e.pinball += d > 0 ? opt.underpredict_penalty * d : -d;
+    }
+    e.mae /= n_cal;
+    e.pinball /= n_cal;
+    e.within2x = static_cast<double>(within) / n_cal;
+    return e;
+  };
+
+  // One regressor candidate: trained round by round on the fitting slice; with early stopping
+  // the calibrated point's pinball loss on the calibration slice is measured after every round
+  // (XGBoost's prediction cache makes each measurement one tree's work) and the trees up to the
+  // best round are kept (strictly better only: ties keep fewer trees).
+  struct RegFit {
+    int max_depth = 0;
+    double min_child_weight = 0;
+    int rounds_run = 0, trees = 0;
+    double stop_loss = 0;
+    std::string json;
+    std::vector<float> mcal;
+    double w = 1.0;
+    bool shifted = true;
+    double loss = 0;  // the selection loss (see choose_blend)
+    nlohmann::json trials = nlohmann::json::array();
+  };
+  auto fit_regressor = [&](int max_depth, double min_child_weight) {
+    RegFit f;
+    f.max_depth = max_depth;
+    f.min_child_weight = min_child_weight;
+    Booster reg(&dfit);
+    set_common(reg, opt, max_depth, min_child_weight);
+    reg.set("objective", opt.objective);
+    reg.set("base_score", num(ysum / static_cast<double>(fit.size())));
     double best = std::numeric_limits<double>::infinity();
-    for (int step = 20; step >= 0; --step) {
-     const double w = step / 20.0;
-     const std::vector<double> r = residuals(w);
-     // The within-2x objective may also drop the shift: a shifted copy of the baseline is no
-     // longer the baseline, and being within 2x rewards landing on one mode, not the median.
-     for (const bool shifted : {true, false}) {
-      if (!shifted && opt.blend != "within2x") continue;
-      const double shift = shifted ? quantile(r, tau) : 0.0;
-      double abs_err = 0;
-      size_t within = 0;
-      for (size_t k = 0; k < cal_idx.size(); ++k) {
-        const Job& j = jobs[cal_idx[k]];
-        double p = std::exp(log_run(cal_idx[k]) - r[k] + shift);
-        if (j.req_time > 0) p = std::min(p, j.req_time);
-        const double a = std::max(j.run, 1.0), q = std::max(p, 1.0);
-        within += (q <= 2 * a && a <= 2 * q) ? 1 : 0;
-        abs_err += std::abs(p - j.run);
-      }
-      const double n_cal = static_cast<double>(cal_idx.size());
-      const double loss = opt.blend == "mae" ? abs_err / n_cal : -static_cast<double>(within) / n_cal;
-      blend_trials.push_back({{"w", w}, {"shifted", shifted}, {"calib_mae", abs_err / n_cal},
-                              {"calib_within_2x", static_cast<double>(within) / n_cal}});
+    int best_it = opt.rounds - 1;
+    for (int it = 0; it < opt.rounds; ++it) {
+      XGB_CHECK(XGBoosterUpdateOneIter(reg.get(), it, dfit.get()));
+      f.rounds_run = it + 1;
+      if (!early_stop) continue;
+      const std::vector<float> m = reg.predict(dcal, 1);
+      const std::vector<double> r = residuals(m, 1.0);
+      const double loss = point_error(r, quantile(r, tau)).pinball;
       if (loss < best) {
         best = loss;
-        best_w = w;
-        best_shifted = shifted;
+        best_it = it;
+      } else if (it - best_it >= opt.early_stopping_rounds) {
+        break;
       }
-     }
     }
+    f.trees = best_it + 1;
+    f.stop_loss = best;
+    f.json = f.trees == f.rounds_run ? reg.save_json() : reg.save_json_rounds(f.trees);
+    Booster kept;
+    kept.load_json(f.json);
+    f.mcal = kept.predict(dcal, 1);
+    return f;
+  };
+
+  // Blend weight with the last-two baseline, chosen on the calibration slice only (jobs before
+  // every test job): for each w on a grid the shift is re-fitted and the blended, capped point
+  // prediction scored; w = 1 is the plain model. Ties keep the larger w (less baseline). The
+  // loss is minus within-2x ("within2x") or the pinball loss with the under-prediction penalty
+  // ("mae", and "none" with w = 1 only): the MAE at the default penalty 1, and the penalty
+  // still moves the point when it is not 1.
+  auto choose_blend = [&](RegFit& f) {
+    f.loss = std::numeric_limits<double>::infinity();
+    for (int step = 20; step >= 0; --step) {
+      const double w = step / 20.0;
+      if (opt.blend == "none" && step != 20) break;
+      const std::vector<double> r = residuals(f.mcal, w);
+      // The blend objectives may also drop the shift: a shifted copy of the baseline is no
+      // longer the baseline (w = 0 unshifted *is* last-two), and being within 2x rewards landing
+      // on one mode, not the median.
+      for (const bool shifted : {true, false}) {
+        if (!shifted && opt.blend == "none") continue;
+        const PointErr e = point_error(r, shifted ? quantile(r, tau) : 0.0);
+        const double loss = opt.blend == "within2x" ? -e.within2x : e.pinball;
+        if (opt.blend != "none")
+          f.trials.push_back({{"w", w}, {"shifted", shifted}, {"calib_mae", e.mae}, {"calib_within_2x", e.within2x}});
+        if (loss < f.loss) {
+          f.loss = loss;
+          f.w = w;
+          f.shifted = shifted;
+        }
+      }
+    }
+  };
+
+  // Candidates: the tuning grid (shallow and heavily regularised first) or the one given.
+  std::vector<std::pair<int, double>> grid;
+  if (opt.tune && !calib.empty()) {
+    for (int d : TUNE_DEPTHS)
+      for (double c : TUNE_MIN_CHILD_WEIGHTS) grid.emplace_back(d, c);
+  } else {
+    grid.emplace_back(opt.max_depth, opt.min_child_weight);
   }
-  const std::vector<double> resid = residuals(best_w);
-  Calibration cal{best_shifted ? quantile(resid, tau) : 0.0, quantile(resid, opt.upper_quantile), best_w};
+  RegFit chosen;
+  chosen.loss = std::numeric_limits<double>::infinity();
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const auto& [d, c] : grid) {
+    RegFit f = fit_regressor(d, c);
+    choose_blend(f);
+    candidates.push_back({{"max_depth", d}, {"min_child_weight", c}, {"rounds_run", f.rounds_run},
+                          {"trees", f.trees}, {"blend_weight", f.w}, {"calib_loss", f.loss}});
+    if (f.loss < chosen.loss) chosen = std::move(f);
+  }
+
+  const std::vector<double> resid = residuals(chosen.mcal, chosen.w);
+  Calibration cal{chosen.shifted ? quantile(resid, tau) : 0.0, quantile(resid, opt.upper_quantile), chosen.w};
   doc["calibration"] = {{"tau", tau},
                         {"underpredict_penalty", opt.underpredict_penalty},
                         {"point_shift", cal.point_shift},
@@ -203,16 +289,24 @@ nlohmann::json train_model(const Trace& trace, const std::string& trace_sha256,
                         {"upper_shift", cal.upper_shift},
                         {"blend", opt.blend},
                         {"blend_weight", cal.blend_weight},
-                        {"blend_trials", blend_trials},
+                        {"blend_trials", chosen.trials},
                         {"n_calib", cal_idx.size()}};
-  doc["booster_runtime"] = base64_encode(reg.save_json());
+  doc["booster_runtime"] = base64_encode(chosen.json);
+  training["tuning"] = {{"candidates", candidates},
+                        {"selection", opt.blend == "within2x" ? "calibration within-2x"
+                                                              : "calibration pinball loss (MAE at penalty 1)"}};
 
-  // Failure classifier on the whole training slice with a known final state.
-  std::vector<size_t> cls;
+  // Failure classifier on the training slice's jobs with a known final state. With early
+  // stopping the number of rounds is chosen by log loss on the calibration slice's such jobs
+  // (trained on the fitting slice's), then the classifier is refitted on the whole training
+  // slice with that many rounds.
+  std::vector<size_t> cls, cls_fit, cls_cal;
   size_t n_fail = 0;
+  const size_t first_cal = calib.empty() ? n_train : calib.front();
   for (size_t i = 0; i < n_train; ++i)
     if (final_status_known(jobs[i].status)) {
       cls.push_back(i);
+      (i < first_cal ? cls_fit : cls_cal).push_back(i);
       n_fail += is_failure(jobs[i].status) ? 1 : 0;
     }
   if (n_fail == 0 || n_fail == cls.size() || cls.size() < 20) {
@@ -221,18 +315,56 @@ nlohmann::json train_model(const Trace& trace, const std::string& trace_sha256,
                     std::to_string(n_fail) + " of them failures (needs both classes)");
     doc["booster_fail"] = nullptr;
   } else {
+    auto labels = [&](const std::vector<size_t>& idx) {
+      std::vector<float> y;
+      for (size_t i : idx) y.push_back(is_failure(jobs[i].status) ? 1.0f : 0.0f);
+      return y;
+    };
+    auto make_clf = [&](const DMatrix& d) {
+      auto b = std::make_unique<Booster>(&d);
+      set_common(*b, opt, opt.max_depth, opt.min_child_weight);
+      b->set("objective", "binary:logistic");
+      return b;
+    };
+    int clf_rounds = opt.rounds;
+    size_t fit_fail = 0;
+    for (size_t i : cls_fit) fit_fail += is_failure(jobs[i].status) ? 1 : 0;
+    if (opt.early_stopping_rounds > 0 && !cls_cal.empty() && fit_fail > 0 && fit_fail < cls_fit.size()) {
+      const std::vector<float> Xf = gather(cls_fit), Xv = gather(cls_cal);
+      const std::vector<float> yv = labels(cls_cal);
+      DMatrix df(Xf.data(), cls_fit.size(), N_FEATURES);
+      df.set_labels(labels(cls_fit));
+      DMatrix dv(Xv.data(), cls_cal.size(), N_FEATURES);
+      auto clf = make_clf(df);
+      double best = std::numeric_limits<double>::infinity();
+      int best_it = opt.rounds - 1;
+      for (int it = 0; it < opt.rounds; ++it) {
+        XGB_CHECK(XGBoosterUpdateOneIter(clf->get(), it, df.get()));
+        const std::vector<float> m = clf->predict(dv, 1);
+        double ll = 0;  // log loss from the margin, stable for large |m|
+        for (size_t k = 0; k < m.size(); ++k) {
+          const double z = yv[k] > 0.5f ? -static_cast<double>(m[k]) : static_cast<double>(m[k]);
+          ll += z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
+        }
+        if (ll < best) {
+          best = ll;
+          best_it = it;
+        } else if (it - best_it >= opt.early_stopping_rounds) {
+          break;
+        }
+      }
+      clf_rounds = best_it + 1;
+      training["fail_calib_logloss"] = best / static_cast<double>(cls_cal.size());
+    }
     const std::vector<float> Xc = gather(cls);
-    std::vector<float> yc;
-    for (size_t i : cls) yc.push_back(is_failure(jobs[i].status) ? 1.0f : 0.0f);
     DMatrix dc(Xc.data(), cls.size(), N_FEATURES);
-    dc.set_labels(yc);
-    Booster clf(&dc);
-    set_common(clf, opt);
-    clf.set("objective", "binary:logistic");
-    for (int it = 0; it < opt.rounds; ++it) XGB_CHECK(XGBoosterUpdateOneIter(clf.get(), it, dc.get()));
-    doc["booster_fail"] = base64_encode(clf.save_json());
+    dc.set_labels(labels(cls));
+    auto clf = make_clf(dc);
+    for (int it = 0; it < clf_rounds; ++it) XGB_CHECK(XGBoosterUpdateOneIter(clf->get(), it, dc.get()));
+    doc["booster_fail"] = base64_encode(clf->save_json());
     training["n_fail_train"] = n_fail;
     training["n_status_known_train"] = cls.size();
+    training["fail_trees"] = clf_rounds;
   }
 
   // Calibration-slice metrics, measured through the predictor that will be deployed.
@@ -249,7 +381,10 @@ nlohmann::json train_model(const Trace& trace, const std::string& trace_sha256,
   }
   training["metrics"] = {{"calib_mae", abs_err / static_cast<double>(cjobs.size())},
                          {"calib_underpredict_rate", static_cast<double>(under) / static_cast<double>(cjobs.size())}};
-  training["params"] = {{"rounds", opt.rounds}, {"max_depth", opt.max_depth}, {"eta", opt.eta},
+  training["params"] = {{"rounds", opt.rounds}, {"early_stopping_rounds", opt.early_stopping_rounds},
+                        {"tune", opt.tune}, {"max_depth", chosen.max_depth},
+                        {"min_child_weight", chosen.min_child_weight},
+                        {"runtime_trees", chosen.trees}, {"eta", opt.eta},
                         {"seed", opt.seed}, {"nthread", opt.nthread}, {"objective", opt.objective + " on log(max(run,1))"}};
   training["n_fit"] = fit.size();
   doc["training"] = training;

@@ -67,6 +67,19 @@ class Booster {
     XGB_CHECK(XGBoosterSaveModelToBuffer(h_, "{\"format\": \"json\"}", &len, &buf));
     return std::string(buf, len);
   }
+  // XGBoost's saved JSON of the trees of the first `n_rounds` rounds only (XGBoosterSlice):
+  // what early stopping keeps.
+  std::string save_json_rounds(int n_rounds) const {
+    BoosterHandle s = nullptr;
+    XGB_CHECK(XGBoosterSlice(h_, 0, n_rounds, 1, &s));
+    bst_ulong len = 0;
+    const char* buf = nullptr;
+    const int rc = XGBoosterSaveModelToBuffer(s, "{\"format\": \"json\"}", &len, &buf);
+    std::string out = rc == 0 ? std::string(buf, len) : std::string();
+    XGBoosterFree(s);
+    if (rc != 0) xgb_fail("XGBoosterSaveModelToBuffer(slice)", __FILE__, __LINE__);
+    return out;
+  }
   // option_mask: 0 = values, 1 = margin, 4 = feature contributions (SHAP).
   std::vector<float> predict(const DMatrix& m, int option_mask) const {
     bst_ulong len = 0;

@@ -65,12 +65,14 @@ TEST_CASE("the flat walker's margins are bit-identical to a naive walk", "[model
   std::vector<Prediction> out(t.trace.jobs.size());
   pred->predict_rows(t.X.values, t.trace.jobs, out);
   const double shift = t.doc["calibration"]["point_shift"].get<double>();
+  const double w = t.doc["calibration"]["blend_weight"].get<double>();
   size_t missing = 0;
   for (size_t i = 0; i < t.trace.jobs.size(); ++i) {
     const float* row = t.X.values.data() + i * N_FEATURES;
     for (int f = 0; f < N_FEATURES; ++f) missing += std::isnan(row[f]) ? 1 : 0;
     const double m = reference_margin(rt, row, false);
-    const double runtime = std::min(std::exp(m + shift), t.trace.jobs[i].req_time);
+    const double runtime = std::min(
+        std::exp(blend_log(m, blend_baseline(row, t.trace.jobs[i].req_time), w) + shift), t.trace.jobs[i].req_time);
     const double fail = 1.0 / (1.0 + std::exp(-reference_margin(fl, row, true)));
     INFO("job " << i);
     REQUIRE(out[i].runtime == runtime);  // exact, not approximate
