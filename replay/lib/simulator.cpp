@@ -259,10 +259,12 @@ class StandardEngine {
       if (!completions_.empty()) t = completions_.top().end;
       if (have_next) t = std::min(t, incoming.submit);
       if (wakeup_ > now_) t = std::min(t, wakeup_);
+      if (at_instant(t)) break;  // a repair re-run rejoined its recorded path: the rest is known
       if (stop_ < INF && t >= stop_) break;  // a segment ends before its boundary's events
       MLPRIO_REPLAY_CHECK(t < INF, "queued jobs but nothing running and nothing to arrive");
       MLPRIO_REPLAY_CHECK(t >= now_, "time went backwards");
       now_ = t;
+      ++events_;
       bool early_end = false;
       while (!completions_.empty() && completions_.top().end <= now_) {
         const int32_t slot = completions_.top().slot;
@@ -282,6 +284,9 @@ class StandardEngine {
       schedule(early_end);
       record_series();
     }
+    // Nothing left to happen: the state is final, and is the state at every recorded instant
+    // still ahead (a repair may rejoin there too).
+    if (recorded_ != nullptr && !rejoined_) at_instant(INF);
     SimResult r;
     r.summary.skipped = skipped_;
     r.summary.estimates_raised = raised_;
@@ -337,7 +342,19 @@ class StandardEngine {
     for (const auto& s : st.queue) queue_.push_back(fill(s));
   }
 
-  // The state now, at boundary t (call after run() stopped there).
+  // Segment mode: record a checkpoint every `every` event instants (every > 0).
+  void record_checkpoints(int64_t every) { checkpoint_every_ = every; }
+  // Segment mode, repair: compare the state with `recorded`'s checkpoints at their instants and
+  // stop at the first equal one. `recorded` must outlive run().
+  void compare_with(const std::vector<Checkpoint>& recorded) { recorded_ = &recorded; }
+  bool rejoined() const { return rejoined_; }
+  size_t rejoin_index() const { return ref_next_; }
+  std::vector<Checkpoint>& checkpoints() { return checkpoints_; }
+  int64_t events() const { return events_; }
+  int64_t started() const { return next_seq_started_; }
+
+  // The state now, just before instant t: after run() stopped at a boundary t, or at the top of
+  // the event loop with every event before t applied and none at t.
   EngineState export_state(double t) const {
     EngineState st;
     auto item = [&](int32_t slot) {
@@ -367,13 +384,54 @@ class StandardEngine {
     for (int32_t slot : queue_) st.queue.push_back(item(slot));
     if (cfg_.backfill == Backfill::CONSERVATIVE) st.profile = profile_.export_from(t);
     st.policy = policy_.save_state();
-    st.wakeup = wakeup_;
+    // A wake-up before t has passed (the loop ignores it once now_ reaches it): write it as "none"
+    // so that two states with the same future compare equal whatever stale value they hold.
+    st.wakeup = wakeup_ >= t ? wakeup_ : -INF;
     return st;
   }
 
   TimeSeries take_series() { return std::move(series_); }
 
  private:
+  Checkpoint checkpoint_at(double t) const {
+    Checkpoint c;
+    c.t = t;
+    c.jobs_before = next_seq_started_;
+    c.skipped_before = skipped_;
+    c.raised_before = raised_;
+    c.events_before = events_;
+    c.state = export_state(t);
+    return c;
+  }
+
+  // Called at the top of the event loop with t the next event instant (every event before t
+  // applied). Recording run: takes a checkpoint every checkpoint_every_ instants. Repair run:
+  // compares the state with every recorded checkpoint at or before t (the state is the same for
+  // all of them: nothing happens in between) and returns true at the first equal one; the
+  // unequal ones are replaced by this run's own state, so the result carries a checkpoint at
+  // every recorded instant.
+  bool at_instant(double t) {
+    if (recorded_ != nullptr) {
+      while (ref_next_ < recorded_->size() && (*recorded_)[ref_next_].t <= t) {
+        const Checkpoint& ref = (*recorded_)[ref_next_];
+        Checkpoint own = checkpoint_at(ref.t);
+        if (own.state == ref.state) {
+          rejoined_ = true;
+          return true;
+        }
+        checkpoints_.push_back(std::move(own));
+        ++ref_next_;
+      }
+      return false;
+    }
+    if (checkpoint_every_ > 0 && events_ > 0 && t < stop_ && t < INF &&
+        events_ - last_checkpoint_events_ >= checkpoint_every_) {
+      checkpoints_.push_back(checkpoint_at(t));
+      last_checkpoint_events_ = events_;
+    }
+    return false;
+  }
+
   struct Completion {
     double end;
     int64_t seq;
@@ -486,6 +544,7 @@ class StandardEngine {
     j.seq = next_seq_++;
     completions_.push({now_ + j.duration, j.seq, slot});
     running_by_est_.insert({j.est_end, j.seq, slot});
+    ++next_seq_started_;
     metrics_.started(j.job, now_, now_ + j.duration, j.estimate, j.job.procs(), j.killed);
   }
 
@@ -679,6 +738,14 @@ class StandardEngine {
   bool resumed_ = false;   // started from a carried state (segment mode)
   double stop_ = INF;      // segment mode: stop before the first event at or after this time
   int64_t next_index_ = 0, next_seq_ = 0, skipped_ = 0, raised_ = 0;
+  int64_t next_seq_started_ = 0;  // jobs started by this engine (= outcomes recorded)
+  int64_t events_ = 0;            // event instants processed
+  // Segment checkpoints (see at_instant): recording, or comparing with a recorded run.
+  int64_t checkpoint_every_ = 0, last_checkpoint_events_ = 0;
+  const std::vector<Checkpoint>* recorded_ = nullptr;
+  size_t ref_next_ = 0;
+  bool rejoined_ = false;
+  std::vector<Checkpoint> checkpoints_;
   std::vector<SimJob> slab_;
   std::vector<int32_t> free_slots_;
   std::vector<int32_t> queue_;
@@ -704,9 +771,12 @@ EngineState idle_state(const SimConfig& config) {
   return st;
 }
 
-SegmentResult simulate_segment(std::span<const Job> jobs, int64_t begin, int64_t end,
-                               double t_begin, double t_end, const EngineState& initial,
-                               const SimConfig& config) {
+namespace {
+
+// One segment run: recording checkpoints (every > 0), or as a repair of `recorded` (non-null).
+SegmentResult run_segment(std::span<const Job> jobs, int64_t begin, int64_t end, double t_begin,
+                          double t_end, const EngineState& initial, const SimConfig& config,
+                          int64_t every, const SegmentResult* recorded) {
   if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER)
     throw ConfigError("the rlscheduler profile cannot be replayed in time segments");
   if (begin < 0 || end < begin || end > static_cast<int64_t>(jobs.size()))
@@ -717,18 +787,73 @@ SegmentResult simulate_segment(std::span<const Job> jobs, int64_t begin, int64_t
   auto policy = make_policy(cfg.policy, cfg.policy_options);
   StandardEngine engine(cfg, *policy);
   engine.resume(initial, jobs, begin, t_begin, t_end);
+  if (recorded != nullptr)
+    engine.compare_with(recorded->checkpoints);
+  else
+    engine.record_checkpoints(every);
   auto i = static_cast<size_t>(begin);
   SimResult r = engine.run([&](Job& out) {
     if (i >= static_cast<size_t>(end)) return false;
     out = jobs[i++];
     return true;
   });
+  MLPRIO_REPLAY_CHECK(static_cast<int64_t>(r.jobs.size()) == engine.started(),
+                      "a segment recorded a different number of outcomes than jobs it started");
   SegmentResult seg;
-  seg.final_state = engine.export_state(t_end);
   seg.jobs = std::move(r.jobs);
   seg.skipped = r.summary.skipped;
   seg.estimates_raised = r.summary.estimates_raised;
+  seg.events = seg.events_simulated = engine.events();
+  seg.checkpoints = std::move(engine.checkpoints());
+  if (recorded == nullptr || !engine.rejoined()) {
+    seg.final_state = engine.export_state(t_end);
+    return seg;
+  }
+  // Rejoined at recorded checkpoint c: equal states and the same jobs still to come give the
+  // same future, so the recorded run's outcomes from c on are this run's. Splice them in, with
+  // the recorded checkpoints from c on rebased onto this run's counts.
+  const size_t c = engine.rejoin_index();
+  const Checkpoint& at = recorded->checkpoints[c];
+  MLPRIO_REPLAY_CHECK(seg.checkpoints.size() == c, "a repair skipped a recorded checkpoint");
+  MLPRIO_REPLAY_CHECK(seg.jobs.empty() || seg.jobs.back().start < at.t,
+                      "a repair started a job at or after its rejoin instant");
+  const auto from = static_cast<size_t>(at.jobs_before);
+  MLPRIO_REPLAY_CHECK(from <= recorded->jobs.size() &&
+                          (from == recorded->jobs.size() || recorded->jobs[from].start >= at.t) &&
+                          (from == 0 || recorded->jobs[from - 1].start < at.t),
+                      "a checkpoint's outcome count does not match its instant");
+  const int64_t jobs0 = static_cast<int64_t>(seg.jobs.size()), skipped0 = seg.skipped,
+                raised0 = seg.estimates_raised, events0 = seg.events;
+  seg.jobs.insert(seg.jobs.end(), recorded->jobs.begin() + static_cast<std::ptrdiff_t>(from),
+                  recorded->jobs.end());
+  seg.skipped = skipped0 + (recorded->skipped - at.skipped_before);
+  seg.estimates_raised = raised0 + (recorded->estimates_raised - at.raised_before);
+  seg.events = events0 + (recorded->events - at.events_before);
+  for (size_t k = c; k < recorded->checkpoints.size(); ++k) {
+    Checkpoint cp = recorded->checkpoints[k];
+    cp.jobs_before = jobs0 + (cp.jobs_before - at.jobs_before);
+    cp.skipped_before = skipped0 + (cp.skipped_before - at.skipped_before);
+    cp.raised_before = raised0 + (cp.raised_before - at.raised_before);
+    cp.events_before = events0 + (cp.events_before - at.events_before);
+    seg.checkpoints.push_back(std::move(cp));
+  }
+  seg.final_state = recorded->final_state;
+  seg.rejoined_at = at.t;
   return seg;
+}
+
+}  // namespace
+
+SegmentResult simulate_segment(std::span<const Job> jobs, int64_t begin, int64_t end,
+                               double t_begin, double t_end, const EngineState& initial,
+                               const SimConfig& config, int64_t checkpoint_every) {
+  return run_segment(jobs, begin, end, t_begin, t_end, initial, config, checkpoint_every, nullptr);
+}
+
+SegmentResult resimulate_segment(std::span<const Job> jobs, int64_t begin, int64_t end,
+                                 double t_begin, double t_end, const EngineState& initial,
+                                 const SimConfig& config, const SegmentResult& recorded) {
+  return run_segment(jobs, begin, end, t_begin, t_end, initial, config, 0, &recorded);
 }
 
 SimResult summarize_outcomes(std::vector<JobOutcome> jobs, int64_t skipped,

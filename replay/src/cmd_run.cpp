@@ -77,13 +77,7 @@ bool time_parallel_run(const RunArgs& a, std::span<const Job> jobs, const replay
   tp = replay::dist::time_parallel_serial(jobs, cfg, std::max(1, a.segments));
 #endif
   const auto& st = tp.stats;
-  std::cerr << "mlprio-replay run: time-parallel: " << st.segments << " segments, " << st.rounds
-            << " rounds (" << st.rounds - 1 << " repair), re-run segments per round [";
-  for (size_t i = 0; i < st.reruns.size(); ++i) std::cerr << (i ? " " : "") << st.reruns[i];
-  std::cerr << "], slowest segment per round [";
-  for (size_t i = 0; i < st.round_seconds.size(); ++i)
-    std::cerr << (i ? " " : "") << st.round_seconds[i];
-  std::cerr << "] s, total " << st.seconds << " s\n";
+  std::cerr << "mlprio-replay run: time-parallel: " << replay::dist::describe(st) << "\n";
   result = std::move(tp.result);
   return true;
 }

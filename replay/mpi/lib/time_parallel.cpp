@@ -3,13 +3,17 @@
 // repair rounds. The convergence rule is the same as in time_parallel_mpi.cpp: a segment is
 // re-run when its predecessor's final state differs from the state it started from; when no
 // segment needs a re-run, every boundary matches and the concatenated outcomes are the
-// sequential schedule.
+// sequential schedule. A re-run is a repair of the segment's previous result: it stops where its
+// state rejoins that result's recorded path (resimulate_segment), so it costs only the stretch
+// where the corrected start state still makes a difference.
 #include "mlprio/replay_dist/time_parallel.hpp"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <sstream>
 #include <type_traits>
 
 namespace mlprio::replay::dist {
@@ -93,6 +97,48 @@ EngineState deserialize_state(std::span<const char> bytes) {
   return s;
 }
 
+double TimeParallelStats::repair_fraction() const {
+  int64_t repair = 0;
+  for (size_t r = 1; r < round_events.size(); ++r) repair += round_events[r];
+  return events > 0 ? static_cast<double>(repair) / static_cast<double>(events) : 0.0;
+}
+
+std::string describe(const TimeParallelStats& st) {
+  std::ostringstream o;
+  auto list = [&o](const auto& v) {
+    o << "[";
+    for (size_t i = 0; i < v.size(); ++i) o << (i ? " " : "") << v[i];
+    o << "]";
+  };
+  o << st.segments << " segments, " << st.rounds << " rounds (" << st.rounds - 1
+    << " repair), re-run segments per round ";
+  list(st.reruns);
+  o << ", of which stopped early ";
+  list(st.early_stops);
+  o << ", events simulated per round ";
+  list(st.round_events);
+  o << " of " << st.events << " (repair work " << st.repair_fraction() << " of a replay)";
+  o << ", slowest segment per round ";
+  list(st.round_seconds);
+  o << " s, total " << st.seconds << " s";
+  return o.str();
+}
+
+int64_t checkpoint_interval(const Segment& seg) {
+  // A job makes at most two event instants (its submission and its end).
+  return std::max<int64_t>(32, 2 * (seg.end - seg.begin) / CHECKPOINTS_PER_SEGMENT);
+}
+
+SegmentResult run_or_repair(std::span<const Job> jobs, const Segment& seg,
+                            const EngineState& init, const SimConfig& config,
+                            const SegmentResult* previous, bool record) {
+  if (previous != nullptr)
+    return resimulate_segment(jobs, seg.begin, seg.end, seg.t_begin, seg.t_end, init, config,
+                              *previous);
+  return simulate_segment(jobs, seg.begin, seg.end, seg.t_begin, seg.t_end, init, config,
+                          record ? checkpoint_interval(seg) : 0);
+}
+
 TimeParallelResult time_parallel_serial(std::span<const Job> jobs, const SimConfig& config,
                                         int segments) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -105,17 +151,23 @@ TimeParallelResult time_parallel_serial(std::span<const Job> jobs, const SimConf
   out.stats.segments = segments;
   for (;;) {
     ++out.stats.rounds;
-    int ran = 0;
+    int ran = 0, early = 0;
+    int64_t events = 0;
     double slowest = 0;
     for (size_t k = 0; k < n; ++k) {
       if (!need[k]) continue;
       const auto ts = std::chrono::steady_clock::now();
-      res[k] = simulate_segment(jobs, segs[k].begin, segs[k].end, segs[k].t_begin, segs[k].t_end,
-                                init[k], config);
+      // Segment 0 starts from the true state, so it never re-runs and needs no checkpoints.
+      res[k] = run_or_repair(jobs, segs[k], init[k], config, out.stats.rounds > 1 ? &res[k] : nullptr,
+                             k > 0);
       slowest = std::max(slowest, seconds_since(ts));
       ++ran;
+      early += std::isnan(res[k].rejoined_at) ? 0 : 1;
+      events += res[k].events_simulated;
     }
     out.stats.reruns.push_back(ran);
+    out.stats.early_stops.push_back(early);
+    out.stats.round_events.push_back(events);
     out.stats.round_seconds.push_back(slowest);
     // Decide the next round from this round's finals only (as the ranks do after exchanging).
     bool any = false;
@@ -135,6 +187,7 @@ TimeParallelResult time_parallel_serial(std::span<const Job> jobs, const SimConf
     all.insert(all.end(), r.jobs.begin(), r.jobs.end());
     skipped += r.skipped;
     raised += r.estimates_raised;
+    out.stats.events += r.events;
   }
   out.result = summarize_outcomes(std::move(all), skipped, raised, config);
   out.stats.seconds = seconds_since(t0);

@@ -1,11 +1,13 @@
 // Time-parallel exact replay over MPI: rank k owns segment k. Each round, ranks whose initial
 // state changed re-simulate their segment, every rank sends its final state to its right
 // neighbour, and a rank whose received state differs from the one it started from adopts it and
-// runs again next round. An all-reduce of "anyone re-running" ends the loop; outcomes are then
+// runs again next round, as a repair of its previous result that stops where it rejoins that
+// result's path (resimulate_segment). An all-reduce of "anyone re-running" ends the loop; outcomes are then
 // gathered to rank 0 in segment order, which is start order, and summarised exactly as the
 // sequential engine would.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "mlprio/replay_dist/mpi_support.hpp"
 
@@ -28,14 +30,20 @@ TimeParallelResult time_parallel_mpi(std::span<const Job> jobs, const SimConfig&
   for (;;) {
     ++out.stats.rounds;
     const auto ts = std::chrono::steady_clock::now();
-    if (need) res = simulate_segment(jobs, seg.begin, seg.end, seg.t_begin, seg.t_end, init, config);
+    // Rank 0 starts from the true state, so it never re-runs and records no checkpoints.
+    if (need)
+      res = run_or_repair(jobs, seg, init, config, out.stats.rounds > 1 ? &res : nullptr, rank > 0);
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
     double slowest = 0;
-    int ran = need ? 1 : 0, reruns = 0;
+    int counts[2] = {need ? 1 : 0, need && !std::isnan(res.rejoined_at) ? 1 : 0}, sums[2] = {0, 0};
+    int64_t events = need ? res.events_simulated : 0, all_events = 0;
     MLPRIO_MPI_CHECK(MPI_Reduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, comm));
-    MLPRIO_MPI_CHECK(MPI_Reduce(&ran, &reruns, 1, MPI_INT, MPI_SUM, 0, comm));
+    MLPRIO_MPI_CHECK(MPI_Reduce(counts, sums, 2, MPI_INT, MPI_SUM, 0, comm));
+    MLPRIO_MPI_CHECK(MPI_Reduce(&events, &all_events, 1, MPI_INT64_T, MPI_SUM, 0, comm));
     out.stats.round_seconds.push_back(slowest);
-    out.stats.reruns.push_back(reruns);
+    out.stats.reruns.push_back(sums[0]);
+    out.stats.early_stops.push_back(sums[1]);
+    out.stats.round_events.push_back(all_events);
 
     const std::vector<char> bytes = serialize_state(res.final_state);
     MPI_Request req = MPI_REQUEST_NULL;
@@ -69,8 +77,9 @@ TimeParallelResult time_parallel_mpi(std::span<const Job> jobs, const SimConfig&
   const int nbytes = static_cast<int>(res.jobs.size() * sizeof(JobOutcome));
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
   MLPRIO_MPI_CHECK(MPI_Gather(&nbytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
-  int64_t local[2] = {res.skipped, res.estimates_raised}, total[2] = {0, 0};
-  MLPRIO_MPI_CHECK(MPI_Reduce(local, total, 2, MPI_INT64_T, MPI_SUM, 0, comm));
+  int64_t local[3] = {res.skipped, res.estimates_raised, res.events}, total[3] = {0, 0, 0};
+  MLPRIO_MPI_CHECK(MPI_Reduce(local, total, 3, MPI_INT64_T, MPI_SUM, 0, comm));
+  out.stats.events = total[2];
   std::vector<JobOutcome> all;
   if (rank == 0) {
     int64_t sum = 0;

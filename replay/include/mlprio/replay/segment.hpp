@@ -53,19 +53,49 @@ struct EngineState {
 // before the first job, and the guess the time-parallel replay starts every segment from.
 EngineState idle_state(const SimConfig& config);
 
+// The engine state just before the events at instant `t` of a run (after every event before t),
+// with how far the run had got by then. A repair re-run that reaches t in this same state has
+// rejoined the recorded run's path: every later outcome of the recorded run is then its own.
+struct Checkpoint {
+  double t = 0;
+  int64_t jobs_before = 0;      // outcomes recorded before t (jobs started before t)
+  int64_t skipped_before = 0, raised_before = 0;
+  int64_t events_before = 0;    // event instants processed before t
+  EngineState state;
+};
+
 struct SegmentResult {
   std::vector<JobOutcome> jobs;  // jobs started in [t_begin, t_end), in start order
   int64_t skipped = 0;           // jobs of the segment that could not be replayed
   int64_t estimates_raised = 0;
   EngineState final_state;       // the state at t_end (before any event at t_end)
+  // Checkpoints along the segment's path, in time order (empty unless asked for). After an
+  // early-stopped repair they describe the spliced path: the repair's own states before the
+  // rejoin instant, the recorded run's from there on.
+  std::vector<Checkpoint> checkpoints;
+  int64_t events = 0;            // event instants of the whole segment path (spliced included)
+  int64_t events_simulated = 0;  // event instants this call actually simulated
+  double rejoined_at = std::numeric_limits<double>::quiet_NaN();  // repair: the rejoin instant
 };
 
 // Runs jobs[begin, end) (all submitted in [t_begin, t_end), `jobs` sorted by submit time) from
 // `initial` at t_begin and stops before the first event at or after t_end (t_end = +inf: to the
-// end). Job outcomes are always recorded; the time series is not. Throws like simulate().
+// end). Job outcomes are always recorded; the time series is not. With checkpoint_every > 0 the
+// state is also recorded every that many event instants (for resimulate_segment). Throws like
+// simulate().
 SegmentResult simulate_segment(std::span<const Job> jobs, int64_t begin, int64_t end,
                                double t_begin, double t_end, const EngineState& initial,
-                               const SimConfig& config);
+                               const SimConfig& config, int64_t checkpoint_every = 0);
+
+// Re-runs the same segment from a corrected `initial` state, comparing its state with each of
+// `recorded`'s checkpoints at the checkpoint's instant, and stops at the first one that is equal:
+// from there on the engine's future is `recorded`'s (equal states, same remaining jobs), so the
+// result splices this run's outcomes before that instant to `recorded`'s from it on, and takes
+// `recorded`'s final state. Without a match it runs to t_end. The returned checkpoints sit at the
+// same instants as `recorded`'s, so the result can serve as `recorded` for a later repair.
+SegmentResult resimulate_segment(std::span<const Job> jobs, int64_t begin, int64_t end,
+                                 double t_begin, double t_end, const EngineState& initial,
+                                 const SimConfig& config, const SegmentResult& recorded);
 
 // The summary, per-user table and job list that simulate() would return for these outcomes
 // (given in start order): the metric sums are accumulated in the same order, so the figures are
