@@ -324,20 +324,7 @@ void add_run_command(CLI::App& app) {
                   "--time-parallel in one process: emulate N segments (rounds run one after "
                   "the other; for testing and for builds without MPI)")
       ->capture_default_str();
-  cmd->callback([args]() {
-    try {
-      run_run(*args);
-    } catch (const replay::ConfigError& e) {
-      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
-      exit_code() = 2;
-    } catch (const replay::JobTooLargeError& e) {
-      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
-      exit_code() = 2;
-    } catch (const replay::UnknownPolicyError& e) {
-      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
-      exit_code() = 2;
-    }
-  });
+  cmd->callback([args]() { run_run(*args); });
 }
 
 }  // namespace mlprio::cli

@@ -136,20 +136,7 @@ void add_sweep_command(CLI::App& app) {
                 "Also store every task's per-job tables (as run --out) under /tasks/task_NNNN");
   cmd->add_flag("--json", args->json, "Print {\"runs\":[...],\"failed\":[...]} on stdout");
   cmd->add_flag("--no-progress", args->no_progress, "No progress line on a terminal");
-  cmd->callback([args]() {
-    try {
-      run_sweep_command(*args);
-    } catch (const replay::dist::SweepError& e) {
-      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
-      exit_code() = 2;
-    } catch (const replay::ConfigError& e) {
-      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
-      exit_code() = 2;
-    } catch (const replay::UnknownPolicyError& e) {
-      std::cerr << "mlprio-replay: error: " << e.what() << "\n";
-      exit_code() = 2;
-    }
-  });
+  cmd->callback([args]() { run_sweep_command(*args); });
 }
 
 }  // namespace mlprio::cli

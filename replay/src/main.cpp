@@ -3,10 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
+#include <stdexcept>
 
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/replay/simulator.hpp"
+#include "mlprio/replay_dist/sweep.hpp"
 
 int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
@@ -21,6 +24,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   } catch (const mlprio::InputError& e) {
+    std::cerr << "mlprio-replay: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    // Bad configuration or an unknown policy name (replay::ConfigError, UnknownPolicyError).
+    std::cerr << "mlprio-replay: error: " << e.what() << "\n";
+    return 2;
+  } catch (const mlprio::replay::JobTooLargeError& e) {
+    std::cerr << "mlprio-replay: error: " << e.what() << "\n";
+    return 2;
+  } catch (const mlprio::replay::dist::SweepError& e) {
     std::cerr << "mlprio-replay: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
