@@ -105,6 +105,19 @@ int run_replay(const ReplayArgs& a) {
 }
 
 // The FSDP configuration shared by sweep and measure.
+// The per-minibatch fields `sweep --json` prints (and `measure --json` extends).
+static ordered_json point_json(const SweepPoint& p) {
+  return ordered_json{{"mbs", p.mbs},
+                      {"retries_per_step", p.retries_per_step},
+                      {"first_step_retries", p.first_step_retries},
+                      {"oom", p.oom},
+                      {"ooms", p.ooms},
+                      {"peak_reserved_bytes", p.peak_reserved},
+                      {"peak_allocated_bytes", p.peak_allocated},
+                      {"fragmentation", p.fragmentation},
+                      {"alloc_overhead_ms_per_step", p.alloc_overhead_ms_per_step}};
+}
+
 static FsdpConfig fsdp_config(const SweepArgs& a) {
   if (a.steps < 1 || a.steps > 1000) throw SettingsError("--steps: expected 1..1000");
   if (a.world_size < 1) throw SettingsError("--world-size: expected >= 1");
@@ -168,16 +181,7 @@ int run_sweep_command(const SweepArgs& a) {
     ordered_json j = cfg;
     j["zero3_estimate_bytes"] = zero3;
     j["points"] = ordered_json::array();
-    for (const auto& p : r.points)
-      j["points"].push_back({{"mbs", p.mbs},
-                             {"retries_per_step", p.retries_per_step},
-                             {"first_step_retries", p.first_step_retries},
-                             {"oom", p.oom},
-                             {"ooms", p.ooms},
-                             {"peak_reserved_bytes", p.peak_reserved},
-                             {"peak_allocated_bytes", p.peak_allocated},
-                             {"fragmentation", p.fragmentation},
-                             {"alloc_overhead_ms_per_step", p.alloc_overhead_ms_per_step}});
+    for (const auto& p : r.points) j["points"].push_back(point_json(p));
     j["max_safe_mbs"] = r.max_safe_mbs;
     j["first_bad_mbs"] = r.first_bad_mbs ? ordered_json(r.first_bad_mbs) : ordered_json(nullptr);
     std::cout << j.dump(2) << "\n";
@@ -263,21 +267,13 @@ int run_measure_command(const MeasureArgs& m) {
     ordered_json j = cfg;
     j["points"] = ordered_json::array();
     for (const auto& mp : r.points) {
-      const SweepPoint& p = mp.model;
-      j["points"].push_back({{"mbs", p.mbs},
-                             {"retries_per_step", p.retries_per_step},
-                             {"first_step_retries", p.first_step_retries},
-                             {"oom", p.oom},
-                             {"ooms", p.ooms},
-                             {"peak_reserved_bytes", p.peak_reserved},
-                             {"peak_allocated_bytes", p.peak_allocated},
-                             {"fragmentation", p.fragmentation},
-                             {"alloc_overhead_ms_per_step", p.alloc_overhead_ms_per_step},
-                             {"step_ms", mp.step_ms},
-                             {"first_step_ms", mp.first_step_ms},
-                             {"device_call_ms_per_step", mp.device_call_ms_per_step},
-                             {"samples_per_s", mp.samples_per_s},
-                             {"collectives_per_step", mp.collectives_per_step}});
+      ordered_json pj = point_json(mp.model);
+      pj["step_ms"] = mp.step_ms;
+      pj["first_step_ms"] = mp.first_step_ms;
+      pj["device_call_ms_per_step"] = mp.device_call_ms_per_step;
+      pj["samples_per_s"] = mp.samples_per_s;
+      pj["collectives_per_step"] = mp.collectives_per_step;
+      j["points"].push_back(std::move(pj));
     }
     j["max_safe_mbs"] = r.max_safe_mbs;
     j["first_bad_mbs"] = r.first_bad_mbs ? ordered_json(r.first_bad_mbs) : ordered_json(nullptr);
