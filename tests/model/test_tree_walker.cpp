@@ -15,6 +15,12 @@
 using namespace mlprio;
 using namespace mlprio::model;
 
+// Internal switch of predictor_xgboost.cpp (no header on purpose): 0 automatic, 1 scalar walker,
+// 2 AVX2 walker; returns whether this CPU can run the AVX2 one.
+namespace mlprio::model::detail {
+bool set_tree_walk_mode(int mode);
+}
+
 namespace {
 
 // The textbook walk: recursive-free, original node numbering, isnan -> default direction.
@@ -124,4 +130,67 @@ TEST_CASE("a booster with a non-finite threshold is refused", "[model][walker]")
   tree["split_conditions"][0] = 1e300;  // finite in JSON, +inf as float32
   doc["booster_runtime"] = base64_encode(rt.dump());
   CHECK_THROWS_AS(make_predictor(doc), ModelError);
+}
+
+TEST_CASE("the AVX2 and scalar batch walkers agree bit for bit", "[model][walker][avx2]") {
+  const Trained& t = trained();
+  const auto rt = nlohmann::json::parse(base64_decode(t.doc["booster_runtime"].get<std::string>()));
+  const auto fl = nlohmann::json::parse(base64_decode(t.doc["booster_fail"].get<std::string>()));
+  const auto pred = make_predictor(t.doc);
+  const size_t n = t.trace.jobs.size();
+  // Random rows: each feature taken from a random job (so values fall on both sides of real
+  // thresholds), a fifth of them missing, some pushed to extremes.
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<size_t> pick(0, n - 1);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> rows(n * N_FEATURES);
+  for (size_t i = 0; i < n; ++i)
+    for (int f = 0; f < N_FEATURES; ++f) {
+      const float p = u(rng);
+      float v = t.X.values[pick(rng) * N_FEATURES + static_cast<size_t>(f)];
+      if (p < 0.2f) v = std::nanf("");
+      else if (p < 0.23f) v = -1e30f;
+      else if (p < 0.26f) v = 1e30f;
+      rows[i * N_FEATURES + static_cast<size_t>(f)] = v;
+    }
+  struct Reset {
+    ~Reset() { detail::set_tree_walk_mode(0); }
+  } reset;
+  const bool has_avx2 = detail::set_tree_walk_mode(1);
+  if (!has_avx2) WARN("this CPU has no AVX2: both runs use the scalar walker");
+  // Chunk sizes cover the one-row path, 8-row vectors alone, 32-row groups plus vectors, and
+  // the scalar tail after the vectors.
+  const std::vector<size_t> chunks{3, 8, 13, 40, 64, 71};
+  auto run = [&](std::vector<Prediction>& out) {
+    for (size_t c = 0; c < chunks.size(); ++c)
+      for (size_t b = 0; b < n; b += chunks[c]) {
+        const size_t k = std::min(chunks[c], n - b);
+        pred->predict_rows(std::span<const float>(rows.data() + b * N_FEATURES, k * N_FEATURES),
+                           std::span<const Job>(t.trace.jobs.data() + b, k),
+                           std::span<Prediction>(out.data() + c * n + b, k));
+      }
+  };
+  std::vector<Prediction> scalar(chunks.size() * n), avx2(chunks.size() * n);
+  run(scalar);
+  detail::set_tree_walk_mode(2);
+  run(avx2);
+  const double shift = t.doc["calibration"]["point_shift"].get<double>();
+  const double w = t.doc["calibration"]["blend_weight"].get<double>();
+  for (size_t c = 0; c < chunks.size(); ++c)
+    for (size_t i = 0; i < n; ++i) {
+      INFO("chunk " << chunks[c] << " row " << i);
+      const Prediction& a = scalar[c * n + i];
+      const Prediction& b = avx2[c * n + i];
+      REQUIRE(a.runtime == b.runtime);
+      REQUIRE(a.runtime_upper == b.runtime_upper);
+      REQUIRE(a.fail_prob == b.fail_prob);
+      if (c == 0) continue;
+      const float* row = rows.data() + i * N_FEATURES;
+      const double m = reference_margin(rt, row, false);
+      const double runtime = std::min(
+          std::exp(blend_log(m, blend_baseline(row, t.trace.jobs[i].req_time), w) + shift),
+          t.trace.jobs[i].req_time);
+      REQUIRE(b.runtime == runtime);
+      REQUIRE(b.fail_prob == 1.0 / (1.0 + std::exp(-reference_margin(fl, row, true))));
+    }
 }

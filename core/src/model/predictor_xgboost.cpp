@@ -6,15 +6,69 @@
 // log(max(run, 1 s)); calibration shifts from the training tail turn it into a point and an
 // upper prediction (see model/README.md).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "mlprio/model/model_file.hpp"
 
 namespace mlprio::model {
+
+namespace detail {
+#if defined(__x86_64__) || defined(__i386__)
+// tree_walk_avx2.cpp (compiled with -mavx2): the batch path's 8-rows-per-vector walk.
+void tree_walk_avx2(const void* nodes, const uint32_t* roots, const int* depths, size_t n_trees,
+                    const float* rows, size_t stride, size_t n_rows, float* sum);
+#endif
+
+// Which batch walker margins() uses: 0 = automatic, 1 = scalar, 2 = AVX2 (where the CPU has it).
+// Internal switch for tests (declared there, not in a header); returns whether AVX2 is usable.
+// The environment variable MLPRIO_TREE_WALK=scalar|avx2 sets the starting value (benchmarks).
+bool set_tree_walk_mode(int mode);
+
 namespace {
+bool cpu_has_avx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+#else
+  return false;
+#endif
+}
+
+int initial_walk_mode() {
+  const char* e = std::getenv("MLPRIO_TREE_WALK");
+  if (e != nullptr && std::strcmp(e, "scalar") == 0) return 1;
+  if (e != nullptr && std::strcmp(e, "avx2") == 0) return 2;
+  return 0;
+}
+
+std::atomic<int>& walk_mode() {
+  static std::atomic<int> mode{initial_walk_mode()};
+  return mode;
+}
+}  // namespace
+
+bool set_tree_walk_mode(int mode) {
+  walk_mode().store(mode, std::memory_order_relaxed);
+  return cpu_has_avx2();
+}
+}  // namespace detail
+
+namespace {
+
+// Default of the automatic mode: AUTO_AVX2 picks the AVX2 walker on CPUs that have it.
+constexpr bool AUTO_AVX2 = true;
+
+bool use_avx2_walk() {
+  const int mode = detail::walk_mode().load(std::memory_order_relaxed);
+  const bool want = mode == 2 || (mode == 0 && AUTO_AVX2);
+  return want && mode != 1 && detail::cpu_has_avx2();
+}
 
 // One node of the flattened ensemble, 8 bytes so that a depth-6 tree (<= 127 nodes) fits in
 // 1 KiB and all 200 trees of a model stay in L2. Children are renumbered to be adjacent (right =
@@ -106,12 +160,20 @@ class TreeEnsemble {
     for (size_t r = 0; r < n; ++r) sum[r] = 0.0f;
     const FlatNode* nodes = nodes_.data();
     const size_t n_lanes = n / LANES * LANES;
+    // The AVX2 walker (tree_walk_avx2.cpp) takes the first n_lanes rows through every tree; each
+    // row still gets its leaves in tree order, so the sums are the scalar walker's bit for bit.
+    const bool avx2 = use_avx2_walk();
+#if defined(__x86_64__) || defined(__i386__)
+    if (avx2)
+      detail::tree_walk_avx2(nodes, roots_.data(), depth_.data(), roots_.size(), rows, STRIDE,
+                             n_lanes, sum);
+#endif
     for (size_t t = 0; t < roots_.size(); ++t) {
       const uint32_t root = roots_[t];
       const int depth = depth_[t];
       // LANES rows walk the tree together, their positions in registers: independent chains
       // the CPU overlaps. The tree (<= 1 KiB) stays in L1 across the block.
-      for (size_t r0 = 0; r0 < n_lanes; r0 += LANES) {
+      for (size_t r0 = 0; r0 < (avx2 ? 0 : n_lanes); r0 += LANES) {
         uint32_t at[LANES];
         for (size_t j = 0; j < LANES; ++j) at[j] = root;
         for (int d = 0; d < depth; ++d)

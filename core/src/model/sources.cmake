@@ -6,6 +6,12 @@ target_sources(mlprio_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/predictor_xgboost.cpp
   ${CMAKE_CURRENT_LIST_DIR}/predictor_formula.cpp
   ${CMAKE_CURRENT_LIST_DIR}/score.cpp)
+# The AVX2 batch tree walker, chosen at run time by predictor_xgboost.cpp: -mavx2 on this file only.
+target_sources(mlprio_core PRIVATE ${CMAKE_CURRENT_LIST_DIR}/tree_walk_avx2.cpp)
+# (On other processors the file compiles to nothing and the scalar walker is used.)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|i[3-6]86)$")
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/tree_walk_avx2.cpp PROPERTIES COMPILE_OPTIONS -mavx2)
+endif()
 # The LLM advisor (issue #5) needs libcurl; without it the advisor is simply not built.
 if(CURL_FOUND)
   target_sources(mlprio_core PRIVATE ${CMAKE_CURRENT_LIST_DIR}/llm_advisor.cpp)
