@@ -118,6 +118,26 @@ static ordered_json point_json(const SweepPoint& p) {
                       {"alloc_overhead_ms_per_step", p.alloc_overhead_ms_per_step}};
 }
 
+// The run's configuration as `sweep --json` and `measure --json` print it (key order fixed).
+template <class Options>
+static ordered_json config_json(const SweepArgs& a, const FsdpConfig& c, uint64_t capacity,
+                                const Options& o) {
+  return ordered_json{{"model", c.model.name},
+                      {"params", c.model.total_params()},
+                      {"world_size", c.world_size},
+                      {"seq_len", c.seq_len},
+                      {"tgt_len", c.tgt_len},
+                      {"sharding", a.sharding},
+                      {"fsdp", a.fsdp},
+                      {"precision", a.precision},
+                      {"activation_checkpointing", c.activation_checkpointing},
+                      {"flash_attention", c.flash_attention},
+                      {"limit_all_gathers", c.limit_all_gathers},
+                      {"capacity_bytes", capacity},
+                      {"alloc_conf", o.settings.to_alloc_conf()},
+                      {"steps", o.steps}};
+}
+
 static FsdpConfig fsdp_config(const SweepArgs& a) {
   if (a.steps < 1 || a.steps > 1000) throw SettingsError("--steps: expected 1..1000");
   if (a.world_size < 1) throw SettingsError("--world-size: expected >= 1");
@@ -163,20 +183,7 @@ int run_sweep_command(const SweepArgs& a) {
   const int64_t params = c.model.total_params();
   const auto zero3 = static_cast<int64_t>(4 * probe.largest_unit_params() +
                                           18 * params / c.world_size);
-  ordered_json cfg = {{"model", c.model.name},
-                      {"params", params},
-                      {"world_size", c.world_size},
-                      {"seq_len", c.seq_len},
-                      {"tgt_len", c.tgt_len},
-                      {"sharding", a.sharding},
-                      {"fsdp", a.fsdp},
-                      {"precision", a.precision},
-                      {"activation_checkpointing", c.activation_checkpointing},
-                      {"flash_attention", c.flash_attention},
-                      {"limit_all_gathers", c.limit_all_gathers},
-                      {"capacity_bytes", o.capacity},
-                      {"alloc_conf", o.settings.to_alloc_conf()},
-                      {"steps", o.steps}};
+  const ordered_json cfg = config_json(a, c, o.capacity, o);
   if (a.json) {
     ordered_json j = cfg;
     j["zero3_estimate_bytes"] = zero3;
@@ -245,24 +252,11 @@ int run_measure_command(const MeasureArgs& m) {
   }
   if (r.rank != 0) return 0;
   const FsdpConfig& c = o.base;
-  ordered_json cfg = {{"model", c.model.name},
-                      {"params", c.model.total_params()},
-                      {"world_size", c.world_size},
-                      {"seq_len", c.seq_len},
-                      {"tgt_len", c.tgt_len},
-                      {"sharding", a.sharding},
-                      {"fsdp", a.fsdp},
-                      {"precision", a.precision},
-                      {"activation_checkpointing", c.activation_checkpointing},
-                      {"flash_attention", c.flash_attention},
-                      {"limit_all_gathers", c.limit_all_gathers},
-                      {"capacity_bytes", r.capacity},
-                      {"alloc_conf", o.settings.to_alloc_conf()},
-                      {"steps", o.steps},
-                      {"device", "cuda"},
-                      {"gpu", r.device_name},
-                      {"ranks", r.ranks},
-                      {"collectives", r.collectives}};
+  ordered_json cfg = config_json(a, c, r.capacity, o);
+  cfg["device"] = "cuda";
+  cfg["gpu"] = r.device_name;
+  cfg["ranks"] = r.ranks;
+  cfg["collectives"] = r.collectives;
   if (a.json) {
     ordered_json j = cfg;
     j["points"] = ordered_json::array();

@@ -477,15 +477,7 @@ MeasureResult run_measure(const MeasureOptions& opts) {
     double retries = 0, model_us = 0, ms = 0, call_ms = 0;
     for (size_t k = 0; k < steps.size(); ++k) {
       const StepStats& s = steps[k].st;
-      p.ooms += s.ooms;
-      p.peak_reserved = std::max(p.peak_reserved, s.peak_reserved);
-      if (s.peak_allocated > p.peak_allocated) {
-        p.peak_allocated = s.peak_allocated;
-        p.fragmentation = s.reserved_at_peak_allocated > 0
-                              ? 1.0 - static_cast<double>(s.peak_allocated) /
-                                          static_cast<double>(s.reserved_at_peak_allocated)
-                              : 0.0;
-      }
+      fold_step_peaks(p, s);
       if (k >= from) {
         retries += static_cast<double>(s.retries);
         model_us += s.device_time_us;

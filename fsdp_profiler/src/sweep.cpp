@@ -93,6 +93,18 @@ RunResult run_steps(StepGenerator& gen, Device& device, const AllocatorSettings&
   res.final_stats = alloc.stats();
   return res;
 }
+void fold_step_peaks(SweepPoint& p, const StepStats& s) {
+  p.ooms += s.ooms;
+  p.peak_reserved = std::max(p.peak_reserved, s.peak_reserved);
+  if (s.peak_allocated > p.peak_allocated) {
+    p.peak_allocated = s.peak_allocated;
+    p.fragmentation = s.reserved_at_peak_allocated > 0
+                          ? 1.0 - static_cast<double>(s.peak_allocated) /
+                                      static_cast<double>(s.reserved_at_peak_allocated)
+                          : 0.0;
+  }
+}
+
 
 SweepResult run_sweep(const SweepOptions& opts) {
   if (opts.mbs_lo < 1 || opts.mbs_hi < opts.mbs_lo || opts.mbs_step < 1)
@@ -116,15 +128,7 @@ SweepResult run_sweep(const SweepOptions& opts) {
     double retries = 0, time_us = 0;
     for (size_t k = 0; k < r.steps.size(); ++k) {
       const StepStats& s = r.steps[k];
-      p.ooms += s.ooms;
-      p.peak_reserved = std::max(p.peak_reserved, s.peak_reserved);
-      if (s.peak_allocated > p.peak_allocated) {
-        p.peak_allocated = s.peak_allocated;
-        p.fragmentation = s.reserved_at_peak_allocated > 0
-                              ? 1.0 - static_cast<double>(s.peak_allocated) /
-                                          static_cast<double>(s.reserved_at_peak_allocated)
-                              : 0.0;
-      }
+      fold_step_peaks(p, s);
       if (k >= from) {
         retries += static_cast<double>(s.retries);
         time_us += s.device_time_us;

@@ -57,6 +57,10 @@ struct SweepPoint {
   double alloc_overhead_ms_per_step = 0.0;  // simulated device-call time (latency model)
 };
 
+// Folds one step's statistics into a point: OOM count, peak reserved, and the peak allocated
+// with the fragmentation at that moment. Shared by the simulated sweep and the GPU measurement.
+void fold_step_peaks(SweepPoint& p, const StepStats& s);
+
 struct SweepOptions {
   FsdpConfig base;  // micro_batch is overwritten per point
   uint64_t capacity = 0;
