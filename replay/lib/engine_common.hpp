@@ -60,6 +60,7 @@ class MetricsAccumulator {
     ++n_;
     sum_wait_ += wait;
     sum_bsld_ += bsld;
+    waits_.push_back(wait);
     sum_turn_ += wait + run;
     core_seconds_ += run * static_cast<double>(procs);
     killed_ += killed ? 1 : 0;
@@ -102,6 +103,15 @@ class MetricsAccumulator {
       s.last_end = last_end_;
       s.makespan = last_end_ - first_submit_;
       s.utilization = s.makespan > 0 ? core_seconds_ / (s.makespan * total_cores) : 0.0;
+      // Nearest-rank percentiles: the smallest wait with at least p % of the jobs at or below.
+      auto rank = [&](double p) {
+        const auto k = static_cast<size_t>(std::ceil(p / 100.0 * n));
+        return std::max<size_t>(k, 1) - 1;
+      };
+      std::sort(waits_.begin(), waits_.end());
+      s.max_wait = waits_.back();
+      s.p95_wait = waits_[rank(95)];
+      s.p99_wait = waits_[rank(99)];
     }
     r.users.reserve(users_.size());
     for (auto& [id, u] : users_) {
@@ -112,6 +122,16 @@ class MetricsAccumulator {
     }
     std::sort(r.users.begin(), r.users.end(),
               [](const UserSummary& a, const UserSummary& b) { return a.user < b.user; });
+    // Per-user fairness over the users' mean bounded slowdowns (in user order, so the sums are
+    // the same on every run): the worst user, and Jain's index (sum x)^2 / (k sum x^2).
+    double sx = 0, sxx = 0;
+    for (const auto& u : r.users) {
+      s.max_user_bsld = std::max(s.max_user_bsld, u.mean_bsld);
+      sx += u.mean_bsld;
+      sxx += u.mean_bsld * u.mean_bsld;
+    }
+    s.jain_user_bsld =
+        sxx > 0 ? sx * sx / (static_cast<double>(r.users.size()) * sxx) : 1.0;
     r.jobs = std::move(jobs_);
   }
 
@@ -122,6 +142,7 @@ class MetricsAccumulator {
   double first_submit_ = 0, last_end_ = 0, last_start_ = 0;
   std::unordered_map<int32_t, UserSummary> users_;
   std::vector<JobOutcome> jobs_;
+  std::vector<double> waits_;  // every job's wait, for the percentiles
 };
 
 // Runs the rlscheduler profile (rlscheduler_engine.cpp).

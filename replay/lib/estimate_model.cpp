@@ -81,7 +81,8 @@ EstimateChoice parse_estimate_choice(std::string_view text) {
     c.model_path = std::string(text.substr(6));
   } else {
     throw ConfigError("--estimate '" + std::string(text) +
-                      "': valid values are request, actual and model:FILE (a mlprio-model file)");
+                      "': valid values are request, actual, last2 (the mean of the user's last "
+                      "two run times) and model:FILE (a mlprio-model file)");
   }
   return c;
 }

@@ -26,6 +26,11 @@ std::string runs_json(const std::vector<RunRecord>& runs) {
     o["avg_turnaround"] = s.avg_turnaround;
     o["utilization"] = s.utilization;
     o["makespan"] = s.makespan;
+    o["max_wait"] = s.max_wait;
+    o["p95_wait"] = s.p95_wait;
+    o["p99_wait"] = s.p99_wait;
+    o["max_user_bsld"] = s.max_user_bsld;
+    o["jain_user_bsld"] = s.jain_user_bsld;
     arr.push_back(std::move(o));
   }
   nlohmann::ordered_json root;
@@ -35,18 +40,19 @@ std::string runs_json(const std::vector<RunRecord>& runs) {
 
 void print_runs_table(std::ostream& out, const std::vector<RunRecord>& runs) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-12s %-13s %-13s %8s %12s %12s %14s %6s %12s\n", "policy",
-                "backfill", "window", "jobs", "avg_wait", "avg_bsld", "avg_turnaround", "util",
-                "makespan");
+  std::snprintf(buf, sizeof buf, "%-12s %-13s %-13s %8s %12s %12s %14s %6s %12s %12s %12s\n",
+                "policy", "backfill", "window", "jobs", "avg_wait", "avg_bsld", "avg_turnaround",
+                "util", "makespan", "max_wait", "p99_wait");
   out << buf;
   for (const auto& r : runs) {
     const Summary& s = r.result.summary;
     const std::string window =
         std::to_string(r.window_start) + ":" + std::to_string(r.window_len);
-    std::snprintf(buf, sizeof buf, "%-12s %-13s %-13s %8lld %12.2f %12.2f %14.2f %6.3f %12.0f\n",
+    std::snprintf(buf, sizeof buf,
+                  "%-12s %-13s %-13s %8lld %12.2f %12.2f %14.2f %6.3f %12.0f %12.0f %12.0f\n",
                   r.policy.c_str(), std::string(backfill_name(r.backfill)).c_str(), window.c_str(),
                   static_cast<long long>(s.jobs), s.avg_wait, s.avg_bsld, s.avg_turnaround,
-                  s.utilization, s.makespan);
+                  s.utilization, s.makespan, s.max_wait, s.p99_wait);
     out << buf;
   }
 }
@@ -99,6 +105,11 @@ void write_run_group(const h5::Group& g, const RunRecord& r) {
   g.set_attr("makespan", s.makespan);
   g.set_attr("first_submit", s.first_submit);
   g.set_attr("last_end", s.last_end);
+  g.set_attr("max_wait", s.max_wait);
+  g.set_attr("p95_wait", s.p95_wait);
+  g.set_attr("p99_wait", s.p99_wait);
+  g.set_attr("max_user_bsld", s.max_user_bsld);
+  g.set_attr("jain_user_bsld", s.jain_user_bsld);
   g.write_table("jobs", job_type(), std::span<const JobOutcome>(r.result.jobs));
   g.write_table("users", user_type(), std::span<const UserSummary>(r.result.users));
   const h5::Group ts = g.create_group("series");

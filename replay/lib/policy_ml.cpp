@@ -1,6 +1,6 @@
 // Queue order 'ml': ranks jobs by mlprio::model::score(job, prediction, now, cluster, cfg), the
 // one priority function the Slurm plugin (site_factor/mlprio) also calls — predicted
-// shortest-job-first with linear aging and a starvation limit. Higher score runs first, so the
+// shortest-job-first raised by waiting, with a starvation limit. Higher score runs first, so the
 // replayer's (lower-first) score is its negation. The score grows with waiting, so the order is
 // dynamic (re-scored at every pass). Predictions come through PolicyOptions::ml (built by
 // `--estimate model:FILE`, see mlprio/replay/ml.hpp); without them the order cannot run.
@@ -20,16 +20,21 @@ class MlPolicy final : public QueuePolicy {
   bool dynamic() const override { return true; }
 
   double score(const JobView& j, const ClusterState& state) const override {
-    if (j.index < 0 || static_cast<size_t>(j.index) >= ml_->jobs.size())
-      throw ConfigError("policy 'ml': job index " + std::to_string(j.index) +
-                        " is outside the " + std::to_string(ml_->jobs.size()) +
-                        " predicted jobs (predictions must be aligned with the replayed list)");
-    const auto i = static_cast<size_t>(j.index);
+    // The prediction the engine attached at submission (online estimator or fixed predictions);
+    // score() falls back to the request when there is none.
+    Job job;
+    job.submit = j.submit;
+    job.req_time = j.req_time;
+    job.req_procs = j.procs;
+    model::Prediction p;
+    p.runtime = j.pred_runtime;
+    p.runtime_upper = j.pred_upper;
+    p.fail_prob = j.fail_prob;
     model::ClusterState cluster;
     cluster.total_procs = state.total_cores;
     cluster.free_procs = state.free_cores;
     cluster.queued_jobs = state.queued;
-    return -model::score(ml_->jobs[i], ml_->predictions[i], state.now, cluster, ml_->score);
+    return -model::score(job, p, state.now, cluster, ml_->score);
   }
 
  private:

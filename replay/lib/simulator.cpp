@@ -20,6 +20,7 @@
 
 #include "engine_common.hpp"
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/segment.hpp"
 
 namespace mlprio::replay {
@@ -49,6 +50,52 @@ Profile parse_profile(std::string_view s) {
   if (s == "standard") return Profile::STANDARD;
   if (s == "rlscheduler") return Profile::RLSCHEDULER;
   throw ConfigError("unknown profile '" + std::string(s) + "' (valid: standard, rlscheduler)");
+}
+
+std::string_view allocation_name(Allocation a) { return a == Allocation::CORES ? "cores" : "nodes"; }
+std::string_view too_large_name(TooLarge t) { return t == TooLarge::SKIP ? "skip" : "error"; }
+std::string_view correction_name(Correction c) {
+  switch (c) {
+    case Correction::NONE: return "none";
+    case Correction::REQUEST: return "request";
+    case Correction::TSAFRIR: return "tsafrir";
+  }
+  return "?";
+}
+std::string_view backfill_order_name(BackfillOrder o) {
+  return o == BackfillOrder::SJBF ? "sjbf" : "fcfs";
+}
+
+namespace {
+// One table-driven parser for the small enums: "unknown WHAT 'x' (valid: a, b)".
+template <typename E, size_t N>
+E parse_enum(std::string_view s, const char* what, const E (&values)[N],
+             std::string_view (*name)(E)) {
+  std::string valid;
+  for (E v : values) {
+    if (s == name(v)) return v;
+    valid += (valid.empty() ? "" : ", ") + std::string(name(v));
+  }
+  throw ConfigError("unknown " + std::string(what) + " '" + std::string(s) + "' (valid: " + valid +
+                    ")");
+}
+}  // namespace
+
+Allocation parse_allocation(std::string_view s) {
+  static constexpr Allocation v[] = {Allocation::NODES, Allocation::CORES};
+  return parse_enum(s, "allocation", v, allocation_name);
+}
+TooLarge parse_too_large(std::string_view s) {
+  static constexpr TooLarge v[] = {TooLarge::ERROR, TooLarge::SKIP};
+  return parse_enum(s, "too-large rule", v, too_large_name);
+}
+Correction parse_correction(std::string_view s) {
+  static constexpr Correction v[] = {Correction::NONE, Correction::REQUEST, Correction::TSAFRIR};
+  return parse_enum(s, "correction", v, correction_name);
+}
+BackfillOrder parse_backfill_order(std::string_view s) {
+  static constexpr BackfillOrder v[] = {BackfillOrder::QUEUE, BackfillOrder::SJBF};
+  return parse_enum(s, "backfill order", v, backfill_order_name);
 }
 
 Machine machine_from_header(const TraceHeader& h) {
@@ -106,8 +153,9 @@ struct SimJob {
   double duration = 0;   // seconds it will actually run (run, or cut at the limit)
   bool killed = false;
   double score = 0;
+  model::Prediction pred;  // the online estimator's or the fixed predictions' (ml order)
   double start = -1;
-  double est_end = 0;    // start + estimate
+  double est_end = 0;    // start + estimate, moved later by --correction
   double res_start = -1; // conservative reservation start; -1 when none yet
   int64_t seq = 0;       // start order, to order simultaneous completions
 };
@@ -246,6 +294,14 @@ class StandardEngine {
     total_.gpus = m.nodes * m.gpus_per_node;
     free_ = total_;
     unit_cores_ = m.allocation == Allocation::NODES ? m.cores_per_node : 1;
+    correction_ = cfg_.correction;
+    if (cfg_.online) {
+      online_ = cfg_.online();
+      if (!online_) throw ConfigError("the online estimator factory returned nothing");
+    }
+    // Corrections and the candidate order are EASY's: conservative backfilling raises estimates
+    // to the run time instead, and NONE has no reservation (replay/README.md, "EASY++").
+    if (cfg_.backfill != Backfill::EASY) correction_ = Correction::NONE;
   }
 
   SimResult run(const JobSource& next) {
@@ -259,6 +315,7 @@ class StandardEngine {
       if (!completions_.empty()) t = completions_.top().end;
       if (have_next) t = std::min(t, incoming.submit);
       if (wakeup_ > now_) t = std::min(t, wakeup_);
+      if (!expiries_.empty()) t = std::min(t, expiries_.top().end);
       if (at_instant(t)) break;  // a repair re-run rejoined its recorded path: the rest is known
       if (stop_ < INF && t >= stop_) break;  // a segment ends before its boundary's events
       MLPRIO_REPLAY_CHECK(t < INF, "queued jobs but nothing running and nothing to arrive");
@@ -271,6 +328,7 @@ class StandardEngine {
         completions_.pop();
         early_end |= finish(slot);
       }
+      correct_estimates();
       while (have_next && incoming.submit <= now_) {
         if (incoming.submit < last_submit)
           throw ConfigError("jobs must be sorted by submit time (job " +
@@ -299,6 +357,7 @@ class StandardEngine {
   // and `all` the full job list the state's indices refer to. Only a fresh engine may resume.
   void resume(const EngineState& st, std::span<const Job> all, int64_t first_index,
               double t_begin, double t_end) {
+    if (online_) throw ConfigError("online estimates cannot be replayed in time segments");
     resumed_ = true;
     stop_ = t_end;
     next_index_ = first_index;
@@ -336,6 +395,7 @@ class StandardEngine {
       free_ -= Res{s.units, s.gpus};
       completions_.push({s.end, s.seq, slot});
       running_by_est_.insert({s.est_end, s.seq, slot});
+      watch_expiry(slab_[static_cast<size_t>(slot)], slot);
       next_seq_ = std::max(next_seq_, s.seq + 1);
     }
     MLPRIO_REPLAY_CHECK(free_.units >= 0 && free_.gpus >= 0, "a carried state overfills the machine");
@@ -448,6 +508,10 @@ class StandardEngine {
     v.procs = j.job.procs();
     v.gpus = static_cast<double>(j.need.gpus);
     v.user = j.job.user;
+    v.req_time = j.job.req_time;
+    v.pred_runtime = j.pred.runtime;
+    v.pred_upper = j.pred.runtime_upper;
+    v.fail_prob = j.pred.fail_prob;
     return v;
   }
   ClusterState state() const {
@@ -464,6 +528,52 @@ class StandardEngine {
     const SimJob& x = slab_[static_cast<size_t>(a)];
     const SimJob& y = slab_[static_cast<size_t>(b)];
     return std::tie(x.score, x.job.submit, x.index) < std::tie(y.score, y.job.submit, y.index);
+  }
+
+  // --correction: a running job that will outlive its estimate gets an event at its estimated
+  // end (jobs that end by their estimate never need one).
+  void watch_expiry(const SimJob& j, int32_t slot) {
+    if (correction_ == Correction::NONE) return;
+    if (j.start + j.duration > j.est_end) expiries_.push({j.est_end, j.seq, slot});
+  }
+
+  // The next estimate of a job that reached `est_end` still running (see Correction).
+  double corrected_end(const SimJob& j) const {
+    static constexpr double STEPS[] = {60,        300,        900,         1800,        3600,
+                                       7200,      18000,      36000,       72000,       180000,
+                                       360000};
+    const double req = j.job.req_time;
+    const double elapsed = now_ - j.start;
+    if (req > 0 && elapsed < req) return j.start + req;
+    if (correction_ == Correction::REQUEST) return now_;  // past the request: ends "now"
+    // Tsafrir: past the request (or none given), add the increments in turn.
+    double est = std::max(req > 0 ? req : 0.0, j.est_end - j.start);
+    for (double step : STEPS) {
+      if (est > elapsed) break;
+      est += step;
+    }
+    while (est <= elapsed) est += STEPS[std::size(STEPS) - 1];
+    return j.start + est;
+  }
+
+  // Applies the corrections due now: each expired job gets its next estimate and, when it is
+  // still short of the job's end, a new expiry. The following scheduling pass sees the new ends.
+  void correct_estimates() {
+    while (!expiries_.empty() && expiries_.top().end <= now_) {
+      const Completion e = expiries_.top();
+      expiries_.pop();
+      SimJob& j = slab_[static_cast<size_t>(e.slot)];
+      // Stale entries: the job ended (the slot may hold another job) or was corrected already.
+      if (j.start < 0 || j.seq != e.seq || j.est_end != e.end || !(j.start + j.duration > now_))
+        continue;
+      const double next = corrected_end(j);
+      if (!(next > j.est_end)) continue;  // REQUEST past the request: EASY's "ends now" rule
+      running_by_est_.erase({j.est_end, j.seq, e.slot});
+      j.est_end = next;
+      running_by_est_.insert({j.est_end, j.seq, e.slot});
+      ++corrections_;
+      watch_expiry(j, e.slot);
+    }
   }
 
   int32_t alloc_slot() {
@@ -515,7 +625,18 @@ class StandardEngine {
       j.duration = job.req_time;
       j.killed = true;
     }
-    j.estimate = detail::job_estimate(job, cfg_);
+    if (online_) {
+      const OnlineEstimate e = online_->submit(job, index, now_);
+      MLPRIO_REPLAY_CHECK(std::isfinite(e.estimate) && e.estimate >= 0,
+                          "the online estimator gave a negative or non-finite estimate");
+      j.estimate = e.estimate;
+      j.pred = e.prediction;
+    } else {
+      j.estimate = detail::job_estimate(job, cfg_);
+      const auto& fixed = cfg_.policy_options.ml;
+      if (fixed && index >= 0 && static_cast<size_t>(index) < fixed->predictions.size())
+        j.pred = fixed->predictions[static_cast<size_t>(index)];
+    }
     if (cfg_.backfill == Backfill::CONSERVATIVE && j.estimate < j.duration) {
       // A reservation plan needs estimates that bound the run time (a real limit would have
       // killed the job); raise it and count it.
@@ -544,6 +665,7 @@ class StandardEngine {
     j.seq = next_seq_++;
     completions_.push({now_ + j.duration, j.seq, slot});
     running_by_est_.insert({j.est_end, j.seq, slot});
+    watch_expiry(j, slot);
     ++next_seq_started_;
     metrics_.started(j.job, now_, now_ + j.duration, j.estimate, j.job.procs(), j.killed);
   }
@@ -556,6 +678,7 @@ class StandardEngine {
                         "more resources free than exist");
     running_by_est_.erase({j.est_end, j.seq, slot});
     policy_.on_job_end(view(j), j.start, now_, j.job.procs());
+    if (online_) online_->finish(j.job, j.start, now_);
     bool early = false;
     if (cfg_.backfill == Backfill::CONSERVATIVE && now_ < j.est_end) {
       profile_.advance(now_);
@@ -621,20 +744,35 @@ class StandardEngine {
     MLPRIO_REPLAY_CHECK(shadow < INF, "the blocked job fits nowhere on the machine");
     Res extra = avail;
     extra -= head.need;
+    // May this candidate start now without delaying the head's reservation?
+    auto may_backfill = [&](const SimJob& j) {
+      if (free_.units <= 0 || !j.need.fits_in(free_)) return false;
+      if (now_ + j.estimate <= shadow) return true;
+      if (!j.need.fits_in(extra)) return false;
+      extra -= j.need;
+      return true;
+    };
+    if (cfg_.backfill_order == BackfillOrder::SJBF) {
+      // Candidates by increasing estimate (stable: ties keep queue order); the ones that start
+      // leave the queue, the rest keep their queue order.
+      order_.assign(queue_.begin() + static_cast<std::ptrdiff_t>(i + 1), queue_.end());
+      std::stable_sort(order_.begin(), order_.end(), [this](int32_t a, int32_t b) {
+        return slab_[static_cast<size_t>(a)].estimate < slab_[static_cast<size_t>(b)].estimate;
+      });
+      for (int32_t slot : order_)
+        if (may_backfill(slab_[static_cast<size_t>(slot)])) start(slot);
+      // start() set start >= 0; the queue holds only jobs not started before this pass.
+      auto started = [this](int32_t slot) { return slab_[static_cast<size_t>(slot)].start >= 0; };
+      queue_.erase(std::remove_if(queue_.begin() + static_cast<std::ptrdiff_t>(i + 1),
+                                  queue_.end(), started),
+                   queue_.end());
+      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
     size_t w = i + 1;  // compact the queue in place, keeping the not-started in order
     for (size_t k = i + 1; k < queue_.size(); ++k) {
       const int32_t slot = queue_[k];
-      const SimJob& j = slab_[static_cast<size_t>(slot)];
-      bool go = false;
-      if (free_.units > 0 && j.need.fits_in(free_)) {
-        if (now_ + j.estimate <= shadow) {
-          go = true;
-        } else if (j.need.fits_in(extra)) {
-          go = true;
-          extra -= j.need;
-        }
-      }
-      if (go)
+      if (may_backfill(slab_[static_cast<size_t>(slot)]))
         start(slot);
       else
         queue_[w++] = slot;
@@ -751,6 +889,12 @@ class StandardEngine {
   std::vector<int32_t> queue_;
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions_;
   std::set<std::tuple<double, int64_t, int32_t>> running_by_est_;
+  // --correction: estimated ends of running jobs that will outlive them (min first).
+  std::priority_queue<Completion, std::vector<Completion>, std::greater<>> expiries_;
+  int64_t corrections_ = 0;
+  Correction correction_ = Correction::NONE;  // cfg_.correction where it applies (EASY)
+  std::vector<int32_t> order_;  // SJBF scratch
+  std::unique_ptr<OnlineEstimator> online_;
   FreeProfile profile_;
   TimeSeries series_;
 };

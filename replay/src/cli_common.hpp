@@ -7,6 +7,7 @@
 #include <string>
 
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/replay/spec.hpp"
 
 namespace mlprio::cli {
 
@@ -18,6 +19,14 @@ struct TraceOptions {
 
 // Adds --trace FILE (required), --format and --strict to a subcommand.
 void add_trace_options(CLI::App& cmd, TraceOptions& opts);
+
+// Adds the options every replay command shares (mlprio/replay/spec.hpp): --estimate,
+// --estimate-quantile, --correction, --backfill-order, --ml-*, the machine, --kill-at-limit,
+// --too-large, --bsld-threshold. One place, so run, sweep and tune cannot drift apart.
+void add_replay_spec_options(CLI::App& cmd, replay::ReplaySpec& spec);
+// Copies into `dst` the options of add_replay_spec_options that were given on `cmd`'s command
+// line (sweep: the command line wins over the config file, option by option).
+void merge_given(const CLI::App& cmd, const replay::ReplaySpec& given, replay::ReplaySpec& dst);
 
 // Loads the trace; prints skipped-line and sorting notices to stderr unless quiet.
 Trace load_trace_reporting(const TraceOptions& opts, bool quiet = false);

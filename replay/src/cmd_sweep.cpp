@@ -22,11 +22,11 @@ namespace {
 struct SweepArgs {
   std::vector<std::string> traces, policies, backfills, windows;
   std::string windows_random, config, out;
-  std::string estimate, estimate_quantile;  // empty: not given (config file or default)
   uint64_t seed = 1;
   bool seed_given = false, json = false, no_progress = false, per_job = false;
-  model::ScoreConfig ml_score;
-  bool ml_age_given = false, ml_starvation_given = false, ml_size_given = false;
+  // The shared replay options; what the command line gives wins over the config file.
+  replay::ReplaySpec replay;
+  CLI::App* cmd = nullptr;
 };
 
 replay::dist::SweepSpec build_spec(const SweepArgs& a) {
@@ -48,11 +48,7 @@ replay::dist::SweepSpec build_spec(const SweepArgs& a) {
       throw replay::dist::SweepError("--windows COUNTxLEN needs --seed S (the draw must be reproducible)");
   }
   if (a.seed_given) spec.seed = a.seed;
-  if (!a.estimate.empty()) spec.estimate = a.estimate;
-  if (!a.estimate_quantile.empty()) spec.estimate_quantile = a.estimate_quantile;
-  if (a.ml_age_given) spec.ml_score.age_weight = a.ml_score.age_weight;
-  if (a.ml_starvation_given) spec.ml_score.starvation_limit = a.ml_score.starvation_limit;
-  if (a.ml_size_given) spec.ml_score.size_weight = a.ml_score.size_weight;
+  merge_given(*a.cmd, a.replay, spec.replay);
   if (a.per_job) spec.per_job = true;
   return spec;
 }
@@ -116,22 +112,8 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--out", args->out,
                   "HDF5 output; the resume journal is written beside it as OUT.journal")
       ->required();
-  cmd->add_option("--estimate", args->estimate,
-                  "Runtime estimate, as for run: request (default), actual, or model:FILE (a "
-                  "mlprio-model file; every rank loads it and predicts every job once)");
-  cmd->add_option("--estimate-quantile", args->estimate_quantile,
-                  "With --estimate model:FILE: backfill with the upper quantile (default) or the "
-                  "point run time")
-      ->check(CLI::IsMember({"point", "upper"}));
-  cmd->add_option("--ml-age-weight", args->ml_score.age_weight,
-                  "ml: how fast waiting raises the score (default 1)")
-      ->each([args](const std::string&) { args->ml_age_given = true; });
-  cmd->add_option("--ml-starvation-limit", args->ml_score.starvation_limit,
-                  "ml: wait in seconds after which a job outranks any fresh job (default 86400)")
-      ->each([args](const std::string&) { args->ml_starvation_given = true; });
-  cmd->add_option("--ml-size-weight", args->ml_score.size_weight,
-                  "ml: favour (>0) or penalise (<0) wide jobs (default 0)")
-      ->each([args](const std::string&) { args->ml_size_given = true; });
+  add_replay_spec_options(*cmd, args->replay);
+  args->cmd = cmd;
   cmd->add_flag("--per-job", args->per_job,
                 "Also store every task's per-job tables (as run --out) under /tasks/task_NNNN");
   cmd->add_flag("--json", args->json, "Print {\"runs\":[...],\"failed\":[...]} on stdout");

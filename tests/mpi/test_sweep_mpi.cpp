@@ -108,8 +108,8 @@ TEST_CASE("a failing task is reported by name and marked failed", "[mpi][sweep]"
   spec.traces = {trace};
   spec.policies = {"fcfs"};
   spec.windows = {{0, 500}};
-  spec.nodes = 4;  // Lublin jobs up to 128 nodes: JobTooLargeError inside the task
-  spec.cores_per_node = 1;
+  spec.replay.nodes = 4;  // Lublin jobs up to 128 nodes: JobTooLargeError inside the task
+  spec.replay.cores_per_node = 1;
   const SweepPlan plan = make_sweep_plan(spec);
   SweepRunOptions o;
   o.out = std::string(MLPRIO_MPI_TEST_DIR) + "/sweep_fail.np" + std::to_string(test::world_size()) + ".h5";

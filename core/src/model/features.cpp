@@ -70,7 +70,9 @@ const std::array<std::string_view, N_FEATURES>& feature_names() {
       "name_tok0",        "name_tok1",         "hist_last2_mean",   "hist_last_run",
       "hist_run_req_ratio", "hist_ratio_times_req", "hist_count",   "hist_fail_rate",
       "hour_of_day",      "day_of_week",       "llm_model_size",    "llm_seq_len",
-      "llm_batch_size",   "llm_lora_rank",     "llm_epochs",        "llm_dataset_size"};
+      "llm_batch_size",   "llm_lora_rank",     "llm_epochs",        "llm_dataset_size",
+      "hist_last3_mean",  "hist_mean_run",     "hist_since_last_end", "procs_over_user_mean",
+      "hour_sin",         "hour_cos"};
   return names;
 }
 
@@ -92,14 +94,23 @@ uint64_t user_key(const Job& job, const TraceNames& names) {
   return h == 0 ? 1 : h;  // 0 means "unknown user"
 }
 
-void UserStats::record(const Job& finished) {
-  if (!(finished.run >= 0)) return;
+void UserStats::record(const Job& finished, double end) { record_run(finished, finished.run, end); }
+
+void UserStats::record_run(const Job& finished, double run, double end) {
+  if (!(run >= 0) || !std::isfinite(run)) return;
+  prev2_run = prev_run;
   prev_run = last_run;
-  last_run = finished.run;
+  last_run = run;
+  run_sum += run;
   if (finished.req_time > 0) {
-    ratio_sum += finished.run / finished.req_time;
+    ratio_sum += run / finished.req_time;
     ++ratio_n;
   }
+  if (finished.procs() > 0) {
+    procs_sum += static_cast<double>(finished.procs());
+    ++procs_n;
+  }
+  if (std::isfinite(end) && !(end <= last_end)) last_end = end;
   ++count;
   if (is_failure(finished.status)) ++failures;
 }
@@ -156,6 +167,7 @@ void FeatureEncoder::encode(const Job& job, const UserStats* hist, std::span<flo
 
   // User history; a known user without finished jobs has count 0 and missing averages.
   for (int f = F_HIST_LAST2_MEAN; f <= F_HIST_FAIL_RATE; ++f) row[f] = MISSING;
+  for (int f = F_HIST_LAST3_MEAN; f <= F_PROCS_OVER_USER_MEAN; ++f) row[f] = MISSING;
   if (job.user >= 0) {
     row[F_HIST_COUNT] = 0.0f;
     if (hist != nullptr && hist->count > 0) {
@@ -171,17 +183,32 @@ void FeatureEncoder::encode(const Job& job, const UserStats* hist, std::span<flo
       row[F_HIST_COUNT] = static_cast<float>(hist->count);
       row[F_HIST_FAIL_RATE] =
           static_cast<float>(static_cast<double>(hist->failures) / static_cast<double>(hist->count));
+      double last3 = hist->last_run, k = 1;
+      for (double r : {hist->prev_run, hist->prev2_run})
+        if (!std::isnan(r)) last3 += r, ++k;
+      row[F_HIST_LAST3_MEAN] = static_cast<float>(last3 / k);
+      row[F_HIST_MEAN_RUN] = static_cast<float>(hist->run_sum / static_cast<double>(hist->count));
+      if (std::isfinite(hist->last_end) && job.submit >= 0)
+        row[F_HIST_SINCE_LAST_END] = static_cast<float>(job.submit - hist->last_end);
+      if (hist->procs_n > 0 && job.procs() > 0)
+        row[F_PROCS_OVER_USER_MEAN] = static_cast<float>(
+            static_cast<double>(job.procs()) / (hist->procs_sum / static_cast<double>(hist->procs_n)));
     }
   }
 
   // Time of day/week in UTC; 1970-01-01 was a Thursday, so day 0 of the epoch is dow 3 (Mon=0).
   row[F_HOUR_OF_DAY] = MISSING;
   row[F_DAY_OF_WEEK] = MISSING;
+  row[F_HOUR_SIN] = MISSING;
+  row[F_HOUR_COS] = MISSING;
   if (job.submit >= 0) {
     const double t = job.submit + epoch_offset_;
     const double days = std::floor(t / 86400.0);
-    row[F_HOUR_OF_DAY] = static_cast<float>((t - days * 86400.0) / 3600.0);
+    const double hour = (t - days * 86400.0) / 3600.0;
+    row[F_HOUR_OF_DAY] = static_cast<float>(hour);
     row[F_DAY_OF_WEEK] = static_cast<float>(std::fmod(days + 3.0, 7.0));
+    row[F_HOUR_SIN] = static_cast<float>(std::sin(hour * (M_PI / 12.0)));
+    row[F_HOUR_COS] = static_cast<float>(std::cos(hour * (M_PI / 12.0)));
   }
 
   for (int f = 0; f < N_LLM; ++f) row[F_LLM_MODEL_SIZE + f] = MISSING;
@@ -202,14 +229,17 @@ FeatureMatrix build_features(std::span<const Job> jobs, const TraceNames& names,
   FeatureMatrix m;
   m.rows = jobs.size();
   m.values.assign(jobs.size() * N_FEATURES, MISSING);
-  const FeatureEncoder enc(names, epoch_offset);
-  UserHistory local;
-  UserHistory& hist = final_history != nullptr ? *final_history : local;
-  hist.by_user.clear();
+  // The same store the replayer and the plugin feed live, here fed the recorded finishes.
+  OnlineHistory store(names, epoch_offset);
 
   // Jobs in flight, earliest finish first; ties broken by index so the walk is deterministic.
   using Pending = std::pair<double, size_t>;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<>> running;
+  auto finish_one = [&] {
+    const auto [fin, i] = running.top();
+    running.pop();
+    store.record_finish(jobs[i], jobs[i].run, fin);
+  };
   double prev_submit = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job& job = jobs[i];
@@ -217,22 +247,13 @@ FeatureMatrix build_features(std::span<const Job> jobs, const TraceNames& names,
       throw std::invalid_argument("build_features: jobs are not sorted by submit time (job " +
                                   std::to_string(job.id) + ")");
     prev_submit = job.submit;
-    while (!running.empty() && running.top().first <= job.submit) {
-      const Job& done = jobs[running.top().second];
-      running.pop();
-      hist.by_user[user_key(done, names)].record(done);
-    }
-    const uint64_t key = enc.user_of(job);
-    enc.encode(job, key != 0 ? hist.find(key) : nullptr,
-               std::span<float>(m.values.data() + i * N_FEATURES, N_FEATURES));
+    while (!running.empty() && running.top().first <= job.submit) finish_one();
+    store.encode(job, std::span<float>(m.values.data() + i * N_FEATURES, N_FEATURES));
     const double fin = finish_time(job);
-    if (key != 0 && !std::isnan(fin)) running.emplace(fin, i);
+    if (user_key(job, names) != 0 && !std::isnan(fin)) running.emplace(fin, i);
   }
-  while (!running.empty()) {
-    const Job& done = jobs[running.top().second];
-    running.pop();
-    hist.by_user[user_key(done, names)].record(done);
-  }
+  while (!running.empty()) finish_one();
+  if (final_history != nullptr) *final_history = std::move(store.history());
   return m;
 }
 

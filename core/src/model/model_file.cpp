@@ -139,7 +139,8 @@ nlohmann::json history_to_json(const UserHistory& h) {
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
     auto num = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
-    j[hex] = {num(s.last_run), num(s.prev_run), s.ratio_sum, s.ratio_n, s.count, s.failures};
+    j[hex] = {num(s.last_run), num(s.prev_run), s.ratio_sum,  s.ratio_n, s.count,   s.failures,
+              num(s.prev2_run), s.run_sum,   s.procs_sum, s.procs_n, num(s.last_end)};
   }
   return j;
 }
@@ -149,7 +150,7 @@ UserHistory history_from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw ModelError("\"user_history\" is not an object");
   for (auto it = j.begin(); it != j.end(); ++it) {
     const auto& v = it.value();
-    if (!v.is_array() || v.size() != 6) throw ModelError("\"user_history\" entry is malformed");
+    if (!v.is_array() || v.size() != 11) throw ModelError("\"user_history\" entry is malformed");
     const uint64_t key = std::stoull(it.key(), nullptr, 16);
     UserStats s;
     s.last_run = json_double(v[0]);
@@ -158,6 +159,11 @@ UserHistory history_from_json(const nlohmann::json& j) {
     s.ratio_n = v[3].get<int64_t>();
     s.count = v[4].get<int64_t>();
     s.failures = v[5].get<int64_t>();
+    s.prev2_run = json_double(v[6]);
+    s.run_sum = json_double(v[7]);
+    s.procs_sum = json_double(v[8]);
+    s.procs_n = v[9].get<int64_t>();
+    s.last_end = json_double(v[10]);
     h.by_user.emplace(key, s);
   }
   return h;
@@ -225,6 +231,12 @@ std::string base64_decode(std::string_view text) {
 }
 
 std::unique_ptr<Predictor> make_predictor(const nlohmann::json& doc) {
+  auto p = make_predictor_of_kind(doc);
+  p->set_policy(doc.contains("policy") ? policy_from_json(doc["policy"]) : PolicyParams{});
+  return p;
+}
+
+std::unique_ptr<Predictor> make_predictor_of_kind(const nlohmann::json& doc) {
   const std::string kind = doc.at("kind").get<std::string>();
   const UserHistory hist =
       doc.contains("user_history") ? history_from_json(doc["user_history"]) : UserHistory{};

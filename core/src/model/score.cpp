@@ -1,8 +1,10 @@
-// The policy score shared by the replayer's `ml` policy and site_factor/mlprio: predicted
-// shortest-job-first with linear aging, and a starvation limit past which a job outranks every
-// job that has not reached it (formula and proofs of its properties in core/src/model/README.md).
-// O(1), no allocation, no exception, finite for any input (NaN predictions fall back to the
-// request, then to DEFAULT_RUNTIME), because slurmctld calls it for every pending job.
+// The policy score shared by the replayer's `ml` policy and site_factor/mlprio: a response-ratio
+// order in log space (predicted shortest job first, raised by waiting, lowered by predicted
+// failure, optionally by size), squashed into (0, 1), and a starvation limit past which a job
+// outranks every job that has not reached it (formula and the proofs of its properties in
+// core/src/model/README.md). O(1), no allocation, no exception, finite for any input (NaN
+// predictions fall back to the request, then to DEFAULT_RUNTIME), because slurmctld calls it for
+// every pending job.
 #include <algorithm>
 #include <cmath>
 
@@ -12,38 +14,45 @@ namespace mlprio::model {
 namespace {
 
 constexpr double DEFAULT_RUNTIME = 3600.0;  // when neither a prediction nor a request exists
-constexpr double RUNTIME_SCALE = 60.0;      // one minute: the SJF term halves at this run time
+constexpr double TIME_SCALE = 60.0;         // one minute: the unit of run time and wait
+constexpr double SQUASH = 4.0;              // log2 units per e-fold of the logistic
+constexpr double FAIL_SCALE = 8.0;          // a certain failure costs 2^8 x the run time (g = 1)
 
 double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
 
 }  // namespace
 
-double score(const Job& job, const Prediction& p, double now, const ClusterState& cluster,
-             const ScoreConfig& cfg) {
+double score_log_ratio(const Job& job, const Prediction& p, double now, const ScoreConfig& cfg) {
   double runtime = p.runtime;
   if (!(runtime >= 0) || !std::isfinite(runtime))
     runtime = (job.req_time > 0 && std::isfinite(job.req_time)) ? job.req_time : DEFAULT_RUNTIME;
-  // SJF term in (0, 1]: 1 for an instant job, strictly decreasing, log-scaled so that minutes vs
-  // hours and hours vs days are both told apart.
-  const double sjf = 1.0 / (1.0 + std::log2(1.0 + runtime / RUNTIME_SCALE));
+  const double age_weight = std::clamp(finite_or(cfg.age_weight, 0.0), 0.0, 64.0);
+  const double size_weight = std::clamp(finite_or(cfg.size_weight, 0.0), -64.0, 64.0);
+  const double fail_weight = std::clamp(finite_or(cfg.fail_weight, 0.0), 0.0, 64.0);
+  const double wait = std::max(0.0, finite_or(now - job.submit, 0.0));
+  double u = age_weight * std::log2(1.0 + wait / TIME_SCALE) -
+             std::log2(1.0 + runtime / TIME_SCALE);
+  if (size_weight != 0.0 && job.procs() > 1)
+    u += size_weight * std::log2(static_cast<double>(job.procs()));
+  const double fail = std::clamp(finite_or(p.fail_prob, 0.0), 0.0, 1.0);
+  u -= fail_weight * FAIL_SCALE * fail;
+  return u;
+}
 
+double score(const Job& job, const Prediction& p, double now, const ClusterState& cluster,
+             const ScoreConfig& cfg) {
+  (void)cluster;
   const double limit = cfg.starvation_limit > 0 && std::isfinite(cfg.starvation_limit)
                            ? cfg.starvation_limit
                            : 86400.0;
-  const double age_weight = std::max(0.0, finite_or(cfg.age_weight, 0.0));
-  const double size_weight = finite_or(cfg.size_weight, 0.0);
   const double wait = std::max(0.0, finite_or(now - job.submit, 0.0));
-
-  // Size term in [-|size_weight|, |size_weight|]: fraction of the machine the job asks for.
-  double size = 0.0;
-  if (size_weight != 0.0 && cluster.total_procs > 0 && job.procs() > 0)
-    size = size_weight * std::min(1.0, static_cast<double>(job.procs()) /
-                                           static_cast<double>(cluster.total_procs));
-
-  if (wait < limit) return sjf + age_weight * (wait / limit) + size;
-  // Starved: above every non-starved score (those are < 1 + age_weight + |size_weight|), and
-  // first-come-first-served among the starved.
-  return 2.0 + age_weight + 2.0 * std::abs(size_weight) + std::log1p(wait / limit);
+  if (wait < limit) {
+    // Logistic squash into (0, 1): strictly increasing in u, so the order is u's.
+    const double u = score_log_ratio(job, p, now, cfg);
+    return 1.0 / (1.0 + std::exp2(-u / SQUASH));
+  }
+  // Starved: above every non-starved score (those are < 1), oldest first among the starved.
+  return 2.0 + std::log1p(wait / limit);
 }
 
 }  // namespace mlprio::model

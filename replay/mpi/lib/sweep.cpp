@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <chrono>
@@ -144,31 +145,20 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
     throw SweepError("a sweep needs at least one policy and one backfilling rule");
   if (spec.windows.empty() && spec.random_count <= 0)
     throw SweepError("give windows: --window START:LEN (repeatable) or --windows COUNTxLEN --seed S");
-  // --estimate model:FILE: the model is loaded (once per rank) before the traces, so a bad file
-  // fails fast; 'ml' needs it (make_policy says so otherwise).
-  const EstimateChoice estimate = parse_estimate_choice(spec.estimate);
-  const EstimateQuantile quantile = parse_estimate_quantile(spec.estimate_quantile);
-  std::unique_ptr<model::Predictor> predictor;
-  if (!estimate.model_path.empty()) predictor = load_replay_model(estimate.model_path);
+  // The replay options are checked and --estimate model:FILE is loaded (once per rank) before the
+  // traces, so a bad file fails fast; 'ml' needs the model (make_policy says so otherwise).
+  plan.setup = std::make_shared<const ReplaySetup>(spec.replay);
+  const ReplaySetup& setup = *plan.setup;
   for (const auto& p : spec.policies)  // UnknownPolicyError before loading
-    if (p != "ml" || !predictor) make_policy(p);
+    if (p != "ml" || !setup.predictor()) make_policy(p);
   std::vector<Backfill> backfills;
   for (const auto& b : spec.backfills) {
     backfills.push_back(parse_backfill(b));
     if (backfills.back() == Backfill::RLSCHEDULER)
       throw SweepError("sweeps use the standard profile; backfill 'rlscheduler' is run's only");
   }
-
-  SimConfig& base = plan.base;
-  base.estimate = estimate.mode;
-  if (spec.too_large != "error" && spec.too_large != "skip")
-    throw SweepError("too_large '" + spec.too_large + "': valid values are error and skip");
-  if (spec.allocation != "nodes" && spec.allocation != "cores")
-    throw SweepError("allocation '" + spec.allocation + "': valid values are nodes and cores");
-  base.kill_at_limit = spec.kill_at_limit;
-  base.too_large = spec.too_large == "skip" ? TooLarge::SKIP : TooLarge::ERROR;
-  base.record_jobs = spec.per_job;
-  base.record_series = spec.per_job;
+  plan.base.record_jobs = spec.per_job;
+  plan.base.record_series = spec.per_job;
 
   // Parameter sets: the multifactor grid (a single set for orders that take no weights).
   for (double a : spec.weight_age)
@@ -189,29 +179,11 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
   for (const auto& path : spec.traces) {
     ReadOptions ro;
     plan.traces.push_back(load_trace(path, ro));
-    Machine m;
-    if (spec.nodes > 0) {
-      m.nodes = spec.nodes;
-      m.cores_per_node = spec.cores_per_node > 0 ? spec.cores_per_node : 1;
-    } else {
-      m = machine_from_header(plan.traces.back().header);
-    }
-    m.allocation = spec.allocation == "cores" ? Allocation::CORES : Allocation::NODES;
-    plan.machines.push_back(m);
-    if (predictor)
-      plan.models.push_back(make_trace_model(*predictor, plan.traces.back(), quantile,
-                                             spec.ml_score, "--estimate " + spec.estimate));
+    plan.machines.push_back(setup.machine(plan.traces.back()));
   }
 
   std::ostringstream fp;
-  fp << "estimate=" << spec.estimate << " allocation=" << spec.allocation
-     << " kill_at_limit=" << spec.kill_at_limit << " too_large=" << spec.too_large;
-  if (predictor)  // only then: journals of sweeps without a model keep their header
-    fp << " estimate_quantile=" << estimate_quantile_name(quantile)
-       << " model_sha256=" << file_sha256(estimate.model_path)
-       << " ml_age_weight=" << fmt_num(spec.ml_score.age_weight)
-       << " ml_starvation_limit=" << fmt_num(spec.ml_score.starvation_limit)
-       << " ml_size_weight=" << fmt_num(spec.ml_score.size_weight);
+  fp << setup.describe();
   for (size_t t = 0; t < plan.traces.size(); ++t)
     fp << " trace" << t << "=" << spec.traces[t] << "(" << plan.traces[t].jobs.size() << " jobs, "
        << plan.machines[t].nodes << "x" << plan.machines[t].cores_per_node << ")";
@@ -278,15 +250,15 @@ TaskResult run_task(const SweepPlan& plan, const SweepTask& task) {
   TaskResult r;
   r.task = task.id;
   try {
-    SimConfig cfg = plan.base;
-    cfg.machine = plan.machines[static_cast<size_t>(task.trace)];
+    const Trace& trace = plan.traces[static_cast<size_t>(task.trace)];
+    SimConfig cfg = plan.setup->base(trace);
+    cfg.record_jobs = plan.base.record_jobs;
+    cfg.record_series = plan.base.record_series;
     cfg.policy = task.policy;
     cfg.policy_options = plan.params[static_cast<size_t>(task.params)];
     cfg.backfill = task.backfill;
-    const std::span<const Job> jobs(plan.traces[static_cast<size_t>(task.trace)].jobs);
-    if (!plan.models.empty())
-      plan.models[static_cast<size_t>(task.trace)].apply_window(cfg, jobs, task.window_start,
-                                                                task.window_len);
+    const std::span<const Job> jobs(trace.jobs);
+    plan.setup->apply_window(cfg, trace, jobs, task.window_start, task.window_len);
     SimResult res = simulate(select_window(jobs, task.window_start, task.window_len), cfg);
     r.summary = res.summary;
     if (plan.spec.per_job) {
@@ -303,6 +275,16 @@ TaskResult run_task(const SweepPlan& plan, const SweepTask& task) {
   return r;
 }
 
+namespace {
+// The summary's numbers in journal order (hex floats, so a resumed sweep gets the same bits).
+constexpr size_t N_SUMMARY_DOUBLES = 12;
+std::array<double*, N_SUMMARY_DOUBLES> summary_doubles(Summary& s) {
+  return {&s.avg_wait,   &s.avg_bsld, &s.avg_turnaround, &s.utilization,
+          &s.makespan,   &s.first_submit, &s.last_end, &s.max_wait,
+          &s.p95_wait,   &s.p99_wait, &s.max_user_bsld,  &s.jain_user_bsld};
+}
+}  // namespace
+
 std::string result_line(const SweepPlan& plan, const TaskResult& r) {
   const SweepTask& t = plan.tasks.at(static_cast<size_t>(r.task));
   std::string body = "R\t" + t.key;
@@ -310,9 +292,8 @@ std::string result_line(const SweepPlan& plan, const TaskResult& r) {
     const Summary& s = r.summary;
     body += "\tok\t" + std::to_string(s.jobs) + "\t" + std::to_string(s.skipped) + "\t" +
             std::to_string(s.killed) + "\t" + std::to_string(s.estimates_raised);
-    for (double v : {s.avg_wait, s.avg_bsld, s.avg_turnaround, s.utilization, s.makespan,
-                     s.first_submit, s.last_end})
-      body += "\t" + hexfloat(v);
+    Summary copy = s;
+    for (double* v : summary_doubles(copy)) body += "\t" + hexfloat(*v);
   } else {
     std::string msg = r.error;
     for (char& c : msg)
@@ -404,16 +385,15 @@ std::optional<TaskResult> Journal::parse_result(const SweepPlan& plan, const std
     r.error = (*f)[3];
     return r;
   }
-  if ((*f)[2] != "ok" || f->size() != 14) return std::nullopt;
+  if ((*f)[2] != "ok" || f->size() != 7 + N_SUMMARY_DOUBLES) return std::nullopt;
   r.ok = true;
   Summary& s = r.summary;
   s.jobs = std::stoll((*f)[3]);
   s.skipped = std::stoll((*f)[4]);
   s.killed = std::stoll((*f)[5]);
   s.estimates_raised = std::stoll((*f)[6]);
-  double* d[] = {&s.avg_wait, &s.avg_bsld, &s.avg_turnaround, &s.utilization,
-                 &s.makespan, &s.first_submit, &s.last_end};
-  for (size_t i = 0; i < 7; ++i) *d[i] = std::strtod((*f)[7 + i].c_str(), nullptr);
+  const auto d = summary_doubles(s);
+  for (size_t i = 0; i < d.size(); ++i) *d[i] = std::strtod((*f)[7 + i].c_str(), nullptr);
   return r;
 }
 
@@ -572,7 +552,8 @@ struct SweepRow {
   int8_t ok = 0;
   int64_t jobs = 0, skipped = 0, killed = 0, estimates_raised = 0;
   double avg_wait = 0, avg_bsld = 0, avg_turnaround = 0, utilization = 0, makespan = 0,
-         first_submit = 0, last_end = 0;
+         first_submit = 0, last_end = 0, max_wait = 0, p95_wait = 0, p99_wait = 0,
+         max_user_bsld = 0, jain_user_bsld = 0;
   char error[256] = {};
 };
 
@@ -628,6 +609,11 @@ void write_sweep_hdf5(const SweepPlan& plan, const std::vector<TaskResult>& resu
     row.makespan = s.makespan;
     row.first_submit = s.first_submit;
     row.last_end = s.last_end;
+    row.max_wait = s.max_wait;
+    row.p95_wait = s.p95_wait;
+    row.p99_wait = s.p99_wait;
+    row.max_user_bsld = s.max_user_bsld;
+    row.jain_user_bsld = s.jain_user_bsld;
     copy_str(row.error, r.error);
     rows.push_back(row);
   }
@@ -652,6 +638,11 @@ void write_sweep_hdf5(const SweepPlan& plan, const std::vector<TaskResult>& resu
                                    .add("makespan", &SweepRow::makespan)
                                    .add("first_submit", &SweepRow::first_submit)
                                    .add("last_end", &SweepRow::last_end)
+                                   .add("max_wait", &SweepRow::max_wait)
+                                   .add("p95_wait", &SweepRow::p95_wait)
+                                   .add("p99_wait", &SweepRow::p99_wait)
+                                   .add("max_user_bsld", &SweepRow::max_user_bsld)
+                                   .add("jain_user_bsld", &SweepRow::jain_user_bsld)
                                    .add("error", &SweepRow::error);
   root.write_table("runs", row_type, std::span<const SweepRow>(rows));
   std::vector<ParamRow> prow;

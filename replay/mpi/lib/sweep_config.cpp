@@ -157,24 +157,26 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
             r.fail(e.what());
           }
         }
-      } else if (key == "estimate") spec.estimate = one_string(r, key, v);
-      else if (key == "allocation") spec.allocation = one_string(r, key, v);
-      else if (key == "too_large") spec.too_large = one_string(r, key, v);
-      else if (key == "estimate_quantile") spec.estimate_quantile = one_string(r, key, v);
-      else if (key == "kill_at_limit") spec.kill_at_limit = one_bool(r, key, v);
+      } else if (key == "estimate") spec.replay.estimate = one_string(r, key, v);
+      else if (key == "allocation") spec.replay.allocation = one_string(r, key, v);
+      else if (key == "too_large") spec.replay.too_large = one_string(r, key, v);
+      else if (key == "estimate_quantile") spec.replay.estimate_quantile = one_string(r, key, v);
+      else if (key == "correction") spec.replay.correction = one_string(r, key, v);
+      else if (key == "backfill_order") spec.replay.backfill_order = one_string(r, key, v);
+      else if (key == "kill_at_limit") spec.replay.kill_at_limit = one_bool(r, key, v);
       else if (key == "per_job") spec.per_job = one_bool(r, key, v);
       else
         r.fail("unknown key '" + key +
                "' (top level: traces, policies, backfill, windows, estimate, estimate_quantile, "
-               "allocation, too_large, kill_at_limit, per_job)");
+               "correction, backfill_order, allocation, too_large, kill_at_limit, per_job)");
     } else if (table == "random_windows") {
       if (key == "count") spec.random_count = one_int(r, key, v);
       else if (key == "len") spec.random_len = one_int(r, key, v);
       else if (key == "seed") spec.seed = static_cast<uint64_t>(one_int(r, key, v));
       else r.fail("unknown key '" + key + "' in [random_windows] (valid: count, len, seed)");
     } else if (table == "machine") {
-      if (key == "nodes") spec.nodes = one_int(r, key, v);
-      else if (key == "cores_per_node") spec.cores_per_node = one_int(r, key, v);
+      if (key == "nodes") spec.replay.nodes = one_int(r, key, v);
+      else if (key == "cores_per_node") spec.replay.cores_per_node = one_int(r, key, v);
       else r.fail("unknown key '" + key + "' in [machine] (valid: nodes, cores_per_node)");
     } else if (table == "ml") {
       const auto one_number = [&]() {
@@ -182,12 +184,13 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
         if (n.size() != 1) r.fail(key + " takes one number, e.g. " + key + " = 1.0");
         return n[0];
       };
-      if (key == "age_weight") spec.ml_score.age_weight = one_number();
-      else if (key == "starvation_limit") spec.ml_score.starvation_limit = one_number();
-      else if (key == "size_weight") spec.ml_score.size_weight = one_number();
+      if (key == "age_weight") spec.replay.ml_age_weight = one_number();
+      else if (key == "starvation_limit") spec.replay.ml_starvation_limit = one_number();
+      else if (key == "size_weight") spec.replay.ml_size_weight = one_number();
+      else if (key == "fail_weight") spec.replay.ml_fail_weight = one_number();
       else
         r.fail("unknown key '" + key +
-               "' in [ml] (valid: age_weight, starvation_limit, size_weight)");
+               "' in [ml] (valid: age_weight, starvation_limit, size_weight, fail_weight)");
     } else {  // multifactor
       if (key == "weight_age") spec.weight_age = numbers(r, key, v);
       else if (key == "weight_job_size") spec.weight_job_size = numbers(r, key, v);

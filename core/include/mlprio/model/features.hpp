@@ -21,7 +21,7 @@
 namespace mlprio::model {
 
 // Bump when columns change: a model file trained with another schema is refused.
-inline constexpr int SCHEMA_VERSION = 1;
+inline constexpr int SCHEMA_VERSION = 2;
 inline constexpr float MISSING = std::numeric_limits<float>::quiet_NaN();
 
 enum Feature : int {
@@ -53,6 +53,14 @@ enum Feature : int {
   F_LLM_LORA_RANK,
   F_LLM_EPOCHS,
   F_LLM_DATASET_SIZE,
+  // Schema 2 (after Gaussier et al., SC15): more of the user's recent behaviour, and the time of
+  // day as a circle.
+  F_HIST_LAST3_MEAN,       // mean of the user's last three run times
+  F_HIST_MEAN_RUN,         // mean run time over all the user's finished jobs
+  F_HIST_SINCE_LAST_END,   // seconds from the user's last finish to this submission
+  F_PROCS_OVER_USER_MEAN,  // this job's processors / the user's mean processors
+  F_HOUR_SIN,
+  F_HOUR_COS,
   N_FEATURES
 };
 
@@ -73,11 +81,19 @@ uint64_t user_key(const Job& job, const TraceNames& names);
 struct UserStats {
   double last_run = std::numeric_limits<double>::quiet_NaN();
   double prev_run = std::numeric_limits<double>::quiet_NaN();
+  double prev2_run = std::numeric_limits<double>::quiet_NaN();
+  double run_sum = 0;     // over `count` jobs
+  double procs_sum = 0;   // over `procs_n` jobs with a known size
+  int64_t procs_n = 0;
+  double last_end = std::numeric_limits<double>::quiet_NaN();  // latest finish seen
   double ratio_sum = 0;   // sum of run / requested time over jobs with a request
   int64_t ratio_n = 0;
   int64_t count = 0;      // finished jobs with a known run time
   int64_t failures = 0;
-  void record(const Job& finished);
+  // A finished job: its run time from the record, ending at `end` (NaN: unknown).
+  void record(const Job& finished, double end = std::numeric_limits<double>::quiet_NaN());
+  // The same with the run time as it happened (a replayed schedule, a live cluster).
+  void record_run(const Job& finished, double run, double end);
 };
 
 struct UserHistory {
@@ -124,6 +140,37 @@ struct FeatureMatrix {
 // after every job of the trace has finished (the snapshot a model file stores).
 FeatureMatrix build_features(std::span<const Job> jobs, const TraceNames& names,
                              double epoch_offset = 0.0, UserHistory* final_history = nullptr);
+
+// The feature store the replayer and the Slurm plugin share: per-user history fed by finishes as
+// they happen (in the schedule being replayed, or live in slurmctld), encoded at submission.
+// Training (build_features) feeds it the recorded finishes in time order, so the three see the
+// same columns for the same history. Not thread-safe: the plugin holds it under its own lock.
+class OnlineHistory {
+ public:
+  // `names` must outlive the store.
+  explicit OnlineHistory(const TraceNames& names, double epoch_offset = 0.0)
+      : enc_(names, epoch_offset) {}
+  // The job ran `run` seconds and ended at `end`; jobs of unknown users are not recorded.
+  void record_finish(const Job& job, double run, double end) {
+    const uint64_t key = enc_.user_of(job);
+    if (key != 0) hist_.by_user[key].record_run(job, run, end);
+  }
+  // The row for a job submitted now (Job::submit), from what has been recorded so far.
+  void encode(const Job& job, std::span<float> row) const {
+    const uint64_t key = enc_.user_of(job);
+    enc_.encode(job, key != 0 ? hist_.find(key) : nullptr, row);
+  }
+  const UserStats* stats_of(const Job& job) const {
+    const uint64_t key = enc_.user_of(job);
+    return key != 0 ? hist_.find(key) : nullptr;
+  }
+  UserHistory& history() { return hist_; }
+  const UserHistory& history() const { return hist_; }
+
+ private:
+  FeatureEncoder enc_;
+  UserHistory hist_;
+};
 
 // Rows from a frozen history (the deployed path): no job of the batch sees another.
 void encode_with_history(std::span<const Job> jobs, const TraceNames& names,

@@ -36,8 +36,16 @@ void check_model_document(const nlohmann::json& doc, const std::string& origin);
 // Writes atomically (temporary file + rename) with mode 0644; throws ModelError.
 void write_model_document(const std::string& path, const nlohmann::json& doc);
 
-// Builds the predictor a checked document describes (registered by "kind").
+// Builds the predictor a checked document describes (registered by "kind"), with the policy of
+// its "policy" object (defaults when absent).
 std::unique_ptr<Predictor> make_predictor(const nlohmann::json& doc);
+std::unique_ptr<Predictor> make_predictor_of_kind(const nlohmann::json& doc);
+
+// The "policy" object (`mlprio-replay tune` writes it): the score's parameters, the backfilling
+// estimate, correction and candidate order. Reading checks every value's type and range and
+// throws ModelError naming the field.
+nlohmann::json policy_to_json(const PolicyParams& p);
+PolicyParams policy_from_json(const nlohmann::json& j);
 
 // Frozen user history <-> JSON (keys are hex user hashes: no user names in the file).
 nlohmann::json history_to_json(const UserHistory& h);

@@ -11,6 +11,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "mlprio/jobs/job.hpp"
 #include "mlprio/jobs/trace.hpp"
@@ -32,6 +33,28 @@ class ModelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Score parameters (core/src/model/README.md, "Score"). Higher score = scheduled earlier. The
+// defaults are a hand-set starting point; `mlprio-replay tune` chooses them by replaying the
+// training part of a site's trace and stores its choice in the model file (PolicyParams).
+struct ScoreConfig {
+  double age_weight = 1.0;            // a: how fast waiting raises the score (0: pure SJF)
+  double starvation_limit = 86400.0;  // L: wait (s) after which a job outranks any fresh job
+  double size_weight = 0.0;           // b: favour (>0) or penalise (<0) wide jobs, per doubling
+  double fail_weight = 1.0;           // g: lowers jobs the model predicts will fail
+};
+
+// What the policy runs with beyond the score: which prediction backfilling uses and how EASY
+// treats estimates that run out (replay/README.md, "EASY++"). Stored with the score in the model
+// file's "policy" object, so the replayer (--estimate model:FILE) and site_factor/mlprio run
+// what `mlprio-replay tune` proved.
+struct PolicyParams {
+  ScoreConfig score;
+  std::string backfill_estimate = "upper";  // point | upper
+  std::string correction = "tsafrir";       // none | request | tsafrir
+  std::string backfill_order = "sjbf";      // fcfs | sjbf
+  std::string tuned_by;                     // provenance (empty: defaults, never tuned)
+};
+
 class Predictor {
  public:
   virtual ~Predictor() = default;
@@ -51,6 +74,10 @@ class Predictor {
   // The model file's kind ("xgboost", "formula").
   virtual std::string kind() const { return "unknown"; }
 
+  // The policy stored with the model (defaults when the file has none).
+  const PolicyParams& policy() const { return policy_; }
+  void set_policy(PolicyParams p) { policy_ = std::move(p); }
+
   // Added: predict() and predict_rows() with options, for callers that need less than every
   // field (a scheduler ordering jobs needs no fail_prob, which costs an XGBoost model half its
   // tree walks). Fields not asked for are NOT_PREDICTED, or filled when that is free. The
@@ -68,6 +95,9 @@ class Predictor {
     (void)opt;
     predict_rows(rows, jobs, out);
   }
+
+ private:
+  PolicyParams policy_;
 };
 
 // Loads a model file and checks its schema; throws ModelError with a reason.
@@ -80,12 +110,9 @@ struct ClusterState {
   int64_t queued_jobs = 0;
 };
 
-// Score parameters (documented in core/model/README.md). Higher score = scheduled earlier.
-struct ScoreConfig {
-  double age_weight = 1.0;            // how fast waiting raises the score
-  double starvation_limit = 86400.0;  // wait (s) after which a job outranks any fresh job
-  double size_weight = 0.0;           // favour (>0) or penalise (<0) wide jobs
-};
+// The unsquashed order key of a job below the starvation limit (log2 units): a log2(1 + w/60)
+// - log2(1 + r/60) + b log2(procs) - 8 g p_fail. Exposed for explanations (mlprio-why, logs).
+double score_log_ratio(const Job& job, const Prediction& p, double now, const ScoreConfig& cfg);
 
 // The one priority function both the replayer's `ml` policy and site_factor/mlprio call.
 double score(const Job& job, const Prediction& p, double now, const ClusterState& cluster,

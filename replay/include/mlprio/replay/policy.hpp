@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -26,6 +27,11 @@ struct JobView {
   int64_t procs = 0;     // processors requested
   double gpus = 0;       // GPUs requested (0 when none)
   int32_t user = -1;
+  double req_time = -1;  // requested time, seconds (-1 when none)
+  // The runtime model's prediction for this job (order 'ml'); NaN when there is none.
+  double pred_runtime = std::numeric_limits<double>::quiet_NaN();
+  double pred_upper = std::numeric_limits<double>::quiet_NaN();
+  double fail_prob = std::numeric_limits<double>::quiet_NaN();
 };
 
 // What a policy may look at for the whole machine.

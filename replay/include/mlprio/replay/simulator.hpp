@@ -14,7 +14,10 @@
 #include <string_view>
 #include <vector>
 
+#include <memory>
+
 #include "mlprio/jobs/job.hpp"
+#include "mlprio/model/predictor.hpp"
 #include "mlprio/replay/policy.hpp"
 
 namespace mlprio {
@@ -28,12 +31,29 @@ enum class Profile { STANDARD, RLSCHEDULER };
 enum class EstimateMode { REQUEST, ACTUAL, CUSTOM };
 enum class Allocation { NODES, CORES };   // whole nodes per job, or single cores
 enum class TooLarge { ERROR, SKIP };      // jobs the machine can never hold
+// What EASY does when a running job reaches its estimated end and is still running (Tsafrir,
+// Etsion and Feitelson 2007): NONE treats it as ending now (the shadow time never lies in the
+// past); REQUEST raises the estimate to the request; TSAFRIR does that and, once the request
+// too has passed (a job that was not killed), adds 1, 5, 15, 30 min, 1, 2, 5, 10, 20, 50,
+// 100 h in turn (then 100 h at a time). Each correction recomputes the reservation.
+enum class Correction { NONE, REQUEST, TSAFRIR };
+// The order EASY tries backfill candidates in: QUEUE (the queue order; CLI name "fcfs") or SJBF
+// (shortest estimate first, ties in queue order). The head job keeps its reservation either way.
+enum class BackfillOrder { QUEUE, SJBF };
 
 std::string_view backfill_name(Backfill b);
 std::string_view profile_name(Profile p);
+std::string_view allocation_name(Allocation a);
+std::string_view too_large_name(TooLarge t);
+std::string_view correction_name(Correction c);
+std::string_view backfill_order_name(BackfillOrder o);
 // Parsers throw ConfigError naming the valid values.
 Backfill parse_backfill(std::string_view s);
 Profile parse_profile(std::string_view s);
+Allocation parse_allocation(std::string_view s);
+TooLarge parse_too_large(std::string_view s);
+Correction parse_correction(std::string_view s);
+BackfillOrder parse_backfill_order(std::string_view s);
 
 // A configuration that cannot be simulated (unknown name, empty machine, ...).
 class ConfigError : public std::invalid_argument {
@@ -67,6 +87,24 @@ Machine machine_from_header(const TraceHeader& header);
 // the hook a runtime predictor plugs into (EstimateMode::CUSTOM).
 using EstimateFn = std::function<double(const Job&)>;
 
+// Runtime knowledge that learns from the schedule being replayed (Tsafrir's last-two predictor,
+// the model with per-user history fed by this run's finishes): the engine asks it once per job
+// at submission and tells it of every finish as it applies it, so a job's estimate only uses
+// jobs that had finished by its submit time *in this schedule*. One instance per run.
+struct OnlineEstimate {
+  double estimate = 0;          // seconds, for backfilling (finite, >= 0)
+  model::Prediction prediction; // what the `ml` order scores (NaN fields when none)
+};
+class OnlineEstimator {
+ public:
+  virtual ~OnlineEstimator() = default;
+  // `index` is the job's position in the replayed list (JobView::index); `now` its submit time.
+  virtual OnlineEstimate submit(const Job& job, int64_t index, double now) = 0;
+  // The job ran from `start` to `end` (its run as simulated: cut at the limit when killed).
+  virtual void finish(const Job& job, double start, double end) = 0;
+};
+using OnlineEstimatorFactory = std::function<std::unique_ptr<OnlineEstimator>()>;
+
 struct SimConfig {
   Machine machine;
   std::string policy = "fcfs";
@@ -75,6 +113,11 @@ struct SimConfig {
   Profile profile = Profile::STANDARD;
   EstimateMode estimate = EstimateMode::REQUEST;
   EstimateFn estimate_fn;            // EstimateMode::CUSTOM only
+  // When set, replaces `estimate`/`estimate_fn`: a fresh estimator per run (see above). Not with
+  // the rlscheduler profile, nor in time segments (its history is not part of a segment state).
+  OnlineEstimatorFactory online;
+  Correction correction = Correction::NONE;        // EASY: estimates that run out
+  BackfillOrder backfill_order = BackfillOrder::QUEUE;  // EASY: candidate order
   bool kill_at_limit = false;        // end jobs at their requested time, as Slurm does
   TooLarge too_large = TooLarge::ERROR;
   double bsld_threshold = 10.0;      // seconds, the bounded-slowdown floor on run time
@@ -103,6 +146,11 @@ struct UserSummary {
 
 struct Summary {
   int64_t jobs = 0;          // jobs simulated (started and finished)
+  // Starvation and fairness (replay/README.md, "Metrics"): the largest wait, the 95th and 99th
+  // percentile waits (nearest rank), the largest per-user mean bounded slowdown, and Jain's
+  // fairness index over the per-user mean bounded slowdowns (1 = every user the same).
+  double max_wait = 0, p95_wait = 0, p99_wait = 0;
+  double max_user_bsld = 0, jain_user_bsld = 1;
   int64_t skipped = 0;       // too large (TooLarge::SKIP) or unusable (no run time / size)
   int64_t killed = 0;        // ended at their limit
   int64_t estimates_raised = 0;  // conservative: estimates below the run time raised to it

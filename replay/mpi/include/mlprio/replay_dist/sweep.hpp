@@ -18,6 +18,7 @@
 #include "mlprio/model/predictor.hpp"
 #include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/simulator.hpp"
+#include "mlprio/replay/spec.hpp"
 
 namespace mlprio::replay::dist {
 
@@ -56,14 +57,9 @@ struct SweepSpec {
   std::vector<std::pair<int64_t, int64_t>> windows;  // explicit START:LEN
   int64_t random_count = 0, random_len = 0;           // --windows COUNTxLEN
   uint64_t seed = 1;
-  std::string estimate = "request";          // request, actual or model:FILE
-  std::string estimate_quantile = "upper";   // with model:FILE: upper or point
-  model::ScoreConfig ml_score;               // the `ml` order's settings
   bool per_job = false;                      // store per-job detail (/tasks/task_NNNN)
-  int64_t nodes = 0, cores_per_node = 0;
-  std::string allocation = "nodes";
-  bool kill_at_limit = false;
-  std::string too_large = "error";
+  // Estimate, EASY++ parts, the ml score and the machine: the options run and tune share.
+  replay::ReplaySpec replay;
   // The multifactor weight grid: every combination is one parameter set (Cartesian product).
   std::vector<double> weight_age{1000}, weight_job_size{1000}, weight_fairshare{10000};
   std::vector<double> max_age{7 * 86400.0}, decay_half_life{7 * 86400.0};
@@ -73,8 +69,9 @@ struct SweepSpec {
 // Reads the TOML subset documented in replay/README.md ("Sweeps"): `key = value` with strings,
 // integers, floats, booleans and one-line arrays of them, `[table]` headers and # comments.
 // Keys it sets: top level traces, policies, backfill, windows ("START:LEN" strings), estimate,
-// estimate_quantile, allocation, kill_at_limit, too_large, per_job; [random_windows] count, len,
-// seed; [machine] nodes, cores_per_node; [ml] age_weight, starvation_limit, size_weight; [multifactor] weight_age, weight_job_size, weight_fairshare, max_age,
+// estimate_quantile, correction, backfill_order, allocation, kill_at_limit, too_large, per_job;
+// [random_windows] count, len, seed; [machine] nodes, cores_per_node; [ml] age_weight,
+// starvation_limit, size_weight, fail_weight; [multifactor] weight_age, weight_job_size, weight_fairshare, max_age,
 // decay_half_life (numbers or arrays: the grid), favor_small. Unknown keys are errors naming
 // file:line. Values it sets replace those in `spec`.
 void apply_sweep_config(const std::string& path, SweepSpec& spec);
@@ -104,9 +101,9 @@ struct SweepPlan {
   std::string fingerprint;        // the settings every task shares; a journal must match it
   replay::SimConfig base;         // machine etc. (per trace machine when nodes == 0)
   std::vector<replay::Machine> machines;  // per trace
-  // --estimate model:FILE: every job's prediction, per trace (empty without a model). Each rank
-  // loads the model and predicts the same way, so every rank holds the same bits.
-  std::vector<replay::TraceModel> models;
+  // The checked replay options, with the model of --estimate model:FILE loaded (each rank loads
+  // it and predicts the same way, so every rank computes the same bits).
+  std::shared_ptr<const replay::ReplaySetup> setup;
 };
 
 // Loads the traces and expands the tasks. Throws SweepError, InputError, ConfigError.
