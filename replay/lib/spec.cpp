@@ -154,6 +154,17 @@ ReplaySetup::ReplaySetup(ReplaySpec spec) : spec_(std::move(spec)) {
   if (spec_.ml_starvation_limit) policy_.score.starvation_limit = *spec_.ml_starvation_limit;
   if (spec_.ml_size_weight) policy_.score.size_weight = *spec_.ml_size_weight;
   if (spec_.ml_fail_weight) policy_.score.fail_weight = *spec_.ml_fail_weight;
+  resolve();
+}
+
+ReplaySetup ReplaySetup::with_policy(const model::PolicyParams& policy) const {
+  ReplaySetup s = *this;
+  s.policy_ = policy;
+  s.resolve();
+  return s;
+}
+
+void ReplaySetup::resolve() {
   quantile_ = parse_estimate_quantile(policy_.backfill_estimate);
   correction_ = parse_correction(policy_.correction);
   order_ = parse_backfill_order(policy_.backfill_order);

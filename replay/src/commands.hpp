@@ -11,6 +11,7 @@ void add_inspect_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
+void add_tune_command(CLI::App& app);
 
 using AddCommand = void (*)(CLI::App&);
 inline const std::vector<AddCommand>& commands() {
@@ -19,6 +20,7 @@ inline const std::vector<AddCommand>& commands() {
       add_run_command,
       add_generate_command,
       add_sweep_command,
+      add_tune_command,
   };
   return list;
 }

@@ -62,8 +62,12 @@ class ReplaySetup {
                     int64_t len) const;
   // "key=value ..." of every setting, for provenance and sweep fingerprints.
   std::string describe() const;
+  // The same setup with another policy (the model stays loaded once): what `tune` tries.
+  ReplaySetup with_policy(const model::PolicyParams& policy) const;
 
  private:
+  ReplaySetup() = default;
+  void resolve();  // policy_ (and the spec) -> the parsed enums, checked
   ReplaySpec spec_;
   EstimateChoice choice_;
   bool last2_ = false;

@@ -1,0 +1,64 @@
+// `mlprio-replay tune`: chooses the `ml` policy (the score's parameters, the backfilling estimate,
+// correction and candidate order) by replaying windows of a trace's *training part* only, against
+// FCFS+EASY with requested times on the same windows. Objective: the lowest geometric-mean ratio
+// of mean bounded slowdown to FCFS's, subject to every window's maximum wait staying within
+// `max_wait_ratio` x FCFS's. Two stages of a fixed grid (stage 2 refines around stage 1's best),
+// so the search is deterministic; each (candidate, window) replay is independent, which is what
+// the MPI driver distributes (any rank count gives the same choice). Nothing here needs MPI.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mlprio/jobs/trace.hpp"
+#include "mlprio/model/predictor.hpp"
+#include "mlprio/replay/spec.hpp"
+
+namespace mlprio::replay {
+
+struct TuneWindow {
+  int64_t start = 0, len = 0;
+};
+
+// COUNT consecutive windows of LEN jobs ending at `train_jobs` (the last COUNT x LEN jobs of the
+// training part); LEN is cut so they fit. Throws ConfigError when the training part is too small.
+std::vector<TuneWindow> training_windows(int64_t train_jobs, int64_t count, int64_t len);
+
+// The candidates of each stage (stage 2 around `best`).
+std::vector<model::PolicyParams> tune_stage1(const model::PolicyParams& base);
+std::vector<model::PolicyParams> tune_stage2(const model::PolicyParams& best);
+
+// One replay's outcome, as the search compares them.
+struct TuneOutcome {
+  double avg_bsld = 0, max_wait = 0;
+};
+
+// Replays `w` of `trace` with policy `ml` under `policy` (setup = the model and machine) with EASY.
+TuneOutcome tune_replay(const ReplaySetup& setup, const model::PolicyParams& policy,
+                        const Trace& trace, const TuneWindow& w);
+// The baseline: FCFS + EASY, requested times.
+TuneOutcome baseline_replay(const ReplaySetup& setup, const Trace& trace, const TuneWindow& w);
+
+struct TuneVerdict {
+  size_t best = 0;               // index into the candidates
+  double bsld_ratio = 0;         // geometric mean over windows of avg_bsld / FCFS's
+  double max_wait_ratio = 0;     // worst window's max_wait / FCFS's
+  bool feasible = false;         // some candidate met the bound (else: the least starving one)
+};
+// outcomes[c * W + w] for candidate c, window w; base[w] FCFS's.
+TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vector<TuneOutcome>& base,
+                      size_t windows, double max_wait_ratio);
+
+// Evaluates tasks [0, n) where `mine(i)` is true (the caller's share); the others stay zero, so
+// a sum over ranks gives every outcome exactly once.
+using TaskFilter = std::function<bool(size_t)>;
+std::vector<TuneOutcome> run_tune_stage(const ReplaySetup& setup, const Trace& trace,
+                                        const std::vector<model::PolicyParams>& candidates,
+                                        const std::vector<TuneWindow>& windows,
+                                        const TaskFilter& mine,
+                                        const std::function<void(size_t, size_t)>& progress = {});
+
+}  // namespace mlprio::replay

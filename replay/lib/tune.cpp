@@ -1,0 +1,145 @@
+// The policy search behind `mlprio-replay tune` (see mlprio/replay/tune.hpp).
+#include "mlprio/replay/tune.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace mlprio::replay {
+
+std::vector<TuneWindow> training_windows(int64_t train_jobs, int64_t count, int64_t len) {
+  if (count <= 0 || len <= 0) throw ConfigError("tune: windows need COUNT > 0 and LEN > 0");
+  len = std::min(len, train_jobs / count);
+  if (len < 50)
+    throw ConfigError("tune: the training part (" + std::to_string(train_jobs) +
+                      " jobs) is too small for " + std::to_string(count) +
+                      " windows of at least 50 jobs");
+  std::vector<TuneWindow> w;
+  for (int64_t i = 0; i < count; ++i) w.push_back({train_jobs - (count - i) * len, len});
+  return w;
+}
+
+std::vector<model::PolicyParams> tune_stage1(const model::PolicyParams& base) {
+  // Prediction against waiting (a = 0: pure predicted-SJF; larger: closer to FCFS), the
+  // starvation bound (1 s: everyone starved at once, i.e. FCFS with the EASY++ parts), and which
+  // prediction backfills.
+  std::vector<model::PolicyParams> c;
+  for (double limit : {1.0, 6 * 3600.0, 12 * 3600.0, 86400.0, 2 * 86400.0, 4 * 86400.0, 1e9})
+    for (double age : {0.0, 0.25, 0.5, 1.0, 2.0})
+      for (const char* q : {"upper", "point"}) {
+        if (limit == 1.0 && age != 0.0) continue;  // all starved: the age weight is moot
+        model::PolicyParams p = base;
+        p.score.starvation_limit = limit;
+        p.score.age_weight = age;
+        p.score.size_weight = 0;
+        p.backfill_estimate = q;
+        p.correction = "tsafrir";
+        p.backfill_order = "sjbf";
+        c.push_back(p);
+      }
+  return c;
+}
+
+std::vector<model::PolicyParams> tune_stage2(const model::PolicyParams& best) {
+  std::vector<model::PolicyParams> c;
+  for (double size : {-0.5, -0.25, 0.0, 0.25, 0.5})
+    for (const char* order : {"sjbf", "fcfs"})
+      for (const char* corr : {"tsafrir", "none"}) {
+        model::PolicyParams p = best;
+        p.score.size_weight = size;
+        p.backfill_order = order;
+        p.correction = corr;
+        c.push_back(p);
+      }
+  return c;
+}
+
+namespace {
+TuneOutcome replay_one(const ReplaySetup& setup, const Trace& trace, const TuneWindow& w,
+                       const std::string& policy) {
+  SimConfig cfg = setup.base(trace);
+  cfg.backfill = Backfill::EASY;
+  cfg.policy = policy;
+  cfg.record_jobs = false;
+  cfg.record_series = false;
+  const std::span<const Job> jobs(trace.jobs);
+  setup.apply_window(cfg, trace, jobs, w.start, w.len);
+  const SimResult r = simulate(select_window(jobs, w.start, w.len), cfg);
+  return {r.summary.avg_bsld, r.summary.max_wait};
+}
+}  // namespace
+
+TuneOutcome tune_replay(const ReplaySetup& setup, const model::PolicyParams& policy,
+                        const Trace& trace, const TuneWindow& w) {
+  return replay_one(setup.with_policy(policy), trace, w, "ml");
+}
+
+TuneOutcome baseline_replay(const ReplaySetup& setup, const Trace& trace, const TuneWindow& w) {
+  ReplaySpec spec = setup.spec();
+  spec.estimate = "request";
+  spec.correction = "none";
+  spec.backfill_order = "fcfs";
+  return replay_one(ReplaySetup(spec), trace, w, "fcfs");
+}
+
+TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vector<TuneOutcome>& base,
+                      size_t windows, double max_wait_ratio) {
+  TuneVerdict v;
+  const size_t n = windows == 0 ? 0 : outcomes.size() / windows;
+  double best_key = std::numeric_limits<double>::infinity();
+  double least_starving = std::numeric_limits<double>::infinity();
+  size_t least_idx = 0;
+  for (size_t c = 0; c < n; ++c) {
+    double log_sum = 0, worst = 0;
+    for (size_t w = 0; w < windows; ++w) {
+      const TuneOutcome& o = outcomes[c * windows + w];
+      const double b = std::max(base[w].avg_bsld, 1.0);
+      log_sum += std::log(std::max(o.avg_bsld, 1.0) / b);
+      const double mw = base[w].max_wait > 0 ? o.max_wait / base[w].max_wait
+                                             : (o.max_wait > 0 ? o.max_wait : 1.0);
+      worst = std::max(worst, mw);
+    }
+    const double ratio = std::exp(log_sum / static_cast<double>(windows));
+    if (worst < least_starving) {
+      least_starving = worst;
+      least_idx = c;
+    }
+    // Strict '<' keeps the earliest of equal candidates: the grid order breaks ties.
+    if (worst <= max_wait_ratio && ratio < best_key) {
+      best_key = ratio;
+      v.best = c;
+      v.bsld_ratio = ratio;
+      v.max_wait_ratio = worst;
+      v.feasible = true;
+    }
+  }
+  if (!v.feasible && n > 0) {
+    v.best = least_idx;
+    v.max_wait_ratio = least_starving;
+    double log_sum = 0;
+    for (size_t w = 0; w < windows; ++w)
+      log_sum += std::log(std::max(outcomes[least_idx * windows + w].avg_bsld, 1.0) /
+                          std::max(base[w].avg_bsld, 1.0));
+    v.bsld_ratio = std::exp(log_sum / static_cast<double>(windows));
+  }
+  return v;
+}
+
+std::vector<TuneOutcome> run_tune_stage(const ReplaySetup& setup, const Trace& trace,
+                                        const std::vector<model::PolicyParams>& candidates,
+                                        const std::vector<TuneWindow>& windows,
+                                        const TaskFilter& mine,
+                                        const std::function<void(size_t, size_t)>& progress) {
+  const size_t n = candidates.size() * windows.size();
+  std::vector<TuneOutcome> out(n);
+  size_t done = 0, total = 0;
+  for (size_t i = 0; i < n; ++i) total += mine(i) ? 1 : 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!mine(i)) continue;
+    out[i] = tune_replay(setup, candidates[i / windows.size()], trace, windows[i % windows.size()]);
+    if (progress) progress(++done, total);
+  }
+  return out;
+}
+
+}  // namespace mlprio::replay
