@@ -46,8 +46,8 @@ class MlPolicy final : public QueuePolicy {
 std::unique_ptr<QueuePolicy> make_ml_policy(const PolicyOptions& opts) {
   if (!opts.ml)
     throw ConfigError(
-        "policy 'ml' ranks jobs by the runtime model's predictions: give the model with "
-        "--estimate model:FILE (train one with mlprio-model train)");
+        "policy 'ml' ranks jobs by predicted run times: give the model with --estimate "
+        "model:FILE (train one with mlprio-model train), or --estimate last2");
   return std::make_unique<MlPolicy>(opts.ml);
 }
 

@@ -546,8 +546,9 @@ class StandardEngine {
     const double elapsed = now_ - j.start;
     if (req > 0 && elapsed < req) return j.start + req;
     if (correction_ == Correction::REQUEST) return now_;  // past the request: ends "now"
-    // Tsafrir: past the request (or none given), add the increments in turn.
-    double est = std::max(req > 0 ? req : 0.0, j.est_end - j.start);
+    // Tsafrir: past the request (or none given), add the increments in turn: the next estimate is
+    // the first of req, req + 1 min, req + 6 min, ... beyond the time already run.
+    double est = req > 0 ? req : 0.0;
     for (double step : STEPS) {
       if (est > elapsed) break;
       est += step;

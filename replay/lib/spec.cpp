@@ -221,9 +221,8 @@ void ReplaySetup::apply_window(SimConfig& cfg, const Trace& trace, std::span<con
   cfg.estimate = EstimateMode::CUSTOM;
   cfg.online = last2_ ? last2_estimator(jobs, start)
                       : model_estimator(predictor_, trace, jobs, start, quantile_);
-  if (predictor_)
-    cfg.policy_options.ml = std::make_shared<const MlPredictions>(
-        std::span<const Job>{}, std::span<const model::Prediction>{}, policy_.score);
+  cfg.policy_options.ml = std::make_shared<const MlPredictions>(
+      std::span<const Job>{}, std::span<const model::Prediction>{}, policy_.score);
 }
 
 std::string ReplaySetup::describe() const {

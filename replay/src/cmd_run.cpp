@@ -103,7 +103,7 @@ void run_run(const RunArgs& a) {
                       " replays in the standard profile with none, easy or conservative "
                       "backfilling (the rlscheduler profile copies RLScheduler)");
   for (const auto& p : a.policies)  // fail before loading the trace ('ml' without a model throws)
-    if (p != "ml" || !setup.predictor()) make_policy(p, a.prio);
+    if (p != "ml" || !setup.online()) make_policy(p, a.prio);
 
   std::vector<std::pair<int64_t, int64_t>> windows;
   for (const auto& w : a.windows) windows.push_back(replay::dist::parse_window_arg(w));

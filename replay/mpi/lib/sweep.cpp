@@ -150,7 +150,7 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
   plan.setup = std::make_shared<const ReplaySetup>(spec.replay);
   const ReplaySetup& setup = *plan.setup;
   for (const auto& p : spec.policies)  // UnknownPolicyError before loading
-    if (p != "ml" || !setup.predictor()) make_policy(p);
+    if (p != "ml" || !setup.online()) make_policy(p);
   std::vector<Backfill> backfills;
   for (const auto& b : spec.backfills) {
     backfills.push_back(parse_backfill(b));
