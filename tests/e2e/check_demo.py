@@ -30,10 +30,14 @@ if not errors:
         need(r["avg_bsld"] >= 1.0, f"{tag}: avg_bsld {r['avg_bsld']} < 1")
         need(r["avg_wait"] >= 0.0, f"{tag}: negative avg_wait")
         need(0.0 < r["utilization"] <= 1.0, f"{tag}: utilization {r['utilization']} outside (0, 1]")
+        need(r["max_wait"] >= r["p99_wait"] >= r["p95_wait"] >= 0.0, f"{tag}: wait percentiles out of order")
+        need(r["max_wait"] >= r["avg_wait"], f"{tag}: max_wait below avg_wait")
     need({"fcfs", "multifactor", "f1"} <= {r["policy"] for r in runs}, "a baseline policy is missing")
     need({"easy", "conservative"} <= {r["backfill"] for r in runs}, "EASY or conservative is missing")
     if os.path.exists(os.path.join(out, "model.json")):  # a trained model: the sweep ran `ml`
-        need("ml" in {r["policy"] for r in runs}, "the ML policy is missing from the sweep")
+        need("ml" in {r["policy"] for r in runs}, "the tuned ML policy is missing")
+        need(os.path.exists(os.path.join(out, "model.tuned.json")), "tune wrote no model.tuned.json")
+    need("easy++" in {r["policy"] for r in runs}, "the EASY++ run is missing")
     fsdp = json.load(open(os.path.join(out, "fsdp.json")))
     need(fsdp["max_safe_mbs"] >= 1, f"max_safe_mbs {fsdp['max_safe_mbs']} < 1")
     with h5py.File(os.path.join(out, "demo.h5"), "r") as h:
