@@ -116,6 +116,31 @@ TEST_CASE("model files are refused with a reason", "[model][file]") {
   std::filesystem::remove(p);
 }
 
+TEST_CASE("a model file nested 100,000 levels deep is refused, not a stack overflow",
+          "[model][file][json]") {
+  // 200 KB of brackets in a field the loader used to re-serialise (training.window, a schema
+  // column): recursing once per level overflowed the stack.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string p = tmp("deep.json");
+  for (const char* field : {"window", "schema"}) {
+    auto d = formula_doc();
+    if (std::string(field) == "window") d["training"]["window"] = "@DEEP@";
+    else d["schema"] = nlohmann::json::array({"@DEEP@"});
+    std::string text = d.dump();
+    text.replace(text.find("\"@DEEP@\""), 8, deep);
+    write_text(p, text);
+    INFO(field);
+    expect_refusal(p, "nested deeper than 64 levels");
+  }
+  // The XGBoost booster inside the file goes through the same guard.
+  auto d = formula_doc();
+  d["kind"] = "xgboost";
+  d["booster_runtime"] = base64_encode("{\"learner\": " + deep + "}");
+  write_text(p, d.dump());
+  expect_refusal(p, "booster is nested deeper than 64 levels");
+  std::filesystem::remove(p);
+}
+
 TEST_CASE("base64 round-trips every length", "[model][file]") {
   std::string s;
   for (int n = 0; n < 70; ++n) {

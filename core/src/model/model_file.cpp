@@ -17,6 +17,8 @@
 #include <limits>
 #include <sstream>
 
+#include "mlprio/io/json_input.hpp"
+
 namespace mlprio::model {
 namespace {
 
@@ -49,8 +51,9 @@ void check_model_document(const nlohmann::json& doc, const std::string& origin) 
   if (!doc.contains("version") || !doc["version"].is_number_integer())
     refuse(origin, "\"version\" is missing or not an integer");
   if (doc["version"].get<int64_t>() != MODEL_VERSION)
-    refuse(origin, "version " + doc["version"].dump() + " is not supported (this build reads " +
-                       std::to_string(MODEL_VERSION) + "); retrain with this mlprio-model");
+    refuse(origin, "version " + std::to_string(doc["version"].get<int64_t>()) +
+                       " is not supported (this build reads " + std::to_string(MODEL_VERSION) +
+                       "); retrain with this mlprio-model");
   if (!doc.contains("kind") || !doc["kind"].is_string())
     refuse(origin, "\"kind\" is missing (expected \"xgboost\" or \"formula\")");
   if (!doc.contains("schema_version") || doc["schema_version"] != SCHEMA_VERSION)
@@ -62,8 +65,8 @@ void check_model_document(const nlohmann::json& doc, const std::string& origin) 
       const auto& s = doc["schema"];
       const auto want = schema_json();
       for (size_t i = 0; i < std::max(s.size(), want.size()); ++i) {
-        const std::string got = i < s.size() ? s[i].dump() : "(none)";
-        const std::string exp = i < want.size() ? want[i].dump() : "(none)";
+        const std::string got = i < s.size() ? io::describe_json_value(s[i]) : "(none)";
+        const std::string exp = i < want.size() ? io::describe_json_value(want[i]) : "(none)";
         if (got != exp) {
           detail = ": column " + std::to_string(i) + " is " + got + ", this build expects " + exp;
           break;
@@ -101,8 +104,12 @@ nlohmann::json read_model_document(const std::string& path) {
     if (n <= 0) refuse(path, std::string("read failed: ") + (n < 0 ? std::strerror(errno) : "short read"));
     got += static_cast<size_t>(n);
   }
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded()) refuse(path, "is not valid JSON (corrupt or truncated)");
+  nlohmann::json doc;
+  try {
+    doc = io::parse_untrusted_json(text);
+  } catch (const io::JsonInputError& e) {
+    refuse(path, std::string("is ") + e.what() + " (corrupt, truncated or not a model file)");
+  }
   check_model_document(doc, path);
   return doc;
 }
@@ -229,8 +236,11 @@ std::unique_ptr<Predictor> make_predictor(const nlohmann::json& doc) {
   const UserHistory hist =
       doc.contains("user_history") ? history_from_json(doc["user_history"]) : UserHistory{};
   std::string desc = kind + " model, schema v" + std::to_string(SCHEMA_VERSION);
-  if (doc.contains("training") && doc["training"].contains("window"))
-    desc += ", trained on " + doc["training"]["window"].dump();
+  if (doc.contains("training") && doc["training"].contains("window")) {
+    const auto& w = doc["training"]["window"];  // [first, last] submit time of the training jobs
+    if (w.is_array() && w.size() == 2 && w[0].is_number() && w[1].is_number())
+      desc += ", trained on [" + w[0].dump() + "," + w[1].dump() + "]";
+  }
   try {
     if (kind == "xgboost") {
       if (!doc.contains("booster_runtime") || !doc["booster_runtime"].is_string())

@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "mlprio/io/json_input.hpp"
 #include "mlprio/model/model_file.hpp"
 
 namespace mlprio::model {
@@ -106,8 +107,12 @@ class TreeEnsemble {
  public:
   TreeEnsemble() = default;
   TreeEnsemble(const std::string& saved_json, bool logistic, const char* what) {
-    const nlohmann::json m = nlohmann::json::parse(saved_json, nullptr, false);
-    if (m.is_discarded()) throw ModelError(std::string(what) + " booster is not valid JSON");
+    nlohmann::json m;
+    try {
+      m = io::parse_untrusted_json(saved_json);
+    } catch (const io::JsonInputError& e) {
+      throw ModelError(std::string(what) + " booster is " + e.what());
+    }
     try {
       const auto& learner = m.at("learner");
       const std::string obj = learner.at("objective").at("name").get<std::string>();
