@@ -91,6 +91,7 @@ struct FlatNode {
 static_assert(sizeof(FlatNode) == 8);
 
 constexpr uint32_t INDEX_BITS = 24;
+constexpr int MAX_TREE_DEPTH = MODEL_MAX_TREE_DEPTH;
 constexpr uint32_t MAX_NODES = 1u << INDEX_BITS;
 constexpr uint32_t HIGH_COLUMNS = N_FEATURES;      // first "NaN -> +inf" column
 constexpr uint32_t PAD_COLUMN = 2 * N_FEATURES;    // always -inf, read by leaves
@@ -129,7 +130,8 @@ class TreeEnsemble {
       const auto& gb = learner.at("gradient_booster");
       if (gb.at("name") != "gbtree")
         throw ModelError(std::string(what) + " booster is not a gbtree");
-      for (const auto& t : gb.at("model").at("trees")) add_tree(t, what);
+      const auto& trees = gb.at("model").at("trees");
+      for (size_t i = 0; i < trees.size(); ++i) add_tree(trees[i], what, i);
     } catch (const nlohmann::json::exception& e) {
       throw ModelError(std::string(what) + " booster is malformed: " + e.what());
     }
@@ -217,15 +219,23 @@ class TreeEnsemble {
   }
 
   // Appends one tree of XGBoost's JSON, renumbered breadth-first so siblings are adjacent.
-  void add_tree(const nlohmann::json& t, const char* what) {
+  //
+  // The structure is checked exactly as XGBoost reads it, because `mlprio-model explain` hands
+  // the same booster to libxgboost, which trusts it: a node is a leaf if and only if its left
+  // child is -1 (any other negative index is not a leaf to XGBoost, it is an index it follows);
+  // an inner node's children are node indices in range; every node is reached at most once from
+  // the root (no cycle, no shared subtree); and no leaf is deeper than MAX_TREE_DEPTH.
+  void add_tree(const nlohmann::json& t, const char* what, size_t tree) {
     const auto& lc = t.at("left_children");
     const auto& rc = t.at("right_children");
     const auto& si = t.at("split_indices");
     const auto& sc = t.at("split_conditions");
     const auto& dl = t.at("default_left");
     const size_t n = lc.size();
+    const std::string where = std::string(what) + " booster, tree " + std::to_string(tree);
     if (rc.size() != n || si.size() != n || sc.size() != n || dl.size() != n || n == 0)
-      throw ModelError(std::string(what) + " booster has a malformed tree");
+      throw ModelError(where + ": left_children, right_children, split_indices, "
+                       "split_conditions and default_left must be non-empty lists of one length");
     if (nodes_.size() + n > MAX_NODES)
       throw ModelError(std::string(what) + " booster has more than " + std::to_string(MAX_NODES) +
                        " nodes, more than the evaluator's 24-bit node index holds");
@@ -238,29 +248,39 @@ class TreeEnsemble {
     int deepest = 0;
     for (size_t k = 0; k < order.size(); ++k) {
       const size_t o = order[k];
-      const int l = lc[o].get<int>();
-      const int r = rc[o].get<int>();
+      const std::string node = where + ", node " + std::to_string(o);
+      const int64_t l = lc[o].get<int64_t>();
+      const int64_t r = rc[o].get<int64_t>();
       FlatNode& nd = nodes_[off + k];
       nd.value = sc[o].get<float>();
-      if (l < 0) {  // leaf: loops to itself through the padding column
+      if (l == -1) {  // leaf: loops to itself through the padding column
         if (!std::isfinite(nd.value))
-          throw ModelError(std::string(what) + " booster has a non-finite leaf value");
+          throw ModelError(node + ": the leaf value is not finite (as float32)");
         nd.meta = (off + static_cast<uint32_t>(k)) | (PAD_COLUMN << INDEX_BITS);
         deepest = std::max(deepest, node_depth[k]);
         continue;
       }
-      if (l >= static_cast<int>(n) || r < 0 || r >= static_cast<int>(n))
-        throw ModelError(std::string(what) + " booster has a child index out of range");
+      const auto n64 = static_cast<int64_t>(n);
+      if (l < 0 || l >= n64 || r < 0 || r >= n64)
+        throw ModelError(node + ": children " + std::to_string(l) + ", " + std::to_string(r) +
+                         " are not node indices in [0, " + std::to_string(n) +
+                         ") (a leaf has left child -1)");
       // A node reached twice (a cycle or shared subtree) would make the walk wrong or endless.
       if (seen[static_cast<size_t>(l)] || seen[static_cast<size_t>(r)] || l == r)
-        throw ModelError(std::string(what) + " booster has a cyclic tree");
+        throw ModelError(node + ": child " +
+                         std::to_string(seen[static_cast<size_t>(l)] ? l : r) +
+                         " is reached twice from the root (a cycle or a shared subtree)");
+      if (node_depth[k] + 1 > MAX_TREE_DEPTH)
+        throw ModelError(node + ": the tree is deeper than " + std::to_string(MAX_TREE_DEPTH) +
+                         " levels");
       seen[static_cast<size_t>(l)] = seen[static_cast<size_t>(r)] = 1;
       const auto f = si[o].get<int64_t>();
       if (f < 0 || f >= N_FEATURES)
-        throw ModelError(std::string(what) + " booster splits on a feature outside the schema");
+        throw ModelError(node + ": splits on feature " + std::to_string(f) +
+                         ", outside the schema's " + std::to_string(N_FEATURES));
       const bool def_left = dl[o].is_boolean() ? dl[o].get<bool>() : dl[o].get<int>() != 0;
       if (!std::isfinite(nd.value))
-        throw ModelError(std::string(what) + " booster has a non-finite split condition");
+        throw ModelError(node + ": the split condition is not finite (as float32)");
       const uint32_t column = static_cast<uint32_t>(f) + (def_left ? 0 : HIGH_COLUMNS);
       nd.meta = (off + static_cast<uint32_t>(order.size())) | (column << INDEX_BITS);
       order.push_back(static_cast<uint32_t>(l));
