@@ -182,6 +182,33 @@ TEST_CASE("booster trees are checked as XGBoost reads them: leaf iff left child 
   CHECK(refusal(leaf_right) == "accepted");
 }
 
+TEST_CASE("a booster whose base_score is not a finite number is refused", "[model][walker]") {
+  const Trained& t = trained();
+  auto with_base = [&t](const char* key, const nlohmann::json& base) {
+    auto b = nlohmann::json::parse(base64_decode(t.doc[key].get<std::string>()));
+    b["learner"]["learner_model_param"]["base_score"] = base;
+    nlohmann::json doc = t.doc;
+    doc[key] = base64_encode(b.dump());
+    return doc;
+  };
+  // XGBoost writes base_score as a string; "nan" used to give NaN for every prediction.
+  for (const char* bad : {"nan", "NaN", "inf", "-inf", "0.5abc", ""}) {
+    INFO(bad);
+    CHECK_THAT(refusal(with_base("booster_runtime", bad)),
+               Catch::Contains("run-time booster: learner_model_param.base_score") &&
+                   Catch::Contains("not a finite number"));
+  }
+  CHECK(refusal(with_base("booster_runtime", "5E-1")) == "accepted");
+  CHECK(refusal(with_base("booster_runtime", 0.5)) == "accepted");
+  // The failure model's base score is a probability: 1 would make its margin infinite.
+  CHECK_THAT(refusal(with_base("booster_fail", "1")), Catch::Contains("not a probability"));
+  // Accepted documents predict finite numbers.
+  const auto pred = make_predictor(with_base("booster_runtime", "2.5E0"));
+  std::vector<Prediction> out(t.trace.jobs.size());
+  pred->predict_rows(t.X.values, t.trace.jobs, out);
+  for (const auto& p : out) REQUIRE(std::isfinite(p.runtime));
+}
+
 TEST_CASE("booster trees deeper than 64 levels are refused", "[model][walker]") {
   const Trained& t = trained();
   // A chain: inner node 2i splits into leaf 2i+1 and the next inner node 2i+2.

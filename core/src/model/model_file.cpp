@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -156,8 +157,24 @@ UserHistory history_from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw ModelError("\"user_history\" is not an object");
   for (auto it = j.begin(); it != j.end(); ++it) {
     const auto& v = it.value();
-    if (!v.is_array() || v.size() != 6) throw ModelError("\"user_history\" entry is malformed");
-    const uint64_t key = std::stoull(it.key(), nullptr, 16);
+    const std::string entry = "\"user_history\" entry " + io::describe_json_value(it.key());
+    if (!v.is_array() || v.size() != 6)
+      throw ModelError(entry + " is not [last_run, prev_run, ratio_sum, ratio_n, count, failures]");
+    uint64_t key = 0;
+    const std::string& k = it.key();
+    const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), key, 16);
+    if (k.empty() || ec != std::errc() || end != k.data() + k.size())
+      throw ModelError(entry + ": the key is not a 64-bit hex user hash");
+    // Run times and the ratio sum: finite numbers, or null for "none yet" (NaN in memory);
+    // counts: integers >= 0. A NaN or infinity here would reach every prediction.
+    for (size_t i = 0; i < 3; ++i)
+      if (!(v[i].is_null() || (v[i].is_number() && std::isfinite(v[i].get<double>()))))
+        throw ModelError(entry + ": value " + std::to_string(i) + " is " +
+                         io::describe_json_value(v[i]) + ", expected a finite number or null");
+    for (size_t i = 3; i < 6; ++i)
+      if (!v[i].is_number_integer() || v[i].get<int64_t>() < 0)
+        throw ModelError(entry + ": value " + std::to_string(i) + " is " +
+                         io::describe_json_value(v[i]) + ", expected an integer >= 0");
     UserStats s;
     s.last_run = json_double(v[0]);
     s.prev_run = json_double(v[1]);
@@ -256,12 +273,16 @@ std::unique_ptr<Predictor> make_predictor(const nlohmann::json& doc) {
         cal.blend_weight = doc["calibration"].value("blend_weight", 1.0);
         if (!(cal.blend_weight >= 0.0 && cal.blend_weight <= 1.0))
           throw ModelError("\"calibration.blend_weight\" must be in [0, 1]");
+        if (!std::isfinite(cal.point_shift) || !std::isfinite(cal.upper_shift))
+          throw ModelError("\"calibration\" shifts must be finite numbers");
       }
       return make_tree_predictor(rt, fail, cal, hist, 0.0, desc);
     }
     if (kind == "formula") {
       const double def = doc.contains("formula") ? doc["formula"].value("default_runtime", 3600.0)
                                                  : 3600.0;
+      if (!(std::isfinite(def) && def >= 0.0))
+        throw ModelError("\"formula.default_runtime\" must be a finite number of seconds >= 0");
       return make_formula_predictor(hist, def, desc);
     }
   } catch (const nlohmann::json::exception& e) {

@@ -7,6 +7,7 @@
 // upper prediction (see model/README.md).
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -104,6 +105,25 @@ inline uint32_t step(const FlatNode& nd, const float* row) {
   return (nd.meta & (MAX_NODES - 1)) + static_cast<uint32_t>(!(v < nd.value));
 }
 
+// A learner_model_param value: XGBoost writes them as strings ("5E-1"); a JSON number is accepted
+// too. Anything but a whole finite number (a "nan" or "inf" string, trailing text) is refused:
+// a NaN base score would make every prediction NaN.
+double param_number(const nlohmann::json& lmp, const char* key, const char* what) {
+  const auto& v = lmp.at(key);
+  double x = std::numeric_limits<double>::quiet_NaN();
+  if (v.is_number()) {
+    x = v.get<double>();
+  } else if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    if (ec != std::errc() || p != s.data() + s.size()) x = std::numeric_limits<double>::quiet_NaN();
+  }
+  if (!std::isfinite(x))
+    throw ModelError(std::string(what) + " booster: learner_model_param." + key + " " +
+                     io::describe_json_value(v) + " is not a finite number");
+  return x;
+}
+
 class TreeEnsemble {
  public:
   TreeEnsemble() = default;
@@ -121,11 +141,14 @@ class TreeEnsemble {
       if (is_logistic != logistic)
         throw ModelError(std::string(what) + " booster has objective " + obj);
       const auto& lmp = learner.at("learner_model_param");
-      const double base = std::stod(lmp.at("base_score").get<std::string>());
-      const int nfeat = std::stoi(lmp.at("num_feature").get<std::string>());
+      const double base = param_number(lmp, "base_score", what);
+      const double nfeat = param_number(lmp, "num_feature", what);
       if (nfeat != N_FEATURES)
-        throw ModelError(std::string(what) + " booster has " + std::to_string(nfeat) +
+        throw ModelError(std::string(what) + " booster has " + io::describe_json_value(lmp.at("num_feature")) +
                          " features, the schema " + std::to_string(N_FEATURES));
+      if (logistic && !(base > 0.0 && base < 1.0))
+        throw ModelError(std::string(what) + " booster: learner_model_param.base_score " +
+                         std::to_string(base) + " is not a probability in (0, 1)");
       base_margin_ = logistic ? -std::log(1.0 / base - 1.0) : base;
       const auto& gb = learner.at("gradient_booster");
       if (gb.at("name") != "gbtree")
