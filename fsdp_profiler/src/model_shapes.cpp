@@ -3,8 +3,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "mlprio/io/json_input.hpp"
 
 #ifndef MLPRIO_FSDP_CONFIG_DIR
 #define MLPRIO_FSDP_CONFIG_DIR ""
@@ -65,13 +68,15 @@ std::string default_file() {
 std::vector<TransformerShape> from_file(const std::string& path) {
   std::vector<TransformerShape> out;
   if (path.empty()) return out;
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw ModelConfigError(path + ": cannot open models file");
+  std::stringstream text;
+  text << in.rdbuf();
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw ModelConfigError(path + ": not valid JSON: " + e.what());
+    doc = io::parse_untrusted_json(text.str());
+  } catch (const io::JsonInputError& e) {
+    throw ModelConfigError(path + ": " + e.what());
   }
   const auto models = doc.find("models");
   if (!doc.is_object() || models == doc.end() || !models->is_array())

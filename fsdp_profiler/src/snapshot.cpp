@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mlprio/io/json_input.hpp"
+
 namespace mlprio::fsdp {
 
 namespace {
@@ -32,7 +34,7 @@ uint64_t get_u64(const json& e, const char* field, const std::string& loc, bool 
     if (v >= 0) return static_cast<uint64_t>(v);
   }
   throw SnapshotError(loc + "." + field + ": expected a non-negative integer, got " +
-                      it->dump().substr(0, 60));
+                      io::describe_json_value(*it));
 }
 
 TraceAction parse_action(const std::string& a) {
@@ -48,13 +50,10 @@ TraceAction parse_action(const std::string& a) {
 Snapshot parse_snapshot(std::string_view text, const std::string& src) {
   json doc;
   try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw SnapshotError(src + ": not valid JSON (byte " + std::to_string(e.byte) + "): " +
-                        e.what() + " -- convert a pickle with fsdp_profiler/scripts/"
+    doc = io::parse_untrusted_json(text);
+  } catch (const io::JsonInputError& e) {
+    throw SnapshotError(src + ": " + e.what() + " -- convert a pickle with fsdp_profiler/scripts/"
                         "snapshot_to_json.py");
-  } catch (const json::exception& e) {  // e.g. a number too large for 64 bits
-    throw SnapshotError(src + ": not valid JSON: " + e.what());
   }
   if (!doc.is_object())
     throw SnapshotError(src + ": top level must be an object with \"device_traces\"");
@@ -88,7 +87,8 @@ Snapshot parse_snapshot(std::string_view text, const std::string& src) {
       const auto tu = e.find("time_us");
       if (tu != e.end()) {
         if (!tu->is_number())
-          throw SnapshotError(loc + ".time_us: expected a number, got " + tu->dump().substr(0, 60));
+          throw SnapshotError(loc + ".time_us: expected a number, got " +
+                              io::describe_json_value(*tu));
         t.time_us = tu->get<double>();
       }
       out.push_back(t);
@@ -96,7 +96,13 @@ Snapshot parse_snapshot(std::string_view text, const std::string& src) {
     snap.device_traces.push_back(std::move(out));
   }
   const auto settings = doc.find("allocator_settings");
-  if (settings != doc.end()) snap.allocator_settings = settings->dump();
+  // Kept for reference only: the object's scalar members (nothing nested is re-serialised).
+  if (settings != doc.end() && settings->is_object()) {
+    json flat = json::object();
+    for (auto it = settings->begin(); it != settings->end(); ++it)
+      if (it->is_primitive()) flat[it.key()] = *it;
+    snap.allocator_settings = flat.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
   return snap;
 }
 

@@ -52,7 +52,9 @@ int main(int argc, char** argv) {
   bool no_tune = false;
   train->add_flag("--no-tune", no_tune,
                   "use --max-depth/--min-child-weight instead of choosing them on the calibration slice");
-  train->add_option("--max-depth", topt.max_depth, "tree depth (with --no-tune; always for the failure classifier)")->capture_default_str();
+  train->add_option("--max-depth", topt.max_depth, "tree depth (with --no-tune; always for the failure classifier)")
+      ->check(CLI::Range(1, MODEL_MAX_TREE_DEPTH))
+      ->capture_default_str();
   train->add_option("--min-child-weight", topt.min_child_weight, "min_child_weight (with --no-tune; always for the failure classifier)")->capture_default_str();
   train->add_option("--eta", topt.eta, "learning rate")->capture_default_str();
   train->add_option("--seed", topt.seed, "random seed")->capture_default_str();

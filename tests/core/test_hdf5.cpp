@@ -2,9 +2,13 @@
 // temporary-name-then-rename crash safety, and refusal of files that are not mlprio's.
 #include <catch2/catch.hpp>
 #include <hdf5.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -124,6 +128,49 @@ TEST_CASE("HDF5: a process killed mid-write never leaves a file that looks compl
   // Whatever the dead writer left lives under the temporary name only.
   const auto tmp = path.string() + ".tmp." + std::to_string(child);
   if (fs::exists(tmp)) fs::remove(tmp);
+}
+
+TEST_CASE("HDF5: a full disk is an error naming the file, leaves no file, and exits cleanly",
+          "[hdf5][crash]") {
+  // A file-size limit makes every write past 64 KiB fail with EFBIG, as a full disk fails with
+  // ENOSPC. The child reports through its exit status: 0 = the right error, 1 = a wrong one;
+  // it then exits normally, running HDF5's exit handler (which used to segfault on the file whose
+  // flush had failed).
+  const auto path = temp_file("full.h5");
+  std::fflush(nullptr);  // the child exits through exit(): nothing buffered to print twice
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit lim{64 * 1024, 64 * 1024};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    int code = 1;
+    try {
+      h5::WriteFile f(path.string(), {"test", "", "", ""});
+      std::vector<double> noise(1 << 18);  // 2 MiB that deflate cannot shrink below the limit
+      uint64_t x = 88172645463325252ULL;
+      for (auto& v : noise) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        v = static_cast<double>(x);
+      }
+      f.root().write_column("noise", std::span<const double>(noise));
+      f.commit();
+    } catch (const h5::H5Error& e) {
+      const std::string m = e.what();
+      if (m.find(path.string()) != std::string::npos && m.find("File too large") != std::string::npos)
+        code = 0;
+      else
+        std::fprintf(stderr, "unexpected message: %s\n", m.c_str());
+    }
+    std::exit(code);  // runs atexit handlers, HDF5's included
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  INFO("status " << status);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_FALSE(fs::exists(path));
+  CHECK_FALSE(fs::exists(path.string() + ".tmp." + std::to_string(child)));
 }
 
 TEST_CASE("HDF5: files that are not mlprio's are refused with a reason", "[hdf5][errors]") {

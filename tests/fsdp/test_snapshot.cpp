@@ -87,6 +87,30 @@ TEST_CASE("malformed snapshots give clear errors", "[fsdp][snapshot]") {
              Catch::Contains("addr"));
 }
 
+TEST_CASE("a snapshot nested 100,000 levels deep is refused, not a stack overflow",
+          "[fsdp][snapshot]") {
+  // In a field whose error message used to re-serialise the value (recursively).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string text =
+      "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"size\": " + deep + "}]]}";
+  try {
+    parse_snapshot(text, "deep.json");
+    FAIL("a 100,000-level snapshot was accepted");
+  } catch (const SnapshotError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("deep.json") && Catch::Contains("deeper than 64"));
+  }
+  // Within the limit, a wrongly typed field is named without printing the value's contents.
+  const std::string shallow = std::string(10, '[') + std::string(10, ']');
+  try {
+    parse_snapshot("{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"size\": " +
+                       shallow + "}]]}",
+                   "x.json");
+    FAIL("a list as size was accepted");
+  } catch (const SnapshotError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("device_traces[0][0].size") && Catch::Contains("(array)"));
+  }
+}
+
 TEST_CASE("fuzz: mutated snapshots never crash the reader or the replay", "[fsdp][snapshot]") {
   const std::string base = example_text();
   std::mt19937_64 rng(1234);

@@ -116,6 +116,73 @@ TEST_CASE("model files are refused with a reason", "[model][file]") {
   std::filesystem::remove(p);
 }
 
+TEST_CASE("a model file nested 100,000 levels deep is refused, not a stack overflow",
+          "[model][file][json]") {
+  // 200 KB of brackets in a field the loader used to re-serialise (training.window, a schema
+  // column): recursing once per level overflowed the stack.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string p = tmp("deep.json");
+  for (const char* field : {"window", "schema"}) {
+    auto d = formula_doc();
+    if (std::string(field) == "window") d["training"]["window"] = "@DEEP@";
+    else d["schema"] = nlohmann::json::array({"@DEEP@"});
+    std::string text = d.dump();
+    text.replace(text.find("\"@DEEP@\""), 8, deep);
+    write_text(p, text);
+    INFO(field);
+    expect_refusal(p, "nested deeper than 64 levels");
+  }
+  // The XGBoost booster inside the file goes through the same guard.
+  auto d = formula_doc();
+  d["kind"] = "xgboost";
+  d["booster_runtime"] = base64_encode("{\"learner\": " + deep + "}");
+  write_text(p, d.dump());
+  expect_refusal(p, "booster is nested deeper than 64 levels");
+  std::filesystem::remove(p);
+}
+
+TEST_CASE("non-finite or malformed numbers in a model file are refused", "[model][file]") {
+  const auto doc = formula_doc();
+  REQUIRE(doc["user_history"].is_object());
+  REQUIRE(!doc["user_history"].empty());
+  const std::string user = doc["user_history"].begin().key();
+  const std::string p = tmp("nonfinite.json");
+  auto refused = [&](nlohmann::json d, const std::string& reason) {
+    write_text(p, d.dump());
+    expect_refusal(p, reason);
+  };
+  SECTION("a run time written as the string \"nan\"") {
+    auto d = doc;
+    d["user_history"][user][0] = "nan";
+    refused(d, "expected a finite number or null");
+  }
+  SECTION("a count too large for an integer") {
+    auto d = doc;
+    d["user_history"][user][4] = 1e300;
+    refused(d, "expected an integer >= 0");
+  }
+  SECTION("a user key that is not hex") {
+    auto d = doc;
+    d["user_history"]["not-hex"] = d["user_history"][user];
+    refused(d, "not a 64-bit hex user hash");
+  }
+  SECTION("a negative default run time") {
+    auto d = doc;
+    d["formula"]["default_runtime"] = -5.0;
+    refused(d, "default_runtime");
+  }
+  SECTION("NaN and infinity in a document built in memory") {
+    // JSON text cannot hold them, but make_predictor() also takes documents from code.
+    auto d = doc;
+    d["formula"]["default_runtime"] = std::nan("");
+    CHECK_THROWS_AS(make_predictor(d), ModelError);
+    d = doc;
+    d["user_history"][user][2] = std::numeric_limits<double>::infinity();
+    CHECK_THROWS_AS(make_predictor(d), ModelError);
+  }
+  std::filesystem::remove(p);
+}
+
 TEST_CASE("base64 round-trips every length", "[model][file]") {
   std::string s;
   for (int n = 0; n < 70; ++n) {

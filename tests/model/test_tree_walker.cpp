@@ -132,6 +132,107 @@ TEST_CASE("a booster with a non-finite threshold is refused", "[model][walker]")
   CHECK_THROWS_AS(make_predictor(doc), ModelError);
 }
 
+namespace {
+// The model document with tree `tree` of the run-time booster changed by `edit`.
+template <class Edit>
+nlohmann::json with_tree_edit(const Trained& t, size_t tree, Edit edit) {
+  auto rt = nlohmann::json::parse(base64_decode(t.doc["booster_runtime"].get<std::string>()));
+  edit(rt["learner"]["gradient_booster"]["model"]["trees"][tree]);
+  nlohmann::json doc = t.doc;
+  doc["booster_runtime"] = base64_encode(rt.dump());
+  return doc;
+}
+std::string refusal(const nlohmann::json& doc) {
+  try {
+    make_predictor(doc);
+  } catch (const ModelError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+}  // namespace
+
+TEST_CASE("booster trees are checked as XGBoost reads them: leaf iff left child is -1",
+          "[model][walker]") {
+  const Trained& t = trained();
+  REQUIRE(t.doc["booster_runtime"].is_string());
+  // -2 was taken for a leaf by the walker, but XGBoost follows it as an index (explain crashed).
+  const auto minus_two = with_tree_edit(t, 3, [](nlohmann::json& tr) { tr["left_children"][0] = -2; });
+  CHECK_THAT(refusal(minus_two), Catch::Contains("run-time booster, tree 3, node 0") &&
+                                     Catch::Contains("not node indices"));
+  const Trace one = job_from_spec("user=u1,req_time=7200,req_procs=4");
+  CHECK_THROWS_AS(explain_job(minus_two, one), ModelError);
+  // A right child out of range, and an inner node pointing back at the root.
+  const auto out_of_range = with_tree_edit(t, 0, [](nlohmann::json& tr) {
+    tr["right_children"][0] = static_cast<int>(tr["left_children"].size());
+  });
+  CHECK_THAT(refusal(out_of_range), Catch::Contains("tree 0, node 0") && Catch::Contains("[0, "));
+  const auto cycle = with_tree_edit(t, 1, [](nlohmann::json& tr) {
+    const int l = tr["left_children"][0].get<int>();
+    REQUIRE(l > 0);
+    REQUIRE(tr["left_children"][l].get<int>() >= 0);  // the root's left child is a split
+    tr["right_children"][l] = 0;
+  });
+  CHECK_THAT(refusal(cycle), Catch::Contains("tree 1, node ") && Catch::Contains("reached twice"));
+  // A leaf keeps -1 on the right too; only the left index decides (as in XGBoost).
+  const auto leaf_right = with_tree_edit(t, 0, [](nlohmann::json& tr) {
+    for (size_t k = 0; k < tr["left_children"].size(); ++k)
+      if (tr["left_children"][k] == -1) tr["right_children"][k] = 7;
+  });
+  CHECK(refusal(leaf_right) == "accepted");
+}
+
+TEST_CASE("a booster whose base_score is not a finite number is refused", "[model][walker]") {
+  const Trained& t = trained();
+  auto with_base = [&t](const char* key, const nlohmann::json& base) {
+    auto b = nlohmann::json::parse(base64_decode(t.doc[key].get<std::string>()));
+    b["learner"]["learner_model_param"]["base_score"] = base;
+    nlohmann::json doc = t.doc;
+    doc[key] = base64_encode(b.dump());
+    return doc;
+  };
+  // XGBoost writes base_score as a string; "nan" used to give NaN for every prediction.
+  for (const char* bad : {"nan", "NaN", "inf", "-inf", "0.5abc", ""}) {
+    INFO(bad);
+    CHECK_THAT(refusal(with_base("booster_runtime", bad)),
+               Catch::Contains("run-time booster: learner_model_param.base_score") &&
+                   Catch::Contains("not a finite number"));
+  }
+  CHECK(refusal(with_base("booster_runtime", "5E-1")) == "accepted");
+  CHECK(refusal(with_base("booster_runtime", 0.5)) == "accepted");
+  // The failure model's base score is a probability: 1 would make its margin infinite.
+  CHECK_THAT(refusal(with_base("booster_fail", "1")), Catch::Contains("not a probability"));
+  // Accepted documents predict finite numbers.
+  const auto pred = make_predictor(with_base("booster_runtime", "2.5E0"));
+  std::vector<Prediction> out(t.trace.jobs.size());
+  pred->predict_rows(t.X.values, t.trace.jobs, out);
+  for (const auto& p : out) REQUIRE(std::isfinite(p.runtime));
+}
+
+TEST_CASE("booster trees deeper than 64 levels are refused", "[model][walker]") {
+  const Trained& t = trained();
+  // A chain: inner node 2i splits into leaf 2i+1 and the next inner node 2i+2.
+  auto chain = [&t](int depth) {
+    return with_tree_edit(t, 0, [depth](nlohmann::json& tr) {
+      const int n = 2 * depth + 1;
+      std::vector<int> l(n, -1), r(n, -1), f(n, 0), d(n, 1);
+      std::vector<float> c(n, 0.5f);
+      for (int i = 0; i < depth; ++i) {
+        l[2 * i] = 2 * i + 1;
+        r[2 * i] = 2 * i + 2;
+      }
+      tr["left_children"] = l;
+      tr["right_children"] = r;
+      tr["split_indices"] = f;
+      tr["split_conditions"] = c;
+      tr["default_left"] = d;
+    });
+  };
+  CHECK(refusal(chain(MODEL_MAX_TREE_DEPTH)) == "accepted");
+  CHECK_THAT(refusal(chain(MODEL_MAX_TREE_DEPTH + 1)),
+             Catch::Contains("tree 0, node 128") && Catch::Contains("deeper than 64"));
+}
+
 TEST_CASE("the AVX2 and scalar batch walkers agree bit for bit", "[model][walker][avx2]") {
   const Trained& t = trained();
   const auto rt = nlohmann::json::parse(base64_decode(t.doc["booster_runtime"].get<std::string>()));

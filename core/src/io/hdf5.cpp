@@ -3,13 +3,17 @@
 // message of HDF5's error stack; HDF5's own printing to stderr is switched off.
 #include "mlprio/io/hdf5.hpp"
 
+#include <fcntl.h>
 #include <hdf5.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <string>
+#include <vector>
 
 static_assert(sizeof(hid_t) == sizeof(mlprio::h5::hid), "hid_t must be 64-bit (HDF5 >= 1.10)");
 
@@ -36,6 +40,7 @@ struct QuietErrors {
 void quiet() { static QuietErrors q; }
 
 constexpr hsize_t CHUNK_ROWS = 16384;
+constexpr size_t CORE_INCREMENT = size_t{1} << 20;  // the in-memory file grows 1 MiB at a time
 
 }  // namespace
 
@@ -262,11 +267,30 @@ void Group::read_table_raw(const std::string& name, const CompoundDesc& d, void*
 WriteFile::WriteFile(const std::string& path, const Provenance& prov)
     : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
   quiet();
-  const hid_t f = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  // The temporary name is taken now (so an unwritable folder fails before any work), but the
+  // HDF5 file lives in memory (core driver, no backing store) until commit() writes its image.
+  // HDF5 must never write to the disk itself: when its flush fails (disk full), H5Fclose fails
+  // half-way and leaves a dangling file ID that HDF5's exit handler then dereferences (a
+  // segfault at exit, HDF5 1.10). Our own write() fails cleanly instead.
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw H5Error("cannot create HDF5 file '" + tmp_ + "' (is the folder of '" + path +
+                  "' there and writable?): " + std::strerror(errno));
+  try {
+    create_in_memory(prov);
+  } catch (...) {
+    discard();
+    throw;
+  }
+}
+
+void WriteFile::create_in_memory(const Provenance& prov) {
+  Handle fapl(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
+  H5_CHECK(H5Pset_fapl_core(fapl.id(), CORE_INCREMENT, 0));
+  const hid_t f = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
   if (f < 0) {
     H5Eclear2(H5E_DEFAULT);
-    throw H5Error("cannot create HDF5 file '" + tmp_ + "' (is the folder of '" + path +
-                  "' there and writable?)");
+    throw H5Error("cannot create HDF5 file '" + path_ + "' in memory");
   }
   file_ = Handle(f);
   root_ = Group(Handle(H5_CHECK(H5Gopen2(f, "/", H5P_DEFAULT))));
@@ -286,21 +310,62 @@ WriteFile::WriteFile(const std::string& path, const Provenance& prov)
   root_.set_attr("created_utc", std::string_view(when));
 }
 
+WriteFile::WriteFile(WriteFile&& o) noexcept
+    : path_(std::move(o.path_)),
+      tmp_(std::move(o.tmp_)),
+      file_(std::move(o.file_)),
+      root_(std::move(o.root_)),
+      fd_(std::exchange(o.fd_, -1)),
+      committed_(std::exchange(o.committed_, true)) {}
+
 WriteFile::~WriteFile() {
-  if (committed_ || !file_.valid()) return;
+  if (!committed_) discard();
+}
+
+void WriteFile::discard() noexcept {
   root_ = Group();
-  file_ = Handle();
-  std::remove(tmp_.c_str());
+  file_ = Handle();  // an in-memory file: closing it cannot fail on the disk
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(tmp_.c_str());
+  }
 }
 
 void WriteFile::commit() {
   if (committed_) return;
+  // Fails with what the write failed with; nothing is left under either name.
+  auto write_failed = [this](const std::string& what, int err) {
+    discard();
+    return H5Error("cannot write HDF5 file '" + path_ + "': " + what + ": " +
+                   std::strerror(err) + (err == ENOSPC || err == EFBIG || err == EDQUOT
+                                             ? " (disk full or file size limit); nothing written"
+                                             : "; nothing written"));
+  };
   H5_CHECK(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL));
+  const ssize_t size = H5_CHECK(H5Fget_file_image(file_.id(), nullptr, 0));
+  std::vector<char> image(static_cast<size_t>(size));
+  H5_CHECK(H5Fget_file_image(file_.id(), image.data(), image.size()));
   root_ = Group();
-  file_ = Handle();  // closes the file: all objects above were closed first
+  file_ = Handle();
+  size_t put = 0;
+  while (put < image.size()) {
+    const ssize_t n = ::write(fd_, image.data() + put, image.size() - put);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw write_failed("write", n < 0 ? errno : EIO);
+    put += static_cast<size_t>(n);
+  }
+  if (::fsync(fd_) != 0) throw write_failed("fsync", errno);
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    throw write_failed("close", err);
+  }
   if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    std::remove(tmp_.c_str());
-    throw H5Error("cannot rename '" + tmp_ + "' to '" + path_ + "'");
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    throw H5Error("cannot rename '" + tmp_ + "' to '" + path_ + "': " + std::strerror(err));
   }
   committed_ = true;
 }

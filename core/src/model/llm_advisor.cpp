@@ -23,6 +23,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "mlprio/io/json_input.hpp"
+
 namespace mlprio::model {
 
 // Throws AdvisorError naming the curl call, its file:line and curl's message.
@@ -121,6 +123,16 @@ bool valid_token(const std::string& t) {
 std::string fail(std::string* error, std::string what) {
   if (error) *error = what;
   return what;
+}
+
+// An answer is untrusted: parsed through the depth-bounded parser; anything it refuses is
+// "discarded", like a syntax error.
+json parse_or_discard(std::string_view text) {
+  try {
+    return io::parse_untrusted_json(text);
+  } catch (const io::JsonInputError&) {
+    return json(json::value_t::discarded);
+  }
 }
 
 }  // namespace
@@ -239,7 +251,7 @@ std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConf
     fail(error, "body of " + std::to_string(http_body.size()) + " bytes exceeds max_response_bytes");
     return std::nullopt;
   }
-  const json env = json::parse(http_body.begin(), http_body.end(), nullptr, false);
+  const json env = parse_or_discard(http_body);
   if (env.is_discarded() || !env.is_object()) {
     fail(error, "body is not a JSON object");
     return std::nullopt;
@@ -263,7 +275,7 @@ std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConf
   }
   // Strict: the whole content is one JSON value (whitespace around it only), no fences, no prose.
   const std::string& text = content->get_ref<const std::string&>();
-  const json answer = json::parse(text, nullptr, false);
+  const json answer = parse_or_discard(text);
   if (answer.is_discarded() || !answer.is_object()) {
     fail(error, "content is not exactly one JSON object");
     return std::nullopt;

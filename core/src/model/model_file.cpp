@@ -10,12 +10,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
+
+#include "mlprio/io/json_input.hpp"
 
 namespace mlprio::model {
 namespace {
@@ -49,8 +52,9 @@ void check_model_document(const nlohmann::json& doc, const std::string& origin) 
   if (!doc.contains("version") || !doc["version"].is_number_integer())
     refuse(origin, "\"version\" is missing or not an integer");
   if (doc["version"].get<int64_t>() != MODEL_VERSION)
-    refuse(origin, "version " + doc["version"].dump() + " is not supported (this build reads " +
-                       std::to_string(MODEL_VERSION) + "); retrain with this mlprio-model");
+    refuse(origin, "version " + std::to_string(doc["version"].get<int64_t>()) +
+                       " is not supported (this build reads " + std::to_string(MODEL_VERSION) +
+                       "); retrain with this mlprio-model");
   if (!doc.contains("kind") || !doc["kind"].is_string())
     refuse(origin, "\"kind\" is missing (expected \"xgboost\" or \"formula\")");
   if (!doc.contains("schema_version") || doc["schema_version"] != SCHEMA_VERSION)
@@ -62,8 +66,8 @@ void check_model_document(const nlohmann::json& doc, const std::string& origin) 
       const auto& s = doc["schema"];
       const auto want = schema_json();
       for (size_t i = 0; i < std::max(s.size(), want.size()); ++i) {
-        const std::string got = i < s.size() ? s[i].dump() : "(none)";
-        const std::string exp = i < want.size() ? want[i].dump() : "(none)";
+        const std::string got = i < s.size() ? io::describe_json_value(s[i]) : "(none)";
+        const std::string exp = i < want.size() ? io::describe_json_value(want[i]) : "(none)";
         if (got != exp) {
           detail = ": column " + std::to_string(i) + " is " + got + ", this build expects " + exp;
           break;
@@ -101,8 +105,12 @@ nlohmann::json read_model_document(const std::string& path) {
     if (n <= 0) refuse(path, std::string("read failed: ") + (n < 0 ? std::strerror(errno) : "short read"));
     got += static_cast<size_t>(n);
   }
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded()) refuse(path, "is not valid JSON (corrupt or truncated)");
+  nlohmann::json doc;
+  try {
+    doc = io::parse_untrusted_json(text);
+  } catch (const io::JsonInputError& e) {
+    refuse(path, std::string("is ") + e.what() + " (corrupt, truncated or not a model file)");
+  }
   check_model_document(doc, path);
   return doc;
 }
@@ -150,8 +158,27 @@ UserHistory history_from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw ModelError("\"user_history\" is not an object");
   for (auto it = j.begin(); it != j.end(); ++it) {
     const auto& v = it.value();
-    if (!v.is_array() || v.size() != 11) throw ModelError("\"user_history\" entry is malformed");
-    const uint64_t key = std::stoull(it.key(), nullptr, 16);
+    const std::string entry = "\"user_history\" entry " + io::describe_json_value(it.key());
+    if (!v.is_array() || v.size() != 11)
+      throw ModelError(entry + " is not [last_run, prev_run, ratio_sum, ratio_n, count, failures, "
+                               "prev2_run, run_sum, procs_sum, procs_n, last_end]");
+    uint64_t key = 0;
+    const std::string& k = it.key();
+    const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), key, 16);
+    if (k.empty() || ec != std::errc() || end != k.data() + k.size())
+      throw ModelError(entry + ": the key is not a 64-bit hex user hash");
+    // Run times, sums and the last finish: finite numbers, or null for "none yet" (NaN in
+    // memory); counts: integers >= 0. A NaN or infinity here would reach every prediction.
+    static constexpr size_t NUMBERS[] = {0, 1, 2, 6, 7, 8, 10};
+    static constexpr size_t COUNTS[] = {3, 4, 5, 9};
+    for (size_t i : NUMBERS)
+      if (!(v[i].is_null() || (v[i].is_number() && std::isfinite(v[i].get<double>()))))
+        throw ModelError(entry + ": value " + std::to_string(i) + " is " +
+                         io::describe_json_value(v[i]) + ", expected a finite number or null");
+    for (size_t i : COUNTS)
+      if (!v[i].is_number_integer() || v[i].get<int64_t>() < 0)
+        throw ModelError(entry + ": value " + std::to_string(i) + " is " +
+                         io::describe_json_value(v[i]) + ", expected an integer >= 0");
     UserStats s;
     s.last_run = json_double(v[0]);
     s.prev_run = json_double(v[1]);
@@ -241,8 +268,11 @@ std::unique_ptr<Predictor> make_predictor_of_kind(const nlohmann::json& doc) {
   const UserHistory hist =
       doc.contains("user_history") ? history_from_json(doc["user_history"]) : UserHistory{};
   std::string desc = kind + " model, schema v" + std::to_string(SCHEMA_VERSION);
-  if (doc.contains("training") && doc["training"].contains("window"))
-    desc += ", trained on " + doc["training"]["window"].dump();
+  if (doc.contains("training") && doc["training"].contains("window")) {
+    const auto& w = doc["training"]["window"];  // [first, last] submit time of the training jobs
+    if (w.is_array() && w.size() == 2 && w[0].is_number() && w[1].is_number())
+      desc += ", trained on [" + w[0].dump() + "," + w[1].dump() + "]";
+  }
   try {
     if (kind == "xgboost") {
       if (!doc.contains("booster_runtime") || !doc["booster_runtime"].is_string())
@@ -258,12 +288,16 @@ std::unique_ptr<Predictor> make_predictor_of_kind(const nlohmann::json& doc) {
         cal.blend_weight = doc["calibration"].value("blend_weight", 1.0);
         if (!(cal.blend_weight >= 0.0 && cal.blend_weight <= 1.0))
           throw ModelError("\"calibration.blend_weight\" must be in [0, 1]");
+        if (!std::isfinite(cal.point_shift) || !std::isfinite(cal.upper_shift))
+          throw ModelError("\"calibration\" shifts must be finite numbers");
       }
       return make_tree_predictor(rt, fail, cal, hist, 0.0, desc);
     }
     if (kind == "formula") {
       const double def = doc.contains("formula") ? doc["formula"].value("default_runtime", 3600.0)
                                                  : 3600.0;
+      if (!(std::isfinite(def) && def >= 0.0))
+        throw ModelError("\"formula.default_runtime\" must be a finite number of seconds >= 0");
       return make_formula_predictor(hist, def, desc);
     }
   } catch (const nlohmann::json::exception& e) {

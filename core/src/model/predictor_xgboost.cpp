@@ -7,6 +7,7 @@
 // upper prediction (see model/README.md).
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "mlprio/io/json_input.hpp"
 #include "mlprio/model/model_file.hpp"
 
 namespace mlprio::model {
@@ -90,6 +92,7 @@ struct FlatNode {
 static_assert(sizeof(FlatNode) == 8);
 
 constexpr uint32_t INDEX_BITS = 24;
+constexpr int MAX_TREE_DEPTH = MODEL_MAX_TREE_DEPTH;
 constexpr uint32_t MAX_NODES = 1u << INDEX_BITS;
 constexpr uint32_t HIGH_COLUMNS = N_FEATURES;      // first "NaN -> +inf" column
 constexpr uint32_t PAD_COLUMN = 2 * N_FEATURES;    // always -inf, read by leaves
@@ -102,12 +105,35 @@ inline uint32_t step(const FlatNode& nd, const float* row) {
   return (nd.meta & (MAX_NODES - 1)) + static_cast<uint32_t>(!(v < nd.value));
 }
 
+// A learner_model_param value: XGBoost writes them as strings ("5E-1"); a JSON number is accepted
+// too. Anything but a whole finite number (a "nan" or "inf" string, trailing text) is refused:
+// a NaN base score would make every prediction NaN.
+double param_number(const nlohmann::json& lmp, const char* key, const char* what) {
+  const auto& v = lmp.at(key);
+  double x = std::numeric_limits<double>::quiet_NaN();
+  if (v.is_number()) {
+    x = v.get<double>();
+  } else if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    if (ec != std::errc() || p != s.data() + s.size()) x = std::numeric_limits<double>::quiet_NaN();
+  }
+  if (!std::isfinite(x))
+    throw ModelError(std::string(what) + " booster: learner_model_param." + key + " " +
+                     io::describe_json_value(v) + " is not a finite number");
+  return x;
+}
+
 class TreeEnsemble {
  public:
   TreeEnsemble() = default;
   TreeEnsemble(const std::string& saved_json, bool logistic, const char* what) {
-    const nlohmann::json m = nlohmann::json::parse(saved_json, nullptr, false);
-    if (m.is_discarded()) throw ModelError(std::string(what) + " booster is not valid JSON");
+    nlohmann::json m;
+    try {
+      m = io::parse_untrusted_json(saved_json);
+    } catch (const io::JsonInputError& e) {
+      throw ModelError(std::string(what) + " booster is " + e.what());
+    }
     try {
       const auto& learner = m.at("learner");
       const std::string obj = learner.at("objective").at("name").get<std::string>();
@@ -115,16 +141,20 @@ class TreeEnsemble {
       if (is_logistic != logistic)
         throw ModelError(std::string(what) + " booster has objective " + obj);
       const auto& lmp = learner.at("learner_model_param");
-      const double base = std::stod(lmp.at("base_score").get<std::string>());
-      const int nfeat = std::stoi(lmp.at("num_feature").get<std::string>());
+      const double base = param_number(lmp, "base_score", what);
+      const double nfeat = param_number(lmp, "num_feature", what);
       if (nfeat != N_FEATURES)
-        throw ModelError(std::string(what) + " booster has " + std::to_string(nfeat) +
+        throw ModelError(std::string(what) + " booster has " + io::describe_json_value(lmp.at("num_feature")) +
                          " features, the schema " + std::to_string(N_FEATURES));
+      if (logistic && !(base > 0.0 && base < 1.0))
+        throw ModelError(std::string(what) + " booster: learner_model_param.base_score " +
+                         std::to_string(base) + " is not a probability in (0, 1)");
       base_margin_ = logistic ? -std::log(1.0 / base - 1.0) : base;
       const auto& gb = learner.at("gradient_booster");
       if (gb.at("name") != "gbtree")
         throw ModelError(std::string(what) + " booster is not a gbtree");
-      for (const auto& t : gb.at("model").at("trees")) add_tree(t, what);
+      const auto& trees = gb.at("model").at("trees");
+      for (size_t i = 0; i < trees.size(); ++i) add_tree(trees[i], what, i);
     } catch (const nlohmann::json::exception& e) {
       throw ModelError(std::string(what) + " booster is malformed: " + e.what());
     }
@@ -212,15 +242,23 @@ class TreeEnsemble {
   }
 
   // Appends one tree of XGBoost's JSON, renumbered breadth-first so siblings are adjacent.
-  void add_tree(const nlohmann::json& t, const char* what) {
+  //
+  // The structure is checked exactly as XGBoost reads it, because `mlprio-model explain` hands
+  // the same booster to libxgboost, which trusts it: a node is a leaf if and only if its left
+  // child is -1 (any other negative index is not a leaf to XGBoost, it is an index it follows);
+  // an inner node's children are node indices in range; every node is reached at most once from
+  // the root (no cycle, no shared subtree); and no leaf is deeper than MAX_TREE_DEPTH.
+  void add_tree(const nlohmann::json& t, const char* what, size_t tree) {
     const auto& lc = t.at("left_children");
     const auto& rc = t.at("right_children");
     const auto& si = t.at("split_indices");
     const auto& sc = t.at("split_conditions");
     const auto& dl = t.at("default_left");
     const size_t n = lc.size();
+    const std::string where = std::string(what) + " booster, tree " + std::to_string(tree);
     if (rc.size() != n || si.size() != n || sc.size() != n || dl.size() != n || n == 0)
-      throw ModelError(std::string(what) + " booster has a malformed tree");
+      throw ModelError(where + ": left_children, right_children, split_indices, "
+                       "split_conditions and default_left must be non-empty lists of one length");
     if (nodes_.size() + n > MAX_NODES)
       throw ModelError(std::string(what) + " booster has more than " + std::to_string(MAX_NODES) +
                        " nodes, more than the evaluator's 24-bit node index holds");
@@ -233,29 +271,39 @@ class TreeEnsemble {
     int deepest = 0;
     for (size_t k = 0; k < order.size(); ++k) {
       const size_t o = order[k];
-      const int l = lc[o].get<int>();
-      const int r = rc[o].get<int>();
+      const std::string node = where + ", node " + std::to_string(o);
+      const int64_t l = lc[o].get<int64_t>();
+      const int64_t r = rc[o].get<int64_t>();
       FlatNode& nd = nodes_[off + k];
       nd.value = sc[o].get<float>();
-      if (l < 0) {  // leaf: loops to itself through the padding column
+      if (l == -1) {  // leaf: loops to itself through the padding column
         if (!std::isfinite(nd.value))
-          throw ModelError(std::string(what) + " booster has a non-finite leaf value");
+          throw ModelError(node + ": the leaf value is not finite (as float32)");
         nd.meta = (off + static_cast<uint32_t>(k)) | (PAD_COLUMN << INDEX_BITS);
         deepest = std::max(deepest, node_depth[k]);
         continue;
       }
-      if (l >= static_cast<int>(n) || r < 0 || r >= static_cast<int>(n))
-        throw ModelError(std::string(what) + " booster has a child index out of range");
+      const auto n64 = static_cast<int64_t>(n);
+      if (l < 0 || l >= n64 || r < 0 || r >= n64)
+        throw ModelError(node + ": children " + std::to_string(l) + ", " + std::to_string(r) +
+                         " are not node indices in [0, " + std::to_string(n) +
+                         ") (a leaf has left child -1)");
       // A node reached twice (a cycle or shared subtree) would make the walk wrong or endless.
       if (seen[static_cast<size_t>(l)] || seen[static_cast<size_t>(r)] || l == r)
-        throw ModelError(std::string(what) + " booster has a cyclic tree");
+        throw ModelError(node + ": child " +
+                         std::to_string(seen[static_cast<size_t>(l)] ? l : r) +
+                         " is reached twice from the root (a cycle or a shared subtree)");
+      if (node_depth[k] + 1 > MAX_TREE_DEPTH)
+        throw ModelError(node + ": the tree is deeper than " + std::to_string(MAX_TREE_DEPTH) +
+                         " levels");
       seen[static_cast<size_t>(l)] = seen[static_cast<size_t>(r)] = 1;
       const auto f = si[o].get<int64_t>();
       if (f < 0 || f >= N_FEATURES)
-        throw ModelError(std::string(what) + " booster splits on a feature outside the schema");
+        throw ModelError(node + ": splits on feature " + std::to_string(f) +
+                         ", outside the schema's " + std::to_string(N_FEATURES));
       const bool def_left = dl[o].is_boolean() ? dl[o].get<bool>() : dl[o].get<int>() != 0;
       if (!std::isfinite(nd.value))
-        throw ModelError(std::string(what) + " booster has a non-finite split condition");
+        throw ModelError(node + ": the split condition is not finite (as float32)");
       const uint32_t column = static_cast<uint32_t>(f) + (def_left ? 0 : HIGH_COLUMNS);
       nd.meta = (off + static_cast<uint32_t>(order.size())) | (column << INDEX_BITS);
       order.push_back(static_cast<uint32_t>(l));

@@ -155,12 +155,16 @@ struct Provenance {
   std::string input_sha256;  // checksum of the main input, "" when generated
 };
 
-// A file being written. The data goes to "<path>.tmp.<pid>"; commit() flushes, closes and
-// renames it to <path>. Destroying an uncommitted WriteFile removes the temporary file.
+// A file being written. It is built in memory; "<path>.tmp.<pid>" is created at once and
+// commit() writes the finished image there, fsyncs it and renames it to <path>. A write that
+// fails (disk full, EFBIG) throws H5Error naming <path> and leaves neither name behind;
+// destroying an uncommitted WriteFile removes the temporary file. Memory: the file's size, twice
+// during commit().
 class WriteFile {
  public:
   WriteFile(const std::string& path, const Provenance& prov);
-  WriteFile(WriteFile&&) = default;
+  WriteFile(WriteFile&& o) noexcept;
+  WriteFile& operator=(WriteFile&&) = delete;
   ~WriteFile();
   Group& root() { return root_; }
   void commit();
@@ -168,9 +172,12 @@ class WriteFile {
   const std::string& temp_path() const { return tmp_; }
 
  private:
+  void create_in_memory(const Provenance& prov);
+  void discard() noexcept;
   std::string path_, tmp_;
   Handle file_;
   Group root_;
+  int fd_ = -1;  // the temporary file, open until commit() or discard()
   bool committed_ = false;
 };
 

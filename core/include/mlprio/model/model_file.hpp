@@ -24,6 +24,9 @@ namespace mlprio::model {
 inline constexpr const char* MODEL_FORMAT = "mlprio-model";
 inline constexpr int MODEL_VERSION = 1;
 inline constexpr uint64_t MODEL_MAX_BYTES = 256ULL << 20;
+// Deepest booster tree a model file may hold (root at depth 0); `mlprio-model train --max-depth`
+// is bounded by it. Training uses 6 by default; XGBoost's SHAP (explain) works per level.
+inline constexpr int MODEL_MAX_TREE_DEPTH = 64;
 
 // The schema array this build writes and expects.
 nlohmann::json schema_json();

@@ -1,0 +1,64 @@
+// mlprio-replay as a program, on failures that only show at the process level: a full disk
+// while writing --out (simulated with a file-size limit, writes failing with EFBIG) must end
+// with exit status 1, a message naming the file, and no output file under any name.
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path& replay_exe() {
+  static const fs::path p = fs::path(MLPRIO_BIN_DIR) / "mlprio-replay";
+  return p;
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("mlprio_replay_cli_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs `args` (a shell command tail) in `dir` under bash with `limits` (e.g. "ulimit -f 16")
+// applied first; returns the exit status (-1 when killed by a signal). stderr goes to err.txt.
+int run_in(const fs::path& dir, const std::string& limits, const std::string& args) {
+  const std::string cmd = "cd '" + dir.string() + "' && bash -c \"trap '' XFSZ; " + limits +
+                          "; exec '" + replay_exe().string() + "' " + args +
+                          " > /dev/null 2> err.txt\"";
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("replay run --out on a full disk exits 1 naming the file and leaves nothing",
+          "[replay][cli][disk]") {
+  REQUIRE(fs::exists(replay_exe()));
+  const fs::path dir = scratch("full");
+  REQUIRE(run_in(dir, "true", "generate --jobs 2000 --seed 3 -q -o t.swf") == 0);
+  // Unlimited, the result file is about 64 KiB; 16 KiB is not enough.
+  CHECK(run_in(dir, "ulimit -f 16", "run --trace t.swf --out o.h5") == 1);
+  const std::string err = slurp(dir / "err.txt");
+  INFO(err);
+  CHECK_THAT(err, Catch::Contains("o.h5") && Catch::Contains("File too large"));
+  for (const auto& e : fs::directory_iterator(dir))
+    CHECK(e.path().filename().string().rfind("o.h5", 0) == std::string::npos);
+  // With room, the same command writes the file.
+  CHECK(run_in(dir, "true", "run --trace t.swf --out o.h5") == 0);
+  CHECK(fs::exists(dir / "o.h5"));
+  fs::remove_all(dir);
+}
