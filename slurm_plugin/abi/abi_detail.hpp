@@ -32,6 +32,9 @@ struct Params {
   double llm_min_confidence = 0;  // llm_min_confidence=C: answers below C are ignored
   int64_t budget_us = 200;        // budget_us=N: inline model budget per job, 0 = async only
   int64_t check_period_ms = 5000; // check_period_ms=N: model file mtime check period
+  // reload_wait_ms=N: after slurm.conf was re-read, how long job_submit waits for the model of
+  // the new configuration (loaded on the worker) before passing a job unchanged; 0 = never wait
+  int64_t reload_wait_ms = 1000;
 };
 
 struct ParseResult {

@@ -203,11 +203,14 @@ ParseResult parse_params(std::string_view text) {
       if (parse_int(val, n) && n >= 0 && n <= 50000) p.budget_us = n; else bad("budget_us=200");
     } else if (key == "check_period_ms") {
       if (parse_int(val, n) && n >= 100 && n <= 3600000) p.check_period_ms = n; else bad("check_period_ms=5000");
+    } else if (key == "reload_wait_ms") {
+      if (parse_int(val, n) && n >= 0 && n <= 10000) p.reload_wait_ms = n; else bad("reload_wait_ms=1000 (0..10000)");
     } else {
       r.warnings.push_back("unknown parameter '" + key +
                            "' ignored (known: model, weight, max_boost, limit_margin, refuse_above, "
                            "refuse_mode, llm_url, llm_timeout_ms, llm_model, llm_min_factor, "
-                           "llm_max_factor, llm_min_confidence, budget_us, check_period_ms)");
+                           "llm_max_factor, llm_min_confidence, budget_us, check_period_ms, "
+                           "reload_wait_ms)");
     }
   }
   return r;

@@ -2,9 +2,10 @@
 # Cluster tests for site_factor/mlprio and job_submit/mlprio: each case starts a fresh cluster
 # (cluster.sh), drives it with the real sbatch/sprio/scontrol, and fails with the slurmctld log
 # tail when an expectation does not hold. Exit 77 = skipped (not root, Slurm or plugins missing).
-#   cluster_test.sh BUILD_DIR CASE     CASE: load order timelimit refuse warn reconfig badmodel
-#                                            async run llm_good llm_{down,slow,500,garbage,huge,
-#                                            hostile} dbd_update dbd_loop
+#   cluster_test.sh BUILD_DIR CASE     CASE: load order timelimit refuse warn reconfig
+#                                            reconfig_now reconfig_js_only badmodel async run
+#                                            llm_good llm_{down,slow,500,garbage,huge,hostile}
+#                                            dbd_update dbd_loop
 # The llm_* cases run tests/slurm/fake_llm.py (an OpenAI-compatible fake on 127.0.0.1) with
 # /usr/bin/python3; the dbd_* cases add MariaDB + slurmdbd (CLUSTER_DBD=1 in cluster.sh).
 set -uo pipefail
@@ -66,7 +67,7 @@ case "$CASE" in
 load)
   start "model=$M/plain.json,$BASE,bogus_key=1"
   expect_log "site_factor/mlprio: model loaded: formula model"
-  expect_log "job_submit/mlprio: model loaded: formula model"
+  expect_log "job_submit/mlprio: loaded; decides with the model of site_factor/mlprio"
   expect_log "unknown parameter 'bogus_key' ignored"
   cluster_alive || fail "slurmctld not alive"
   ;;
@@ -124,14 +125,51 @@ reconfig)
   expect_log "site_factor/mlprio: reconfigured (formula model" 30
   wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt $((s1 + s1 / 2)) ]" ||
     fail "SITE did not follow the new weight (before $s1, now $(site_of "$id"))"
-  # job_submit/mlprio picks the new parameters up at the next submission.
+  # job_submit/mlprio decides with site_factor/mlprio's model (one model for both).
   submit -p hold -t 5 >/dev/null || fail "sbatch after reconfigure"
-  expect_log "job_submit/mlprio: parameters changed; reconfigured" 20
+  expect_log "job_submit/mlprio: decisions use the model of site_factor/mlprio" 5
   # A changed file on disk is picked up by the watcher (mtime), without reconfigure.
   "$MODEL_TOOL" "$M/plain2.json" --corrupt
   expect_log "refused: model file $M/plain2.json" 40
   wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" = 0 ]" ||
     fail "SITE not neutral after the model file was corrupted ($(site_of "$id"))"
+  ;;
+reconfig_now|reconfig_js_only)
+  # scontrol reconfigure switches job_submit's decisions to the new model at once, in step with
+  # the site factor: the very next sbatch is decided by it. The watcher's period is 1 h, so only
+  # the reconfigure can load the replaced file. reconfig_js_only loads job_submit/mlprio alone,
+  # where nothing but its own fence (the worker loads the re-read configuration while the
+  # submission waits) can switch it.
+  [ "$CASE" = reconfig_js_only ] && export CLUSTER_PLUGINS=js
+  cp "$M/plain.json" "$M/m.json"
+  start "model=$M/m.json,$BASE,refuse_above=0.5,refuse_mode=refuse,check_period_ms=3600000"
+  # The plain model: no history, no request -> run 3600 s, limit 01:15:00, no failure predicted.
+  a=$(sbatch --parsable -p hold -o /dev/null --wrap 'sleep 1' 2>"$M/err") || fail "sbatch A: $(cat "$M/err")"
+  grep -q "time limit set to 01:15:00" "$M/err" || fail "job A: no 01:15:00 limit: $(cat "$M/err")"
+  # root's history says 90% of its jobs fail.
+  cp "$M/failing.json" "$M/new.json" && mv "$M/new.json" "$M/m.json"
+  # Before the reconfigure: still the old model (nothing polls the file within the test).
+  submit -p hold -t 5 >/dev/null || fail "job B (before reconfigure) refused: $(cat "$M/sbatch.err")"
+  scontrol reconfigure || fail "scontrol reconfigure"
+  # Immediately: the new model's decision, no waiting.
+  if sbatch -p hold -t 5 -o /dev/null --wrap 'sleep 1' 2>"$M/err"; then
+    fail "job C after reconfigure was accepted: the old model decided"
+  fi
+  cat "$M/err"
+  grep -q "predicted to fail with probability 0.90" "$M/err" || fail "job C: no refusal from the new model"
+  if [ "$CASE" = reconfig_now ]; then
+    # The site factor switched at the same reconfigure: job A (limit 4500 s) now has root's 3300 s.
+    want=$(expect_site 3300)
+    wait_for 30 sh -c "[ \"\$(sprio -h -j $a -o %S | tr -d ' ')\" = $want ]" ||
+      fail "SITE of job A is $(site_of "$a"), expected $want from the new model"
+    expect_log "site_factor/mlprio: reconfigured (formula model" 10
+    # One load for the new configuration, by whichever came first (hook or fence), not two.
+    n=$(grep -c "site_factor/mlprio: \(reconfigure\|slurm.conf re-read\): model loaded" "$CL_DIR/slurmctld.log")
+    [ "$n" -eq 1 ] || fail "the model was loaded $n times for one reconfigure"
+  else
+    expect_log "job_submit/mlprio: slurm.conf re-read: model loaded: formula model" 5
+  fi
+  grep "mlprio: .*\(reconfigure\|re-read\|refused\)" "$CL_DIR/slurmctld.log" | tail -4
   ;;
 badmodel)
   "$MODEL_TOOL" "$M/corrupt.json" --corrupt
@@ -186,7 +224,7 @@ llm_good)
       FAIL) want[$id]=$(expect_site 3600) ;;       # HTTP 500: model only
     esac
   done
-  expect_log "job_submit/mlprio: LLM advice goes to site_factor/mlprio" 5
+  expect_log "job_submit/mlprio: decisions use the model of site_factor/mlprio" 5
   for id in "${!want[@]}"; do
     scontrol show job "$id" | grep -q "AdminComment=.*mlprio_llm=[0-9a-f]\{16\}" ||
       fail "job $id has no advisor key in AdminComment"

@@ -120,7 +120,7 @@ TEST_CASE("LLM advisor parameters and the advisor key in admin_comment") {
 
 TEST_CASE("without an advisor, submitting to it is refused quickly, never an error") {
   mlprio_ctx_t* ctx = nullptr;
-  mlprio_ctx_create("llm_url=http://127.0.0.1:9/v1", &ctx);
+  mlprio_ctx_create("llm_url=http://127.0.0.1:9/v1", 0, &ctx);
   REQUIRE(ctx != nullptr);
   mlprio_params_t p{};
   mlprio_ctx_params(ctx, &p);
@@ -171,7 +171,7 @@ TEST_CASE("unusable model files give a neutral context, never a failure to creat
     INFO(name);
     mlprio_ctx_t* ctx = nullptr;
     const std::string params = "model=" + d.file(name);
-    CHECK(mlprio_ctx_create(params.c_str(), &ctx) == MLPRIO_ERR_MODEL);
+    CHECK(mlprio_ctx_create(params.c_str(), 0, &ctx) == MLPRIO_ERR_MODEL);
     REQUIRE(ctx != nullptr);
     CHECK(std::string(mlprio_last_error()).find(name) != std::string::npos);
     auto j = job(1, 600);
@@ -186,7 +186,7 @@ TEST_CASE("unusable model files give a neutral context, never a failure to creat
 }
 
 TEST_CASE("NULL arguments are errors, not crashes") {
-  CHECK(mlprio_ctx_create("", nullptr) == MLPRIO_ERR_PARAM);
+  CHECK(mlprio_ctx_create("", 0, nullptr) == MLPRIO_ERR_PARAM);
   CHECK(mlprio_site_factor(nullptr, nullptr, nullptr) == MLPRIO_ERR_PARAM);
   CHECK(mlprio_predict(nullptr, nullptr, nullptr) == MLPRIO_ERR_PARAM);
   mlprio_ctx_free(nullptr);
@@ -197,7 +197,7 @@ TEST_CASE("site factor follows the model: shorter predicted run, higher factor; 
   write_formula(d.file("m.json"));
   mlprio_ctx_t* ctx = nullptr;
   const std::string params = "model=" + d.file("m.json") + ",weight=10000,max_boost=100000";
-  REQUIRE(mlprio_ctx_create(params.c_str(), &ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_ctx_create(params.c_str(), 0, &ctx) == MLPRIO_OK);
   int64_t prev = INT64_MAX;
   for (double t : {300.0, 1200.0, 3600.0, 14400.0}) {
     auto j = job(static_cast<uint32_t>(t), t);
@@ -211,7 +211,7 @@ TEST_CASE("site factor follows the model: shorter predicted run, higher factor; 
     CHECK(again == f);
   }
   // max_boost caps the factor.
-  REQUIRE(mlprio_ctx_reconfigure(ctx, (params + ",max_boost=10").c_str()) == MLPRIO_OK);
+  REQUIRE(mlprio_ctx_reconfigure(ctx, (params + ",max_boost=10").c_str(), 1) == MLPRIO_OK);
   auto j = job(7, 300);
   int64_t f = 0;
   REQUIRE(mlprio_site_factor(ctx, &j, &f) == MLPRIO_OK);
@@ -223,7 +223,7 @@ TEST_CASE("predictions: history gives the run time and failure probability") {
   TempDir d;
   write_formula(d.file("h.json"), "alice", 3300, 0.9);
   mlprio_ctx_t* ctx = nullptr;
-  REQUIRE(mlprio_ctx_create(("model=" + d.file("h.json")).c_str(), &ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("h.json")).c_str(), 0, &ctx) == MLPRIO_OK);
   auto j = job(1, -1);
   mlprio_prediction_t p;
   REQUIRE(mlprio_predict(ctx, &j, &p) == MLPRIO_OK);
@@ -237,7 +237,7 @@ TEST_CASE("budget_us=0 queues work for the worker, which reports the ready job")
   write_formula(d.file("m.json"));
   mlprio_ctx_t* ctx = nullptr;
   REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json") + ",budget_us=0,weight=1000").c_str(),
-                            &ctx) == MLPRIO_OK);
+                            0, &ctx) == MLPRIO_OK);
   REQUIRE(mlprio_worker_start(ctx) == MLPRIO_OK);
   auto j = job(99, 600);
   int64_t f = 5;
@@ -258,7 +258,7 @@ TEST_CASE("a changed model file is reloaded; a corrupted one makes the factor ne
   TempDir d;
   write_formula(d.file("m.json"));
   mlprio_ctx_t* ctx = nullptr;
-  REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json")).c_str(), &ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json")).c_str(), 0, &ctx) == MLPRIO_OK);
   const uint64_t g0 = mlprio_ctx_generation(ctx);
   int reloaded = -1;
   CHECK(mlprio_ctx_check_reload(ctx, &reloaded) == MLPRIO_OK);
@@ -297,4 +297,49 @@ TEST_CASE("the example fine-tuning jobs carry parameters the plugins read") {
     CHECK(has_size);
     CHECK(f.size() >= 4);
   }
+}
+
+TEST_CASE("a decision under a newer slurm.conf waits for that configuration's model") {
+  TempDir d;
+  write_formula(d.file("old.json"));
+  write_formula(d.file("new.json"), "alice", 3300, 0.9);
+  mlprio_ctx_t* ctx = nullptr;
+  const std::string old_params = "model=" + d.file("old.json") + ",refuse_above=0.5";
+  const std::string new_params = "model=" + d.file("new.json") + ",refuse_above=0.5,refuse_mode=refuse";
+  REQUIRE(mlprio_ctx_create(old_params.c_str(), 1, &ctx) == MLPRIO_OK);
+  auto j = job(0, 600);
+  j.user = "alice";
+  mlprio_decision_t dec;
+  // Same reading: the loaded model decides (no history for alice: no failure predicted).
+  REQUIRE(mlprio_decide(ctx, old_params.c_str(), 1, &j, &dec) == MLPRIO_OK);
+  CHECK(dec.verdict == MLPRIO_VERDICT_PASS);
+  const uint64_t g1 = dec.generation;
+  // A newer reading and no worker to load it: the old model must not decide.
+  CHECK(mlprio_decide(ctx, new_params.c_str(), 2, &j, &dec) == MLPRIO_TIMEOUT);
+  REQUIRE(mlprio_worker_start(ctx) == MLPRIO_OK);
+  // With the worker: it loads the new configuration while the call waits.
+  REQUIRE(mlprio_decide(ctx, new_params.c_str(), 2, &j, &dec) == MLPRIO_OK);
+  CHECK(dec.generation != g1);
+  CHECK(dec.pred.fail_prob == Approx(0.9));
+  CHECK(dec.verdict == MLPRIO_VERDICT_REFUSE);
+  CHECK(dec.params.refuse_mode == MLPRIO_REFUSE);
+  // The reconfigure hook of the same reading does not load it a second time, but once only.
+  const uint64_t g2 = mlprio_ctx_generation(ctx);
+  REQUIRE(mlprio_ctx_reconfigure(ctx, new_params.c_str(), 2) == MLPRIO_OK);
+  CHECK(mlprio_ctx_generation(ctx) == g2);
+  REQUIRE(mlprio_ctx_reconfigure(ctx, new_params.c_str(), 2) == MLPRIO_OK);
+  CHECK(mlprio_ctx_generation(ctx) != g2);
+  // reload_wait_ms=0: never waits.
+  const std::string nowait = new_params + ",reload_wait_ms=0";
+  REQUIRE(mlprio_ctx_reconfigure(ctx, nowait.c_str(), 3) == MLPRIO_OK);
+  CHECK(mlprio_decide(ctx, nowait.c_str(), 4, &j, &dec) == MLPRIO_TIMEOUT);
+  mlprio_ctx_free(ctx);
+}
+
+TEST_CASE("the conf epoch changes with the text, the time and the string's address") {
+  const std::string a = "model=/x", b = "model=/x";
+  CHECK(mlprio_conf_epoch(a.c_str(), 100) == mlprio_conf_epoch(a.c_str(), 100));
+  CHECK(mlprio_conf_epoch(a.c_str(), 100) != mlprio_conf_epoch(a.c_str(), 101));
+  CHECK(mlprio_conf_epoch(a.c_str(), 100) != mlprio_conf_epoch(b.c_str(), 100));
+  CHECK(mlprio_conf_epoch(nullptr, 100) != mlprio_conf_epoch(a.c_str(), 100));
 }
