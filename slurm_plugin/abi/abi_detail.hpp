@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,5 +62,25 @@ std::string format_duration(double seconds);
 
 // The advisor key job_submit/mlprio leaves in AdminComment ("mlprio_llm=<16 hex>"), or 0.
 uint64_t llm_key_of(const char* admin_comment);
+
+// Why a job is predicted to fail (abi_reason.cpp): one feature's push on the failure prediction.
+struct FailContribution {
+  int feature = 0;            // mlprio::model::Feature
+  double contribution = 0;    // in the failure model's units (log-odds or probability)
+  float value = 0;            // the job's encoded value (NaN = missing)
+};
+enum class ReasonGroup { HISTORY, LLM, REQUEST, OTHER };
+ReasonGroup reason_group(int feature);
+// The features that raised the failure prediction most (positive contributions, largest first,
+// at most max_n, none below a tenth of the largest). contrib/row as Predictor::explain_fail.
+std::vector<FailContribution> top_fail_reasons(std::span<const double> contrib,
+                                               std::span<const float> row, size_t max_n = 3);
+struct FailText {
+  std::string message;  // for the user
+  std::string log;      // for slurmctld's log
+};
+// The refusal/warning text; `explained` false when the model could not explain itself.
+FailText failure_text(const std::vector<FailContribution>& top, bool explained, double fail_prob,
+                      double limit, bool override_allowed);
 
 }  // namespace mlprio::plugin

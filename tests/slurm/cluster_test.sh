@@ -2,7 +2,8 @@
 # Cluster tests for site_factor/mlprio and job_submit/mlprio: each case starts a fresh cluster
 # (cluster.sh), drives it with the real sbatch/sprio/scontrol, and fails with the slurmctld log
 # tail when an expectation does not hold. Exit 77 = skipped (not root, Slurm or plugins missing).
-#   cluster_test.sh BUILD_DIR CASE     CASE: load order timelimit refuse warn reconfig
+#   cluster_test.sh BUILD_DIR CASE     CASE: load order timelimit refuse refuse_history
+#                                            refuse_xgb warn reconfig
 #                                            reconfig_now reconfig_js_only badmodel async run
 #                                            llm_good llm_{down,slow,500,garbage,huge,hostile}
 #                                            dbd_update dbd_loop
@@ -107,6 +108,48 @@ refuse)
   if sbatch -p hold --wrap 'sleep 1' 2>"$M/err"; then fail "job was not refused"; fi
   cat "$M/err"
   grep -q "predicted to fail with probability 0.90" "$M/err" || fail "refusal message missing"
+  ;;
+refuse_history)
+  # root's history alone (90% of its jobs failed): the refusal names history features, not the
+  # LLM parameters this plain job does not have. sbatch and srun both go through job_submit.
+  start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=refuse"
+  if sbatch -p hold -t 1 -o /dev/null --wrap true 2>"$M/err"; then fail "sbatch was not refused"; fi
+  if timeout 30 srun -p hold -t 1 true 2>"$M/err2"; then fail "srun was not refused"; fi
+  for f in "$M/err" "$M/err2"; do
+    cat "$f"
+    grep -q "mostly because of the failure rate of your recent jobs (hist_fail_rate=0.9)" "$f" ||
+      fail "$(basename "$f"): the reason is not the user's failure rate"
+    grep -q "This comes from your recent jobs" "$f" || fail "$(basename "$f"): no history advice"
+    grep -qi "LoRA\|batch size\|sequence length\|memory per GPU" "$f" &&
+      fail "$(basename "$f"): the message blames LLM parameters"
+  done
+  expect_log "job_submit/mlprio: refused job from uid 0: failure probability 0.90; top reasons hist_fail_rate=0.9 (+0.9)"
+  ;;
+refuse_xgb)
+  # An XGBoost model (the kind slurmctld had not loaded before) trained on a sacct dump where
+  # root's jobs fail 85% of the time: the reason comes from TreeSHAP over its failure trees in
+  # slurmctld, and names history (user, hist_*), never LLM parameters.
+  TOOL="$MLPRIO_BUILD/bin/mlprio-model"
+  [ -x "$TOOL" ] || { echo "SKIP: $TOOL not built (no XGBoost)"; exit $SKIP; }
+  awk -f "$HERE/gen_sacct.awk" > "$M/dump.txt" || fail "gen_sacct.awk"
+  "$TOOL" train --trace "$M/dump.txt" --format sacct --kind xgboost --nthread 1 -o "$M/xgb.json" >"$M/train.out" 2>&1 ||
+    { cat "$M/train.out"; fail "mlprio-model train"; }
+  chmod 644 "$M/xgb.json"
+  start "model=$M/xgb.json,$BASE,refuse_above=0.5,refuse_mode=refuse"
+  expect_log "site_factor/mlprio: model loaded: xgboost model"
+  if sbatch -p hold -t 1 -o /dev/null --wrap true 2>"$M/err"; then fail "sbatch was not refused"; fi
+  cat "$M/err"
+  grep -q "predicted to fail with probability 0\.[5-9]" "$M/err" || fail "no refusal"
+  grep -q "mostly because of .*(\(user\|hist_[a-z0-9_]*\)" "$M/err" || fail "the reason names no history feature"
+  grep -q "This comes from your recent jobs" "$M/err" || fail "no history advice"
+  grep -qi "llm_\|LoRA\|batch size\|sequence length\|memory per GPU" "$M/err" &&
+    fail "the message blames LLM parameters"
+  # The same contributions as mlprio-model explain (XGBoost's own pred_contribs): its top feature.
+  top=$("$TOOL" explain --model "$M/xgb.json" --job "user=root,req_time=60" |
+        /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["fail_features"][0]["feature"])')
+  echo "mlprio-model explain: top failure feature $top"
+  grep -q "mostly because of [^(]*($top[=)]" "$M/err" || fail "first reason is not explain's top feature $top"
+  grep "refused job" "$CL_DIR/slurmctld.log" | tail -1
   ;;
 warn)
   start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=warn"

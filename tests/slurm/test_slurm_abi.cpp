@@ -343,3 +343,68 @@ TEST_CASE("the conf epoch changes with the text, the time and the string's addre
   CHECK(mlprio_conf_epoch(a.c_str(), 100) != mlprio_conf_epoch(b.c_str(), 100));
   CHECK(mlprio_conf_epoch(nullptr, 100) != mlprio_conf_epoch(a.c_str(), 100));
 }
+
+TEST_CASE("the refusal names the features that raised the failure prediction") {
+  namespace p = mlprio::plugin;
+  std::vector<double> c(m::N_FEATURES + 1, 0.0);
+  std::vector<float> row(m::N_FEATURES, NAN);
+  c[m::F_HIST_FAIL_RATE] = 2.0;
+  row[m::F_HIST_FAIL_RATE] = 0.85f;
+  c[m::F_HIST_COUNT] = 0.5;
+  row[m::F_HIST_COUNT] = 40;
+  c[m::F_REQ_TIME] = 0.1;  // below a tenth of the largest: left out
+  c[m::F_LLM_LORA_RANK] = -1.0;  // lowers the prediction: never a reason
+  c[m::N_FEATURES] = 3.0;  // bias: never a reason
+  auto top = p::top_fail_reasons(c, row);
+  REQUIRE(top.size() == 2);
+  CHECK(top[0].feature == m::F_HIST_FAIL_RATE);
+  CHECK(top[1].feature == m::F_HIST_COUNT);
+  auto t = p::failure_text(top, true, 0.93, 0.5, false);
+  CHECK(t.message.find("probability 0.93 (limit 0.50)") != std::string::npos);
+  CHECK(t.message.find("the failure rate of your recent jobs (hist_fail_rate=0.85) and how many "
+                       "jobs you have run (hist_count=40)") != std::string::npos);
+  CHECK(t.message.find("This comes from your recent jobs") != std::string::npos);
+  CHECK(t.message.find("ask your admin") != std::string::npos);
+  CHECK(t.message.find("LoRA") == std::string::npos);
+  CHECK(t.message.find("--comment=mlprio:override") == std::string::npos);
+  CHECK(t.log == "failure probability 0.93; top reasons hist_fail_rate=0.85 (+2) hist_count=40 (+0.5)");
+  // Where the admin allows it, the user is told how to get through.
+  CHECK(p::failure_text(top, true, 0.93, 0.5, true).message.find("--comment=mlprio:override") !=
+        std::string::npos);
+  // An LLM cause gets the LLM advice.
+  std::fill(c.begin(), c.end(), 0.0);
+  c[m::F_LLM_LORA_RANK] = 1.5;
+  row[m::F_LLM_LORA_RANK] = 64;
+  t = p::failure_text(p::top_fail_reasons(c, row), true, 0.8, 0.5, false);
+  CHECK(t.message.find("the LoRA rank (llm_lora_rank=64)") != std::string::npos);
+  CHECK(t.message.find("Check memory per GPU") != std::string::npos);
+  CHECK(t.message.find("recent jobs") == std::string::npos);
+  // Nothing stands out, or no explanation: said so, no invented reason.
+  std::fill(c.begin(), c.end(), 0.0);
+  CHECK(p::failure_text(p::top_fail_reasons(c, row), true, 0.8, 0.5, false).message.find(
+            "base rate alone") != std::string::npos);
+  CHECK(p::failure_text({}, false, 0.8, 0.5, false).message.find("no per-feature reason") !=
+        std::string::npos);
+}
+
+TEST_CASE("a job refused on its user's history alone is told so") {
+  TempDir d;
+  write_formula(d.file("h.json"), "alice", 3300, 0.9);
+  mlprio_ctx_t* ctx = nullptr;
+  const std::string params = "model=" + d.file("h.json") + ",refuse_above=0.5,refuse_mode=refuse";
+  REQUIRE(mlprio_ctx_create(params.c_str(), 7, &ctx) == MLPRIO_OK);
+  auto j = job(0, 60);  // srun -t 1 true
+  j.user = "alice";
+  mlprio_decision_t dec;
+  REQUIRE(mlprio_decide(ctx, params.c_str(), 7, &j, &dec) == MLPRIO_OK);
+  CHECK(dec.verdict == MLPRIO_VERDICT_REFUSE);
+  const std::string msg = dec.message;
+  CHECK(msg.find("hist_fail_rate=0.9") != std::string::npos);
+  CHECK(msg.find("batch size") == std::string::npos);
+  CHECK(std::string(dec.log).find("top reasons hist_fail_rate=0.9") != std::string::npos);
+  j.user = "bob";  // no history: nothing predicted, nothing said
+  REQUIRE(mlprio_decide(ctx, params.c_str(), 7, &j, &dec) == MLPRIO_OK);
+  CHECK(dec.verdict == MLPRIO_VERDICT_PASS);
+  CHECK(dec.message[0] == '\0');
+  mlprio_ctx_free(ctx);
+}
