@@ -39,6 +39,7 @@
 #include "slurm/slurm.h"
 #include "slurm/slurm_errno.h"
 
+#include "src/common/assoc_mgr.h"
 #include "src/common/log.h"
 #include "src/common/uid.h"
 #include "src/common/xmalloc.h"
@@ -232,6 +233,63 @@ static void _msg(char **err_msg, const char *text)
 		*err_msg = xstrdup(text);
 }
 
+/*
+ * The account and QOS the job will run under: what the user named, else the
+ * user's default account and the association's default QOS from slurmctld's
+ * association cache (what job_submit/lua's default_account/default_qos read).
+ * locked = true: memory only, never a database call; slurmctld locks are taken
+ * before assoc_mgr locks, as everywhere in slurmctld. NULL without accounting.
+ * Caller xfree()s both.
+ */
+static void _acct_qos(job_desc_msg_t *job_desc, char **acct, char **qos)
+{
+	assoc_mgr_lock_t locks = { .assoc = READ_LOCK, .qos = READ_LOCK,
+				   .user = READ_LOCK };
+	slurmdb_user_rec_t user;
+	slurmdb_assoc_rec_t assoc;
+	slurmdb_qos_rec_t qrec;
+
+	*acct = xstrdup(job_desc->account);
+	*qos = xstrdup(job_desc->qos);
+	if (*acct && *qos)
+		return;
+	assoc_mgr_lock(&locks);
+	if (!*acct) {
+		memset(&user, 0, sizeof(user));
+		user.uid = job_desc->user_id;
+		if (assoc_mgr_fill_in_user(acct_db_conn, &user,
+					   accounting_enforce, NULL,
+					   true) == SLURM_SUCCESS)
+			*acct = xstrdup(user.default_acct);
+	}
+	if (!*qos && *acct) {
+		memset(&assoc, 0, sizeof(assoc));
+		assoc.uid = job_desc->user_id;
+		assoc.acct = *acct;
+		assoc.partition = job_desc->partition;
+		if ((assoc_mgr_fill_in_assoc(acct_db_conn, &assoc,
+					     accounting_enforce, NULL,
+					     true) == SLURM_SUCCESS) &&
+		    assoc.def_qos_id) {
+			memset(&qrec, 0, sizeof(qrec));
+			qrec.id = assoc.def_qos_id;
+			if (assoc_mgr_fill_in_qos(acct_db_conn, &qrec,
+						  accounting_enforce, NULL,
+						  true) == SLURM_SUCCESS)
+				*qos = xstrdup(qrec.name);
+		}
+	}
+	assoc_mgr_unlock(&locks);
+}
+
+static void _append_admin_comment(job_desc_msg_t *job_desc, const char *s)
+{
+	if (job_desc->admin_comment)
+		xstrfmtcat(job_desc->admin_comment, " %s", s);
+	else
+		job_desc->admin_comment = xstrdup(s);
+}
+
 /* One decision through the hub or our own context; MLPRIO_* status. */
 static int _decide(const mlprio_job_t *j, mlprio_decision_t *d,
 		   const char **why)
@@ -266,6 +324,7 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	mlprio_decision_t d;
 	mlprio_job_t j;
 	char feats[512], text[512], d1[32], d2[32];
+	char *acct = NULL, *qos = NULL;
 	const char *why = "";
 	int nfeat, rc;
 	uint64_t llm_key = 0;
@@ -297,15 +356,20 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	j.req_mem_bytes = -1;
 	/* Cached: slurmctld resolves this uid for the job record anyway. */
 	j.user = uid_to_string_cached((uid_t) job_desc->user_id);
-	j.account = job_desc->account;
+	/* As the site factor will see them on the job record. */
+	_acct_qos(job_desc, &acct, &qos);
+	j.account = acct;
 	j.partition = job_desc->partition;
-	j.qos = job_desc->qos;
+	j.qos = qos;
 	j.name = job_desc->name;
 	j.comment = job_desc->comment;
 	j.admin_comment = job_desc->admin_comment;
 	j.script = job_desc->script;
 
 	rc = _decide(&j, &d, &why);
+	xfree(acct);
+	xfree(qos);
+	j.account = j.qos = NULL;
 	if (rc == MLPRIO_TIMEOUT) {
 		/* Never the old model under the new configuration. */
 		info("%s: uid %u: job passed unchanged: %s", plugin_type,
@@ -320,12 +384,8 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	if (d.params.have_llm && use_hub && hub) {
 		llm_key = _next_key();
 		/* Users cannot set admin_comment, so nor the key. */
-		if (job_desc->admin_comment)
-			xstrfmtcat(job_desc->admin_comment,
-				   " mlprio_llm=%016"PRIx64, llm_key);
-		else
-			job_desc->admin_comment = xstrdup_printf(
-				"mlprio_llm=%016"PRIx64, llm_key);
+		snprintf(text, sizeof(text), "mlprio_llm=%016"PRIx64, llm_key);
+		_append_admin_comment(job_desc, text);
 		j.admin_comment = job_desc->admin_comment;
 		/* Only queues (the advisor's thread does the HTTP call). */
 		if (hub->llm_submit(llm_key, &j) != MLPRIO_OK)
@@ -346,6 +406,14 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	if (d.verdict == MLPRIO_VERDICT_WARN) {
 		_msg(err_msg, d.message);
 		info("%s: warned uid %u: %s", plugin_type, submit_uid, d.log);
+	}
+	if ((d.verdict == MLPRIO_VERDICT_EXEMPT) ||
+	    (d.verdict == MLPRIO_VERDICT_OVERRIDE)) {
+		/* No job id yet: site_factor/mlprio logs it with the note. */
+		_msg(err_msg, d.message);
+		_append_admin_comment(job_desc, d.admin_note);
+		info("%s: accepted job from uid %u (%s) despite predicted failure: %s",
+		     plugin_type, submit_uid, j.user ? j.user : "?", d.log);
 	}
 
 	if ((job_desc->time_limit == NO_VAL) && isfinite(d.pred.runtime_s) &&

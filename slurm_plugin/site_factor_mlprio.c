@@ -137,6 +137,34 @@ static void _fill_job(job_record_t *job_ptr, mlprio_job_t *j)
 	j->script = NULL;
 }
 
+/*
+ * job_submit/mlprio accepted this job although it is predicted to fail
+ * (exempt QOS/account or the user's override) and said so in admin_comment,
+ * where users cannot write; job_submit could not name the job (no id yet), so
+ * the id is logged here, the first time the job is seen.
+ */
+static void _log_admin_note(job_record_t *job_ptr, const char *user)
+{
+	const char *note = NULL, *fail, *p;
+	int len;
+
+	if (!job_ptr->admin_comment)
+		return;
+	if (!(note = strstr(job_ptr->admin_comment, "mlprio_override=")) &&
+	    !(note = strstr(job_ptr->admin_comment, "mlprio_exempt=")))
+		return;
+	if (!mlprio_first_sight(ctx, job_ptr->job_id))
+		return;
+	for (p = note; *p && *p != ' '; p++)
+		;
+	len = (int) (p - note);
+	fail = strstr(job_ptr->admin_comment, "mlprio_fail=");
+	info("%s: JobId=%u user=%s accepted although predicted to fail: %.*s%s%.*s",
+	     plugin_type, job_ptr->job_id, user ? user : "?", len, note,
+	     fail ? " " : "", fail ? (int) strcspn(fail, " ") : 0,
+	     fail ? fail : "");
+}
+
 /* Caller holds the job write lock. */
 static void _set_factor(job_record_t *job_ptr)
 {
@@ -149,6 +177,7 @@ static void _set_factor(job_record_t *job_ptr)
 		return;
 	}
 	_fill_job(job_ptr, &j);
+	_log_admin_note(job_ptr, j.user);
 	rc = mlprio_site_factor(ctx, &j, &f);
 	if (rc == MLPRIO_ERR_INTERNAL) {
 		error("%s: JobId=%u: %s", plugin_type, job_ptr->job_id,

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -24,6 +25,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "abi_detail.hpp"
 #include "mlprio/model/features.hpp"
@@ -171,6 +173,9 @@ struct mlprio_ctx {
 
   std::mutex cache_mu;
   std::unordered_map<uint32_t, CacheEntry> cache;
+
+  std::mutex noted_mu;  // guards noted: jobs whose admin note was logged (mlprio_first_sight)
+  std::unordered_set<uint32_t> noted;
 
   std::mutex work_mu;  // queue, ready list, flags
   std::condition_variable work_cv, ready_cv;
@@ -728,6 +733,7 @@ int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
   out->generation = st->generation;
   if (!st->predictor) return fail(MLPRIO_NO_MODEL, st->describe);
   model::Prediction p;
+  mlprio::plugin::FailText text;
   const bool failing = [&] {
     std::lock_guard<std::mutex> g(ctx->predict_mu);
     mlprio::Job j = mlprio::plugin::to_core_job(*job, ctx->names);
@@ -738,20 +744,51 @@ int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
     std::vector<double> contrib(model::N_FEATURES + 1);
     std::vector<float> row(model::N_FEATURES);
     const bool explained = st->predictor->explain_fail(j, ctx->names, contrib, row);
-    const auto text = mlprio::plugin::failure_text(
+    text = mlprio::plugin::failure_text(
         explained ? mlprio::plugin::top_fail_reasons(contrib, row)
                   : std::vector<mlprio::plugin::FailContribution>{},
-        explained, p.fail_prob, st->params.refuse_above, false);
-    std::snprintf(out->message, sizeof out->message, "%s", text.message.c_str());
-    std::snprintf(out->log, sizeof out->log, "%s", text.log.c_str());
+        explained, p.fail_prob, st->params.refuse_above, st->params.allow_override);
     return true;
   }();
   out->pred.runtime_s = p.runtime;
   out->pred.runtime_upper_s = p.runtime_upper;
   out->pred.fail_prob = p.fail_prob;
-  if (failing)
-    out->verdict = st->params.refuse_mode == MLPRIO_REFUSE ? MLPRIO_VERDICT_REFUSE
-                                                           : MLPRIO_VERDICT_WARN;
+  if (!failing) return MLPRIO_OK;
+  const Params& prm = st->params;
+  std::string message = text.message + " " + text.advice, log = text.log, note;
+  out->verdict = prm.refuse_mode == MLPRIO_REFUSE ? MLPRIO_VERDICT_REFUSE : MLPRIO_VERDICT_WARN;
+  if (out->verdict == MLPRIO_VERDICT_REFUSE) {
+    // The admin's ways through a refusal: exempt QOS or account, or the user's opt-in override.
+    // The listed (lower-case) name when v is on the list, as Slurm compares them, else "".
+    auto listed = [](const std::vector<std::string>& names, const char* v) -> std::string {
+      if (!v || !*v) return {};
+      std::string low(v);
+      for (char& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return std::find(names.begin(), names.end(), low) != names.end() ? low : std::string();
+    };
+    std::string by;
+    if (auto q = listed(prm.exempt_qos, job->qos); !q.empty()) by = "qos:" + q;
+    else if (auto a = listed(prm.exempt_accounts, job->account); !a.empty()) by = "account:" + a;
+    if (!by.empty()) {
+      out->verdict = MLPRIO_VERDICT_EXEMPT;
+      message = text.message + " Not refused: " + (by[0] == 'q' ? "QOS " : "account ") +
+                by.substr(by.find(':') + 1) + " is exempt.";
+      log = "exempt (" + by + "): " + log;
+      note = "mlprio_exempt=" + by;
+    } else if (prm.allow_override && mlprio::plugin::has_override_token(job->comment)) {
+      out->verdict = MLPRIO_VERDICT_OVERRIDE;
+      message = text.message + " Submitted anyway: --comment=" +
+                mlprio::plugin::OVERRIDE_TOKEN + " (recorded with the job and in the log).";
+      log = "override (--comment " + std::string(mlprio::plugin::OVERRIDE_TOKEN) + "): " + log;
+      note = "mlprio_override=1";
+    }
+  }
+  char fail[32];
+  std::snprintf(fail, sizeof fail, "%.2f", p.fail_prob);
+  if (!note.empty()) note += std::string(" mlprio_fail=") + fail;
+  std::snprintf(out->message, sizeof out->message, "%s", message.c_str());
+  std::snprintf(out->log, sizeof out->log, "%s", log.c_str());
+  std::snprintf(out->admin_note, sizeof out->admin_note, "%s", note.c_str());
   return MLPRIO_OK;
   MLPRIO_GUARD_END
 }
@@ -852,6 +889,17 @@ int mlprio_site_factor(mlprio_ctx_t* ctx, const mlprio_job_t* job, int64_t* fact
   ctx->work_cv.notify_one();
   return MLPRIO_PENDING;
   MLPRIO_GUARD_END
+}
+
+int mlprio_first_sight(mlprio_ctx_t* ctx, uint32_t job_id) {
+  if (!ctx) return 0;
+  try {
+    std::lock_guard<std::mutex> g(ctx->noted_mu);
+    if (ctx->noted.size() >= 65536) ctx->noted.clear();  // bounded; a job may be logged twice
+    return ctx->noted.insert(job_id).second ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
 }
 
 void mlprio_forget(mlprio_ctx_t* ctx, uint32_t job_id) {

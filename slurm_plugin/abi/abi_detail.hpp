@@ -36,7 +36,17 @@ struct Params {
   // reload_wait_ms=N: after slurm.conf was re-read, how long job_submit waits for the model of
   // the new configuration (loaded on the worker) before passing a job unchanged; 0 = never wait
   int64_t reload_wait_ms = 1000;
+  // Ways through a refusal (job_submit only). exempt_qos=a:b, exempt_accounts=x:y: jobs under
+  // these QOS/accounts (named or the user's defaults) are never refused or warned, only told.
+  std::vector<std::string> exempt_qos;
+  std::vector<std::string> exempt_accounts;
+  // allow_override=1: a job whose --comment holds the word OVERRIDE_TOKEN is accepted (logged).
+  bool allow_override = false;
 };
+inline constexpr const char* OVERRIDE_TOKEN = "mlprio:override";
+
+// Whether `comment` holds OVERRIDE_TOKEN as a word (delimited by start/end, space, ',' or ';').
+bool has_override_token(const char* comment);
 
 struct ParseResult {
   Params params;
@@ -76,10 +86,12 @@ ReasonGroup reason_group(int feature);
 std::vector<FailContribution> top_fail_reasons(std::span<const double> contrib,
                                                std::span<const float> row, size_t max_n = 3);
 struct FailText {
-  std::string message;  // for the user
+  std::string message;  // for the user: the prediction and its reasons
+  std::string advice;   // for the user, after message, when the job is refused or warned
   std::string log;      // for slurmctld's log
 };
-// The refusal/warning text; `explained` false when the model could not explain itself.
+// The refusal/warning text; `explained` false when the model could not explain itself;
+// `override_allowed` makes history advice name the override token.
 FailText failure_text(const std::vector<FailContribution>& top, bool explained, double fail_prob,
                       double limit, bool override_allowed);
 

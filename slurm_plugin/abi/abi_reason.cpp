@@ -93,12 +93,13 @@ FailText failure_text(const std::vector<FailContribution>& top, bool explained, 
   std::snprintf(head, sizeof head, "failure probability %.2f", fail_prob);
   t.log = head;
   if (!explained) {
-    t.message += "; the model gives no per-feature reason. Ask your admin.";
+    t.message += "; the model gives no per-feature reason.";
+    t.advice = "Ask your admin.";
     return t;
   }
   if (top.empty()) {
-    t.message += ", from the model's base rate alone (no feature of this job stands out). Ask "
-                 "your admin.";
+    t.message += ", from the model's base rate alone (no feature of this job stands out).";
+    t.advice = "Ask your admin.";
     t.log += "; base rate only";
     return t;
   }
@@ -116,24 +117,24 @@ FailText failure_text(const std::vector<FailContribution>& top, bool explained, 
     t.log += " " + name + (std::isnan(top[i].value) ? "" : "=" + num(top[i].value)) + " (+" +
              num(top[i].contribution) + ")";
   }
-  t.message += ". ";
+  t.message += ".";
   switch (reason_group(top.front().feature)) {
     case ReasonGroup::HISTORY:
-      t.message += "This comes from your recent jobs, not from what this job asks for";
-      t.message += override_allowed
-                       ? ": if this job is different, resubmit with --comment=mlprio:override "
-                         "to run it anyway (it is logged)."
-                       : ": if this job is different, ask your admin.";
+      t.advice = "This comes from your recent jobs, not from what this job asks for";
+      t.advice += override_allowed
+                      ? std::string(": if this job is different, resubmit with --comment=") +
+                            OVERRIDE_TOKEN + " to run it anyway (it is logged)."
+                      : ": if this job is different, ask your admin.";
       break;
     case ReasonGroup::LLM:
-      t.message += "Check memory per GPU, batch size, sequence length and LoRA rank (#MLPRIO "
-                   "lines), or ask your admin.";
+      t.advice = "Check memory per GPU, batch size, sequence length and LoRA rank (#MLPRIO "
+                 "lines), or ask your admin.";
       break;
     case ReasonGroup::REQUEST:
-      t.message += "Check the resources requested (--gres, --mem, -t), or ask your admin.";
+      t.advice = "Check the resources requested (--gres, --mem, -t), or ask your admin.";
       break;
     case ReasonGroup::OTHER:
-      t.message += "Ask your admin.";
+      t.advice = "Ask your admin.";
       break;
   }
   return t;

@@ -117,9 +117,11 @@ int mlprio_predict(mlprio_ctx_t *ctx, const mlprio_job_t *job,
 		   mlprio_prediction_t *out);
 
 enum mlprio_verdict {
-	MLPRIO_VERDICT_PASS = 0,   /* not predicted to fail (or no failure model) */
-	MLPRIO_VERDICT_WARN = 1,   /* predicted to fail, refuse_mode=warn */
-	MLPRIO_VERDICT_REFUSE = 2  /* predicted to fail, refuse_mode=refuse */
+	MLPRIO_VERDICT_PASS = 0,    /* not predicted to fail (or no failure model) */
+	MLPRIO_VERDICT_WARN = 1,    /* predicted to fail, refuse_mode=warn */
+	MLPRIO_VERDICT_REFUSE = 2,  /* predicted to fail, refuse_mode=refuse */
+	MLPRIO_VERDICT_EXEMPT = 3,  /* would be refused; its QOS/account is exempt */
+	MLPRIO_VERDICT_OVERRIDE = 4 /* would be refused; user's override accepted */
 };
 
 /* job_submit/mlprio's decision for one job, all from one snapshot of
@@ -131,6 +133,10 @@ typedef struct {
 	uint64_t generation;      /* the model generation that decided */
 	char message[1024];       /* for the user (*err_msg) unless PASS */
 	char log[512];            /* for slurmctld's log unless PASS */
+	/* EXEMPT/OVERRIDE: to append to admin_comment ("mlprio_override=1
+	 * mlprio_fail=0.90"): users cannot set it, so it is a trustworthy
+	 * record with the job, and site_factor logs it with the job id. */
+	char admin_note[128];
 } mlprio_decision_t;
 
 /* Decides for a job under slurm.conf reading conf_epoch (params = its
@@ -148,6 +154,9 @@ int mlprio_decide(mlprio_ctx_t *ctx, const char *params, uint64_t conf_epoch,
  * *factor = 0 and MLPRIO_NO_MODEL. */
 int mlprio_site_factor(mlprio_ctx_t *ctx, const mlprio_job_t *job,
 		       int64_t *factor);
+/* 1 the first time this context sees job_id here, else 0 (bounded memory: a
+ * job may rarely answer 1 twice). For logging a job's admin note once. */
+int mlprio_first_sight(mlprio_ctx_t *ctx, uint32_t job_id);
 /* Forget a job's cached factor (job finished/purged). */
 void mlprio_forget(mlprio_ctx_t *ctx, uint32_t job_id);
 

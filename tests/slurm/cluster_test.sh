@@ -3,7 +3,7 @@
 # (cluster.sh), drives it with the real sbatch/sprio/scontrol, and fails with the slurmctld log
 # tail when an expectation does not hold. Exit 77 = skipped (not root, Slurm or plugins missing).
 #   cluster_test.sh BUILD_DIR CASE     CASE: load order timelimit refuse refuse_history
-#                                            refuse_xgb warn reconfig
+#                                            refuse_xgb exempt exempt_default warn reconfig
 #                                            reconfig_now reconfig_js_only badmodel async run
 #                                            llm_good llm_{down,slow,500,garbage,huge,hostile}
 #                                            dbd_update dbd_loop
@@ -150,6 +150,60 @@ refuse_xgb)
   echo "mlprio-model explain: top failure feature $top"
   grep -q "mostly because of [^(]*($top[=)]" "$M/err" || fail "first reason is not explain's top feature $top"
   grep "refused job" "$CL_DIR/slurmctld.log" | tail -1
+  ;;
+exempt)
+  # Ways through a refusal on history alone, each only where the admin enabled it: exempt QOS and
+  # accounts, and (allow_override=1, switched on by a reconfigure) the user's --comment token.
+  # Accepted jobs carry the note in AdminComment and the site factor logs it with the job id.
+  start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=refuse,exempt_qos=urgent:ops,exempt_accounts=vip"
+  refused() {  # refused NAME SBATCH-ARGS...: must be refused
+    local name=$1; shift
+    if sbatch -p hold -t 1 -o /dev/null "$@" --wrap true 2>"$M/$name.err"; then fail "$name: accepted"; fi
+    grep -q "predicted to fail with probability 0.90" "$M/$name.err" || fail "$name: no refusal message"
+  }
+  accepted() {  # accepted NAME NOTE SBATCH-ARGS...: must be accepted, noted, logged with its id
+    local name=$1 note=$2 id; shift 2
+    id=$(sbatch --parsable -p hold -t 1 -o /dev/null "$@" --wrap true 2>"$M/$name.err") ||
+      { fail "$name: refused: $(cat "$M/$name.err")"; return; }
+    cat "$M/$name.err"
+    scontrol show job "$id" | grep -q "AdminComment=.*$note mlprio_fail=0.90" ||
+      fail "$name: AdminComment of job $id lacks '$note mlprio_fail=0.90'"
+    expect_log "site_factor/mlprio: JobId=$id user=root accepted although predicted to fail: $note mlprio_fail=0.90"
+  }
+  refused plain
+  refused token_not_allowed --comment=mlprio:override
+  grep -q "override" "$M/token_not_allowed.err" && fail "override offered while not allowed"
+  refused other_account --account=other
+  accepted qos "mlprio_exempt=qos:urgent" --qos=urgent
+  grep -q "Not refused: QOS urgent is exempt" "$M/qos.err" || fail "qos: no exemption message"
+  accepted account "mlprio_exempt=account:vip" --account=VIP
+  grep -q "Not refused: account vip is exempt" "$M/account.err" || fail "account: no exemption message"
+  expect_log "job_submit/mlprio: accepted job from uid 0 (root) despite predicted failure: exempt (qos:urgent)"
+  sed -i "s#^PrioritySiteFactorParameters=.*#&,allow_override=1#" "$SLURM_CONF"
+  scontrol reconfigure || fail "scontrol reconfigure"
+  refused offered
+  grep -q "resubmit with --comment=mlprio:override" "$M/offered.err" || fail "the refusal does not offer the override"
+  refused not_a_word "--comment=mlprio:overrides please"
+  accepted override "mlprio_override=1" "--comment=urgent fix, mlprio:override"
+  grep -q "Submitted anyway: --comment=mlprio:override" "$M/override.err" || fail "override: no message"
+  expect_log "job_submit/mlprio: accepted job from uid 0 (root) despite predicted failure: override"
+  grep "accepted" "$CL_DIR/slurmctld.log"
+  ;;
+exempt_default)
+  # With accounting, a job that names no account runs under the user's default account: the
+  # exemption follows it (read from slurmctld's association cache, as job_submit/lua does).
+  export CLUSTER_DBD=1
+  start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=refuse,exempt_accounts=vip"
+  if sbatch -p hold -t 1 -o /dev/null --wrap true 2>"$M/err"; then fail "job under root's default account accepted"; fi
+  sacctmgr -i add account vip >/dev/null && sacctmgr -i add user root account=vip >/dev/null &&
+    sacctmgr -i modify user root set defaultaccount=vip >/dev/null || fail "sacctmgr"
+  wait_for 30 sh -c "scontrol show assoc_mgr flags=users users=root | grep -qi 'DefAccount=vip'" ||
+    fail "slurmctld never saw root's new default account"
+  id=$(sbatch --parsable -p hold -t 1 -o /dev/null --wrap true 2>"$M/err") ||
+    fail "job under the exempt default account refused: $(cat "$M/err")"
+  cat "$M/err"
+  grep -q "Not refused: account vip is exempt" "$M/err" || fail "no exemption message"
+  [ -n "$id" ] && { scontrol show job "$id" | grep -q "Account=vip .*" || fail "job $id is not under vip"; }
   ;;
 warn)
   start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=warn"

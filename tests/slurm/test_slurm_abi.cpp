@@ -360,6 +360,7 @@ TEST_CASE("the refusal names the features that raised the failure prediction") {
   CHECK(top[0].feature == m::F_HIST_FAIL_RATE);
   CHECK(top[1].feature == m::F_HIST_COUNT);
   auto t = p::failure_text(top, true, 0.93, 0.5, false);
+  t.message += " " + t.advice;
   CHECK(t.message.find("probability 0.93 (limit 0.50)") != std::string::npos);
   CHECK(t.message.find("the failure rate of your recent jobs (hist_fail_rate=0.85) and how many "
                        "jobs you have run (hist_count=40)") != std::string::npos);
@@ -369,7 +370,7 @@ TEST_CASE("the refusal names the features that raised the failure prediction") {
   CHECK(t.message.find("--comment=mlprio:override") == std::string::npos);
   CHECK(t.log == "failure probability 0.93; top reasons hist_fail_rate=0.85 (+2) hist_count=40 (+0.5)");
   // Where the admin allows it, the user is told how to get through.
-  CHECK(p::failure_text(top, true, 0.93, 0.5, true).message.find("--comment=mlprio:override") !=
+  CHECK(p::failure_text(top, true, 0.93, 0.5, true).advice.find("--comment=mlprio:override") !=
         std::string::npos);
   // An LLM cause gets the LLM advice.
   std::fill(c.begin(), c.end(), 0.0);
@@ -377,7 +378,7 @@ TEST_CASE("the refusal names the features that raised the failure prediction") {
   row[m::F_LLM_LORA_RANK] = 64;
   t = p::failure_text(p::top_fail_reasons(c, row), true, 0.8, 0.5, false);
   CHECK(t.message.find("the LoRA rank (llm_lora_rank=64)") != std::string::npos);
-  CHECK(t.message.find("Check memory per GPU") != std::string::npos);
+  CHECK(t.advice.find("Check memory per GPU") != std::string::npos);
   CHECK(t.message.find("recent jobs") == std::string::npos);
   // Nothing stands out, or no explanation: said so, no invented reason.
   std::fill(c.begin(), c.end(), 0.0);
@@ -406,5 +407,72 @@ TEST_CASE("a job refused on its user's history alone is told so") {
   REQUIRE(mlprio_decide(ctx, params.c_str(), 7, &j, &dec) == MLPRIO_OK);
   CHECK(dec.verdict == MLPRIO_VERDICT_PASS);
   CHECK(dec.message[0] == '\0');
+  mlprio_ctx_free(ctx);
+}
+
+TEST_CASE("exemptions and the override token: parameters") {
+  auto r = mlprio::plugin::parse_params(
+      "exempt_qos=Urgent:ops,exempt_accounts=vip,allow_override=yes");
+  CHECK(r.warnings.empty());
+  CHECK(r.params.exempt_qos == std::vector<std::string>{"urgent", "ops"});
+  CHECK(r.params.exempt_accounts == std::vector<std::string>{"vip"});
+  CHECK(r.params.allow_override);
+  r = mlprio::plugin::parse_params("exempt_qos=a::b,exempt_accounts=x y,allow_override=maybe");
+  CHECK(r.warnings.size() == 3);
+  CHECK(r.params.exempt_qos.empty());
+  CHECK(!r.params.allow_override);
+  using mlprio::plugin::has_override_token;
+  CHECK(has_override_token("mlprio:override"));
+  CHECK(has_override_token("urgent fix, mlprio:override"));
+  CHECK(has_override_token("mlprio:override;lora_rank=16"));
+  CHECK(!has_override_token("mlprio:overrides"));
+  CHECK(!has_override_token("xmlprio:override"));
+  CHECK(!has_override_token(nullptr));
+}
+
+TEST_CASE("exempt QOS/accounts and the override only let through jobs that would be refused") {
+  TempDir d;
+  write_formula(d.file("h.json"), "alice", 3300, 0.9);
+  const std::string base = "model=" + d.file("h.json") + ",refuse_above=0.5,exempt_qos=urgent,exempt_accounts=vip";
+  mlprio_ctx_t* ctx = nullptr;
+  const std::string refuse = base + ",refuse_mode=refuse";
+  REQUIRE(mlprio_ctx_create(refuse.c_str(), 1, &ctx) == MLPRIO_OK);
+  auto j = job(0, 60);
+  j.user = "alice";
+  mlprio_decision_t dec;
+  auto decide = [&](const std::string& params, uint64_t epoch) {
+    REQUIRE(mlprio_decide(ctx, params.c_str(), epoch, &j, &dec) == MLPRIO_OK);
+    return dec.verdict;
+  };
+  CHECK(decide(refuse, 1) == MLPRIO_VERDICT_REFUSE);
+  j.qos = "URGENT";
+  CHECK(decide(refuse, 1) == MLPRIO_VERDICT_EXEMPT);
+  CHECK(std::string(dec.admin_note) == "mlprio_exempt=qos:urgent mlprio_fail=0.90");
+  CHECK(std::string(dec.message).find("Not refused: QOS urgent is exempt") != std::string::npos);
+  j.qos = nullptr;
+  j.account = "vip";
+  CHECK(decide(refuse, 1) == MLPRIO_VERDICT_EXEMPT);
+  CHECK(std::string(dec.admin_note) == "mlprio_exempt=account:vip mlprio_fail=0.90");
+  j.account = "other";
+  j.comment = "mlprio:override";
+  CHECK(decide(refuse, 1) == MLPRIO_VERDICT_REFUSE);  // the token needs allow_override=1
+  CHECK(std::string(dec.message).find("override") == std::string::npos);
+  REQUIRE(mlprio_ctx_reconfigure(ctx, (refuse + ",allow_override=1").c_str(), 2) == MLPRIO_OK);
+  CHECK(decide(refuse + ",allow_override=1", 2) == MLPRIO_VERDICT_OVERRIDE);
+  CHECK(std::string(dec.admin_note) == "mlprio_override=1 mlprio_fail=0.90");
+  j.comment = nullptr;
+  CHECK(decide(refuse + ",allow_override=1", 2) == MLPRIO_VERDICT_REFUSE);
+  CHECK(std::string(dec.message).find("resubmit with --comment=mlprio:override") != std::string::npos);
+  // warn mode: nothing is refused, so nothing is exempted: everyone is warned.
+  const std::string warn = base + ",refuse_mode=warn,allow_override=1";
+  REQUIRE(mlprio_ctx_reconfigure(ctx, warn.c_str(), 3) == MLPRIO_OK);
+  j.qos = "urgent";
+  j.comment = "mlprio:override";
+  CHECK(decide(warn, 3) == MLPRIO_VERDICT_WARN);
+  CHECK(dec.admin_note[0] == '\0');
+  // A job not predicted to fail is never noted.
+  j.user = "bob";
+  CHECK(decide(warn, 3) == MLPRIO_VERDICT_PASS);
+  CHECK(dec.admin_note[0] == '\0');
   mlprio_ctx_free(ctx);
 }
