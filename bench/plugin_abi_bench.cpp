@@ -41,7 +41,7 @@ struct Fixture {
                           {"kind", "formula"},        {"schema_version", m::SCHEMA_VERSION},
                           {"schema", m::schema_json()}, {"user_history", m::history_to_json(h)}};
     m::write_model_document(path, doc);
-    if (mlprio_ctx_create(("model=" + path).c_str(), &ctx) != MLPRIO_OK) {
+    if (mlprio_ctx_create(("model=" + path).c_str(), 0, &ctx) != MLPRIO_OK) {
       std::fprintf(stderr, "bench: %s\n", mlprio_last_error());
       std::exit(1);
     }
@@ -87,7 +87,8 @@ struct Fixture {
     }
   }
   // Forces every cached factor stale (what a model reload does).
-  void invalidate() { mlprio_ctx_reconfigure(ctx, ("model=" + path).c_str()); }
+  void invalidate() { mlprio_ctx_reconfigure(ctx, ("model=" + path).c_str(), ++epoch); }
+  uint64_t epoch = 0;
 };
 
 Fixture& fx() {

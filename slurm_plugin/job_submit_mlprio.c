@@ -7,15 +7,23 @@
  *
  *  job_submit() runs under slurmctld's read locks and one global job_submit
  *  mutex, so it does only in-process work: one model call (microseconds), no
- *  network, no waiting on any thread. The model file's mtime is checked at
- *  most every check_period_ms (a stat); a changed file is reloaded by the
- *  ABI's own watcher thread, which touches no Slurm state.
+ *  network, no file I/O.
+ *
+ *  With PrioritySiteFactorPlugin=site_factor/mlprio (the usual setup) this
+ *  plugin has no model of its own: it decides through the hub that
+ *  site_factor_mlprio.so exports (found once with dlopen(RTLD_NOLOAD) and kept
+ *  referenced until fini), so both plugins always use the same model, and a
+ *  reload (scontrol reconfigure, changed file) switches both at once. 22.05
+ *  has no reconfigure hook for job_submit plugins, so each decision names the
+ *  slurm.conf reading it runs under (slurm_conf.last_update + parameters);
+ *  right after a re-read the hub's worker loads that configuration's model
+ *  while the decision waits, at most reload_wait_ms. Without site_factor/mlprio
+ *  this plugin keeps its own context, with the same fence on its own worker.
  *
  *  With llm_url set, each submission gets a random advisor key in
  *  admin_comment ("mlprio_llm=<hex>") and is handed, script included, to the
- *  LLM advisor that site_factor/mlprio owns (its exported hub function, found
- *  once with dlopen(RTLD_NOLOAD) and kept referenced until fini). That call
- *  only queues; the answer never delays or changes the submission.
+ *  LLM advisor that site_factor/mlprio owns. That call only queues; the answer
+ *  never delays or changes the submission.
 \*****************************************************************************/
 
 #ifndef _GNU_SOURCE
@@ -23,6 +31,7 @@
 #endif
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <link.h>	/* dl_iterate_phdr */
 #include <math.h>
 #include <string.h>
 #include <sys/random.h>
@@ -30,6 +39,7 @@
 #include "slurm/slurm.h"
 #include "slurm/slurm_errno.h"
 
+#include "src/common/assoc_mgr.h"
 #include "src/common/log.h"
 #include "src/common/uid.h"
 #include "src/common/xmalloc.h"
@@ -42,11 +52,14 @@ const char plugin_name[] = "mlprio job submit plugin";
 const char plugin_type[] = "job_submit/mlprio";
 const uint32_t plugin_version = SLURM_VERSION_NUMBER;
 
+#define SITE_FACTOR_SO "site_factor_mlprio.so"
+
+/* Our own context, only without site_factor/mlprio. */
 static mlprio_ctx_t *ctx = NULL;
-static char *applied_params = NULL;	/* PrioritySiteFactorParameters in use */
-/* LLM hub of site_factor/mlprio; only touched under the job_submit mutex. */
+static bool use_hub = false;
+/* site_factor/mlprio's hub; only touched under the job_submit mutex. */
 static void *sf_handle = NULL;
-static mlprio_llm_hub_fn llm_hub = NULL;
+static const mlprio_hub_t *hub = NULL;
 static time_t hub_next_try = 0;
 static uint64_t key_seed = 0, key_count = 0;
 
@@ -66,20 +79,30 @@ extern int init(void)
 	int rc;
 
 	mlprio_set_log(_log_cb);
-	rc = mlprio_ctx_create(slurm_conf.site_factor_params, &ctx);
+	if (getrandom(&key_seed, sizeof(key_seed), GRND_NONBLOCK) !=
+	    sizeof(key_seed))
+		key_seed = ((uint64_t) time(NULL) << 20) ^ (uint64_t) getpid();
+	/* site_factor/mlprio is loaded later (priority_g_init); found lazily. */
+	use_hub = !xstrcmp(slurm_conf.site_factor_plugin, "site_factor/mlprio");
+	if (use_hub) {
+		info("%s: loaded; decides with the model of site_factor/mlprio (one model for both plugins)",
+		     plugin_type);
+		return SLURM_SUCCESS;
+	}
+	rc = mlprio_ctx_create(slurm_conf.site_factor_params,
+			       mlprio_conf_epoch(slurm_conf.site_factor_params,
+						 (int64_t) slurm_conf.last_update),
+			       &ctx);
 	if (!ctx) {
 		error("%s: cannot create context: %s", plugin_type,
 		      mlprio_last_error());
 		return SLURM_SUCCESS;
 	}
-	applied_params = xstrdup(slurm_conf.site_factor_params);
-	if (getrandom(&key_seed, sizeof(key_seed), GRND_NONBLOCK) !=
-	    sizeof(key_seed))
-		key_seed = ((uint64_t) time(NULL) << 20) ^ (uint64_t) getpid();
 	mlprio_ctx_describe(ctx, desc, sizeof(desc));
-	info("%s: loaded (%s)%s", plugin_type, desc,
+	info("%s: loaded without site_factor/mlprio, own model (%s)%s",
+	     plugin_type, desc,
 	     (rc == MLPRIO_OK) ? "" : "; submissions pass unchanged");
-	/* The watcher only stats and reloads the model file. */
+	/* Watches the model file and loads new configurations off-lock. */
 	if (mlprio_worker_start(ctx) != MLPRIO_OK)
 		error("%s: model watcher not started: %s", plugin_type,
 		      mlprio_last_error());
@@ -92,8 +115,7 @@ extern int fini(void)
 		mlprio_ctx_free(ctx);
 		ctx = NULL;
 	}
-	xfree(applied_params);
-	llm_hub = NULL;
+	hub = NULL;
 	if (sf_handle) {
 		dlclose(sf_handle);
 		sf_handle = NULL;
@@ -101,42 +123,58 @@ extern int fini(void)
 	return SLURM_SUCCESS;
 }
 
-/*
- * Finds site_factor_mlprio.so next to this plugin, already loaded by
- * slurmctld (RTLD_NOLOAD: never loads anything, and the reference it takes
- * keeps the hub mapped until our fini). Retried at most every 10 s.
- */
-static void _resolve_hub(void)
+/* dl_iterate_phdr callback: the loaded site_factor_mlprio.so, if any. */
+static int _find_sf(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	Dl_info dli;
-	char *path, *slash;
-	time_t now = time(NULL);
+	const char *name = info->dlpi_name, *slash;
+	char **found = arg;
 
-	if (llm_hub || (now < hub_next_try))
-		return;
-	hub_next_try = now + 10;
-	if (!dladdr(&key_seed, &dli) || !dli.dli_fname)
-		return;
-	path = xstrdup(dli.dli_fname);
-	if ((slash = strrchr(path, '/')))
-		slash[1] = '\0';
-	else
-		path[0] = '\0';
-	xstrcat(path, "site_factor_mlprio.so");
+	if (!name || !(slash = strrchr(name, '/')) ||
+	    xstrcmp(slash + 1, SITE_FACTOR_SO))
+		return 0;
+	*found = xstrdup(name);
+	return 1;
+}
+
+/*
+ * Finds the hub of site_factor_mlprio.so among the objects slurmctld has
+ * loaded (whatever PluginDir entry it came from). RTLD_NOLOAD never loads
+ * anything; the reference it takes keeps the hub mapped until our fini.
+ * No file I/O. Retried at most once a second while not found.
+ */
+static const mlprio_hub_t *_resolve_hub(void)
+{
+	char *path = NULL;
+	const mlprio_hub_t *h;
+	time_t now;
+
+	if (hub)
+		return hub;
+	now = time(NULL);
+	if (now < hub_next_try)
+		return NULL;
+	hub_next_try = now + 1;
+	dl_iterate_phdr(_find_sf, &path);
+	if (!path) {
+		error("%s: site_factor/mlprio is not loaded (yet); job passed unchanged",
+		      plugin_type);
+		return NULL;
+	}
 	if (!sf_handle)
 		sf_handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
-	if (sf_handle) {
-		void *sym = dlsym(sf_handle, MLPRIO_LLM_HUB_SYMBOL);
-		/* POSIX: a dlsym() result converts to a function pointer. */
-		memcpy(&llm_hub, &sym, sizeof(llm_hub));
+	h = sf_handle ? dlsym(sf_handle, MLPRIO_HUB_SYMBOL) : NULL;
+	if (!h || (h->version != MLPRIO_HUB_VERSION) ||
+	    (h->size != sizeof(mlprio_hub_t))) {
+		error("%s: %s has no compatible %s (built from another mlprio?); jobs pass unchanged",
+		      plugin_type, path, MLPRIO_HUB_SYMBOL);
+		xfree(path);
+		return NULL;
 	}
-	if (llm_hub)
-		info("%s: LLM advice goes to site_factor/mlprio (%s)",
-		     plugin_type, path);
-	else
-		error("%s: llm_url is set but %s is not loaded (PrioritySiteFactorPlugin=site_factor/mlprio?); no LLM advice",
-		      plugin_type, path);
+	hub = h;
+	info("%s: decisions use the model of site_factor/mlprio (%s)",
+	     plugin_type, path);
 	xfree(path);
+	return hub;
 }
 
 /* splitmix64 of a per-process random seed and a counter: unique, never 0. */
@@ -195,34 +233,101 @@ static void _msg(char **err_msg, const char *text)
 		*err_msg = xstrdup(text);
 }
 
+/*
+ * The account and QOS the job will run under: what the user named, else the
+ * user's default account and the association's default QOS from slurmctld's
+ * association cache (what job_submit/lua's default_account/default_qos read).
+ * locked = true: memory only, never a database call; slurmctld locks are taken
+ * before assoc_mgr locks, as everywhere in slurmctld. NULL without accounting.
+ * Caller xfree()s both.
+ */
+static void _acct_qos(job_desc_msg_t *job_desc, char **acct, char **qos)
+{
+	assoc_mgr_lock_t locks = { .assoc = READ_LOCK, .qos = READ_LOCK,
+				   .user = READ_LOCK };
+	slurmdb_user_rec_t user;
+	slurmdb_assoc_rec_t assoc;
+	slurmdb_qos_rec_t qrec;
+
+	*acct = xstrdup(job_desc->account);
+	*qos = xstrdup(job_desc->qos);
+	if (*acct && *qos)
+		return;
+	assoc_mgr_lock(&locks);
+	if (!*acct) {
+		memset(&user, 0, sizeof(user));
+		user.uid = job_desc->user_id;
+		if (assoc_mgr_fill_in_user(acct_db_conn, &user,
+					   accounting_enforce, NULL,
+					   true) == SLURM_SUCCESS)
+			*acct = xstrdup(user.default_acct);
+	}
+	if (!*qos && *acct) {
+		memset(&assoc, 0, sizeof(assoc));
+		assoc.uid = job_desc->user_id;
+		assoc.acct = *acct;
+		assoc.partition = job_desc->partition;
+		if ((assoc_mgr_fill_in_assoc(acct_db_conn, &assoc,
+					     accounting_enforce, NULL,
+					     true) == SLURM_SUCCESS) &&
+		    assoc.def_qos_id) {
+			memset(&qrec, 0, sizeof(qrec));
+			qrec.id = assoc.def_qos_id;
+			if (assoc_mgr_fill_in_qos(acct_db_conn, &qrec,
+						  accounting_enforce, NULL,
+						  true) == SLURM_SUCCESS)
+				*qos = xstrdup(qrec.name);
+		}
+	}
+	assoc_mgr_unlock(&locks);
+}
+
+static void _append_admin_comment(job_desc_msg_t *job_desc, const char *s)
+{
+	if (job_desc->admin_comment)
+		xstrfmtcat(job_desc->admin_comment, " %s", s);
+	else
+		job_desc->admin_comment = xstrdup(s);
+}
+
+/* One decision through the hub or our own context; MLPRIO_* status. */
+static int _decide(const mlprio_job_t *j, mlprio_decision_t *d,
+		   const char **why)
+{
+	const char *params = slurm_conf.site_factor_params;
+	/* Config read lock held: slurm.conf cannot be re-read under us. */
+	uint64_t epoch = mlprio_conf_epoch(params,
+					   (int64_t) slurm_conf.last_update);
+	int rc;
+
+	if (use_hub) {
+		if (!_resolve_hub()) {
+			*why = "site_factor/mlprio not available";
+			return MLPRIO_NO_MODEL;
+		}
+		rc = hub->decide(params, epoch, j, d);
+		*why = hub->last_error();
+		return rc;
+	}
+	if (!ctx) {
+		*why = "no context";
+		return MLPRIO_NO_MODEL;
+	}
+	rc = mlprio_decide(ctx, params, epoch, j, d);
+	*why = mlprio_last_error();
+	return rc;
+}
+
 extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 		      char **err_msg)
 {
-	mlprio_params_t params;
-	mlprio_prediction_t pred;
+	mlprio_decision_t d;
 	mlprio_job_t j;
 	char feats[512], text[512], d1[32], d2[32];
-	int nfeat;
+	char *acct = NULL, *qos = NULL;
+	const char *why = "";
+	int nfeat, rc;
 	uint64_t llm_key = 0;
-
-	if (!ctx)
-		return SLURM_SUCCESS;
-
-	/*
-	 * 22.05 re-creates job_submit plugins on reconfigure only when
-	 * JobSubmitPlugins changes, so pick up new parameters here (we hold
-	 * the config read lock); this reloads once per change, not per job.
-	 */
-	if (xstrcmp(applied_params, slurm_conf.site_factor_params)) {
-		xfree(applied_params);
-		applied_params = xstrdup(slurm_conf.site_factor_params);
-		if (mlprio_ctx_reconfigure(ctx, applied_params) != MLPRIO_OK)
-			error("%s: new parameters: %s", plugin_type,
-			      mlprio_last_error());
-		else
-			info("%s: parameters changed; reconfigured",
-			     plugin_type);
-	}
 
 	nfeat = mlprio_extract_features(job_desc->script, job_desc->comment,
 					job_desc->name, feats, sizeof(feats));
@@ -234,23 +339,6 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 		else
 			job_desc->admin_comment = xstrdup_printf("mlprio: %s",
 								 feats);
-	}
-
-	if (mlprio_ctx_params(ctx, &params) != MLPRIO_OK)
-		return SLURM_SUCCESS;	/* neutral: pass unchanged */
-
-	if (params.have_llm) {
-		_resolve_hub();
-		if (llm_hub) {
-			llm_key = _next_key();
-			/* Users cannot set admin_comment, so nor the key. */
-			if (job_desc->admin_comment)
-				xstrfmtcat(job_desc->admin_comment,
-					   " mlprio_llm=%016"PRIx64, llm_key);
-			else
-				job_desc->admin_comment = xstrdup_printf(
-					"mlprio_llm=%016"PRIx64, llm_key);
-		}
 	}
 
 	memset(&j, 0, sizeof(j));
@@ -268,54 +356,76 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	j.req_mem_bytes = -1;
 	/* Cached: slurmctld resolves this uid for the job record anyway. */
 	j.user = uid_to_string_cached((uid_t) job_desc->user_id);
-	j.account = job_desc->account;
+	/* As the site factor will see them on the job record. */
+	_acct_qos(job_desc, &acct, &qos);
+	j.account = acct;
 	j.partition = job_desc->partition;
-	j.qos = job_desc->qos;
+	j.qos = qos;
 	j.name = job_desc->name;
 	j.comment = job_desc->comment;
 	j.admin_comment = job_desc->admin_comment;
 	j.script = job_desc->script;
 
-	/* Only queues (the advisor's thread does the HTTP call). */
-	if (llm_key && (llm_hub(llm_key, &j) != MLPRIO_OK))
-		debug("%s: LLM advisor: %s", plugin_type, mlprio_last_error());
-
-	if (mlprio_predict(ctx, &j, &pred) != MLPRIO_OK) {
-		debug("%s: no prediction: %s", plugin_type,
-		      mlprio_last_error());
+	rc = _decide(&j, &d, &why);
+	xfree(acct);
+	xfree(qos);
+	j.account = j.qos = NULL;
+	if (rc == MLPRIO_TIMEOUT) {
+		/* Never the old model under the new configuration. */
+		info("%s: uid %u: job passed unchanged: %s", plugin_type,
+		     submit_uid, why);
 		return SLURM_SUCCESS;
 	}
-
-	if (isfinite(pred.fail_prob) && (pred.fail_prob > params.refuse_above)) {
-		snprintf(text, sizeof(text),
-			 "mlprio: this job is predicted to fail with probability %.2f (limit %.2f): "
-			 "check memory per GPU, batch size, sequence length and LoRA rank (#MLPRIO lines), "
-			 "or ask your admin",
-			 pred.fail_prob, params.refuse_above);
-		if (params.refuse_mode == MLPRIO_REFUSE) {
-			info("%s: refused job from uid %u: failure probability %.2f",
-			     plugin_type, submit_uid, pred.fail_prob);
-			_msg(err_msg, text);
-			/*
-			 * No ESLURM_* code means "predicted to fail"; the
-			 * message says why (job_submit/lua does the same).
-			 */
-			return SLURM_ERROR;
-		}
-		_msg(err_msg, text);
-		info("%s: warned uid %u: failure probability %.2f", plugin_type,
-		     submit_uid, pred.fail_prob);
+	if (rc != MLPRIO_OK) {
+		debug("%s: no prediction: %s", plugin_type, why);
+		return SLURM_SUCCESS;	/* neutral: pass unchanged */
 	}
 
-	if ((job_desc->time_limit == NO_VAL) && isfinite(pred.runtime_s) &&
-	    (pred.runtime_s > 0)) {
-		double lim_s = pred.runtime_s * (1.0 + params.limit_margin);
+	if (d.params.have_llm && use_hub && hub) {
+		llm_key = _next_key();
+		/* Users cannot set admin_comment, so nor the key. */
+		snprintf(text, sizeof(text), "mlprio_llm=%016"PRIx64, llm_key);
+		_append_admin_comment(job_desc, text);
+		j.admin_comment = job_desc->admin_comment;
+		/* Only queues (the advisor's thread does the HTTP call). */
+		if (hub->llm_submit(llm_key, &j) != MLPRIO_OK)
+			debug("%s: LLM advisor: %s", plugin_type,
+			      hub->last_error());
+	}
+
+	if (d.verdict == MLPRIO_VERDICT_REFUSE) {
+		info("%s: refused job from uid %u: %s", plugin_type, submit_uid,
+		     d.log);
+		_msg(err_msg, d.message);
+		/*
+		 * No ESLURM_* code means "predicted to fail"; the message says
+		 * why (job_submit/lua does the same).
+		 */
+		return SLURM_ERROR;
+	}
+	if (d.verdict == MLPRIO_VERDICT_WARN) {
+		_msg(err_msg, d.message);
+		info("%s: warned uid %u: %s", plugin_type, submit_uid, d.log);
+	}
+	if ((d.verdict == MLPRIO_VERDICT_EXEMPT) ||
+	    (d.verdict == MLPRIO_VERDICT_OVERRIDE)) {
+		/* No job id yet: site_factor/mlprio logs it with the note. */
+		_msg(err_msg, d.message);
+		_append_admin_comment(job_desc, d.admin_note);
+		info("%s: accepted job from uid %u (%s) despite predicted failure: %s",
+		     plugin_type, submit_uid, j.user ? j.user : "?", d.log);
+	}
+
+	if ((job_desc->time_limit == NO_VAL) && isfinite(d.pred.runtime_s) &&
+	    (d.pred.runtime_s > 0)) {
+		double lim_s = d.pred.runtime_s * (1.0 + d.params.limit_margin);
 		uint32_t lim_min = (uint32_t) ceil(lim_s / 60.0);
 		uint32_t max = _max_time(job_desc->partition);
 		bool clamped = false;
 
-		if (isfinite(pred.runtime_upper_s) && pred.runtime_upper_s > lim_s)
-			lim_min = (uint32_t) ceil(pred.runtime_upper_s / 60.0);
+		if (isfinite(d.pred.runtime_upper_s) &&
+		    d.pred.runtime_upper_s > lim_s)
+			lim_min = (uint32_t) ceil(d.pred.runtime_upper_s / 60.0);
 		if (lim_min < 1)
 			lim_min = 1;
 		if ((max != INFINITE) && (lim_min > max)) {
@@ -324,7 +434,7 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 		}
 		job_desc->time_limit = lim_min;
 		mlprio_format_duration(lim_min * 60.0, d1, sizeof(d1));
-		mlprio_format_duration(pred.runtime_s, d2, sizeof(d2));
+		mlprio_format_duration(d.pred.runtime_s, d2, sizeof(d2));
 		snprintf(text, sizeof(text),
 			 "mlprio: time limit set to %s (predicted run %s + margin%s)",
 			 d1, d2, clamped ? ", clamped to the partition's MaxTime" : "");

@@ -13,10 +13,12 @@
  *  the cached factors of all pending jobs. All logic lives behind
  *  mlprio_abi.h; no C++ exception can reach slurmctld.
  *
- *  With llm_url set, this plugin owns the LLM advisor: job_submit/mlprio hands
- *  it job scripts through mlprio_llm_hub_submit_v1() (exported below, found
- *  with dlopen(RTLD_NOLOAD)); answers arrive on the advisor's own thread and
- *  reach jobs through the same late-answer path, within the configured bounds.
+ *  This plugin's context is the one model slot of both mlprio plugins:
+ *  job_submit/mlprio decides through the hub exported below (mlprio_hub_v2,
+ *  found with dlopen(RTLD_NOLOAD)), so one reload switches both at once. With
+ *  llm_url set it also owns the LLM advisor that job_submit hands scripts to;
+ *  answers arrive on the advisor's own thread and reach jobs through the same
+ *  late-answer path, within the configured bounds.
 \*****************************************************************************/
 
 #include <inttypes.h>
@@ -49,6 +51,13 @@ static bool applier_running = false;
 static volatile bool applier_stop = false;
 /* Guards ctx against fini() while job_submit/mlprio calls the hub. */
 static pthread_rwlock_t ctx_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+/* The reading of slurm.conf in force (see mlprio_conf_epoch). */
+static uint64_t _conf_epoch(void)
+{
+	return mlprio_conf_epoch(slurm_conf.site_factor_params,
+				 (int64_t) slurm_conf.last_update);
+}
 
 static void _log_cb(int level, const char *msg)
 {
@@ -128,6 +137,34 @@ static void _fill_job(job_record_t *job_ptr, mlprio_job_t *j)
 	j->script = NULL;
 }
 
+/*
+ * job_submit/mlprio accepted this job although it is predicted to fail
+ * (exempt QOS/account or the user's override) and said so in admin_comment,
+ * where users cannot write; job_submit could not name the job (no id yet), so
+ * the id is logged here, the first time the job is seen.
+ */
+static void _log_admin_note(job_record_t *job_ptr, const char *user)
+{
+	const char *note = NULL, *fail, *p;
+	int len;
+
+	if (!job_ptr->admin_comment)
+		return;
+	if (!(note = strstr(job_ptr->admin_comment, "mlprio_override=")) &&
+	    !(note = strstr(job_ptr->admin_comment, "mlprio_exempt=")))
+		return;
+	if (!mlprio_first_sight(ctx, job_ptr->job_id))
+		return;
+	for (p = note; *p && *p != ' '; p++)
+		;
+	len = (int) (p - note);
+	fail = strstr(job_ptr->admin_comment, "mlprio_fail=");
+	info("%s: JobId=%u user=%s accepted although predicted to fail: %.*s%s%.*s",
+	     plugin_type, job_ptr->job_id, user ? user : "?", len, note,
+	     fail ? " " : "", fail ? (int) strcspn(fail, " ") : 0,
+	     fail ? fail : "");
+}
+
 /* Caller holds the job write lock. */
 static void _set_factor(job_record_t *job_ptr)
 {
@@ -140,6 +177,7 @@ static void _set_factor(job_record_t *job_ptr)
 		return;
 	}
 	_fill_job(job_ptr, &j);
+	_log_admin_note(job_ptr, j.user);
 	rc = mlprio_site_factor(ctx, &j, &f);
 	if (rc == MLPRIO_ERR_INTERNAL) {
 		error("%s: JobId=%u: %s", plugin_type, job_ptr->job_id,
@@ -219,7 +257,8 @@ extern int init(void)
 	int rc;
 
 	mlprio_set_log(_log_cb);
-	rc = mlprio_ctx_create(slurm_conf.site_factor_params, &ctx);
+	rc = mlprio_ctx_create(slurm_conf.site_factor_params, _conf_epoch(),
+			       &ctx);
 	if (!ctx) {
 		/* Never fatal: the plugin stays loaded and neutral. */
 		error("%s: cannot create context: %s", plugin_type,
@@ -260,7 +299,13 @@ extern int fini(void)
 	return SLURM_SUCCESS;
 }
 
-/* Called after "scontrol reconfigure" with no slurmctld lock held. */
+/*
+ * Called with no slurmctld lock held after "scontrol reconfigure" (and SIGHUP,
+ * setdebugflags, fs dampening): after the RPC's reply is sent, so a submission
+ * can race it; job_submit/mlprio's decisions wait for this configuration's
+ * model either way (mlprio_decide's fence), and whichever of the two loads it
+ * first, the other does not load it again.
+ */
 extern void site_factor_p_reconfig(void)
 {
 	char desc[512];
@@ -268,7 +313,8 @@ extern void site_factor_p_reconfig(void)
 
 	if (!ctx)
 		return;
-	rc = mlprio_ctx_reconfigure(ctx, slurm_conf.site_factor_params);
+	rc = mlprio_ctx_reconfigure(ctx, slurm_conf.site_factor_params,
+				    _conf_epoch());
 	mlprio_ctx_describe(ctx, desc, sizeof(desc));
 	info("%s: reconfigured (%s)%s", plugin_type, desc,
 	     (rc == MLPRIO_OK) ? "" : "; SITE factor is neutral");
@@ -295,10 +341,26 @@ extern void site_factor_p_update(void)
 }
 
 /*
- * Called by job_submit/mlprio (under slurmctld's read locks and the job_submit
- * mutex): only queues the job for the advisor, O(1), never the network.
+ * The hub, called by job_submit/mlprio under slurmctld's read locks and the
+ * job_submit mutex. decide: one in-process prediction (microseconds), or right
+ * after a slurm.conf re-read a wait of at most reload_wait_ms for the worker
+ * to load the new model. llm_submit only queues the job for the advisor, O(1),
+ * never the network.
  */
-extern int mlprio_llm_hub_submit_v1(uint64_t key, const mlprio_job_t *job)
+static int _hub_decide(const char *params, uint64_t conf_epoch,
+		       const mlprio_job_t *job, mlprio_decision_t *out)
+{
+	int rc = MLPRIO_NO_MODEL;
+
+	if (pthread_rwlock_tryrdlock(&ctx_lock))
+		return rc;	/* fini() in progress */
+	if (ctx)
+		rc = mlprio_decide(ctx, params, conf_epoch, job, out);
+	pthread_rwlock_unlock(&ctx_lock);
+	return rc;
+}
+
+static int _hub_llm_submit(uint64_t key, const mlprio_job_t *job)
 {
 	int rc = MLPRIO_NO_MODEL;
 
@@ -309,3 +371,12 @@ extern int mlprio_llm_hub_submit_v1(uint64_t key, const mlprio_job_t *job)
 	pthread_rwlock_unlock(&ctx_lock);
 	return rc;
 }
+
+extern const mlprio_hub_t mlprio_hub_v2;
+const mlprio_hub_t mlprio_hub_v2 = {
+	.version = MLPRIO_HUB_VERSION,
+	.size = sizeof(mlprio_hub_t),
+	.decide = _hub_decide,
+	.llm_submit = _hub_llm_submit,
+	.last_error = mlprio_last_error,
+};

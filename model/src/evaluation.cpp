@@ -256,6 +256,25 @@ nlohmann::json explain_job(const nlohmann::json& doc, const Trace& one) {
     r["bias_log"] = c[N_FEATURES];
     r["calibration_point_shift"] = doc["calibration"].value("point_shift", 0.0);
     r["note"] = "runtime = exp(bias + sum(log_contribution) + point_shift), capped by req_time";
+    // The failure model's contributions (log-odds), what job_submit/mlprio names when it refuses
+    // (it computes the same TreeSHAP values without libxgboost: Predictor::explain_fail).
+    if (doc.contains("booster_fail") && doc["booster_fail"].is_string()) {
+      Booster bf;
+      bf.load_json(base64_decode(doc["booster_fail"].get<std::string>()));
+      const std::vector<float> cf = bf.predict(d, 4);
+      if (cf.size() != static_cast<size_t>(N_FEATURES) + 1)
+        throw XgbError("pred_contribs (failure) returned " + std::to_string(cf.size()) + " values");
+      std::vector<int> by(N_FEATURES);
+      for (int f = 0; f < N_FEATURES; ++f) by[f] = f;
+      std::stable_sort(by.begin(), by.end(), [&](int a, int b2) { return cf[a] > cf[b2]; });
+      nlohmann::json ff = nlohmann::json::array();
+      for (int f : by)
+        ff.push_back({{"feature", std::string(feature_names()[f])}, {"value", num_or_null(row[f])},
+                      {"logodds_contribution", cf[f]}});
+      r["fail_features"] = ff;
+      r["fail_bias_logodds"] = cf[N_FEATURES];
+      r["fail_note"] = "fail_prob = 1 / (1 + exp(-(fail_bias_logodds + sum(logodds_contribution))))";
+    }
   } else {
     const float l2 = row[F_HIST_LAST2_MEAN];
     r["note"] = std::isnan(l2) ? (one.jobs[0].req_time > 0 ? "no user history: the request"
@@ -263,6 +282,11 @@ nlohmann::json explain_job(const nlohmann::json& doc, const Trace& one) {
                                : "user's last-two mean, capped by the request";
     for (int f : {F_HIST_LAST2_MEAN, F_REQ_TIME, F_HIST_FAIL_RATE})
       feats.push_back({{"feature", std::string(feature_names()[f])}, {"value", num_or_null(row[f])}});
+    r["fail_features"] = nlohmann::json::array(
+        {{{"feature", std::string(feature_names()[F_HIST_FAIL_RATE])},
+          {"value", num_or_null(row[F_HIST_FAIL_RATE])},
+          {"contribution", num_or_null(row[F_HIST_FAIL_RATE])}}});
+    r["fail_note"] = "fail_prob = the user's past failure rate";
   }
   r["features"] = feats;
   return r;

@@ -3,6 +3,9 @@
 // slurmctld's RPC threads never see half a state), a per-job factor cache, and a C++ worker
 // thread that predicts over-budget jobs and watches the model file. The worker never touches
 // Slurm: it only publishes ready job ids that the C shim applies under slurmctld's own locks.
+// Each snapshot records the slurm.conf reading it was built from (conf epoch); job_submit's
+// decisions (mlprio_decide) never use a snapshot older than the configuration they run under:
+// the worker loads the new one (no Slurm lock held) while the caller waits, bounded.
 // Every entry point catches everything; nothing thrown here can reach slurmctld.
 // The optional LLM advisor (llm_url, site_factor's context only) runs its HTTP calls on its own
 // thread; valid answers land in a bounded store keyed by the job's advisor key, the worker maps
@@ -11,6 +14,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -21,8 +25,10 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "abi_detail.hpp"
+#include "mlprio/model/features.hpp"
 #include "mlprio/model/predictor.hpp"
 #ifdef MLPRIO_HAVE_CURL
 #include "mlprio/model/llm_advisor.hpp"
@@ -78,6 +84,7 @@ struct State {
   FileStamp stamp;
   double per_job_ns = 0;                               // measured at load
   uint64_t generation = 0;
+  uint64_t conf_epoch = 0;                             // slurm.conf reading (mlprio_conf_epoch)
 };
 
 struct CacheEntry {
@@ -151,7 +158,13 @@ constexpr size_t CACHE_MAX = 262144;  // cleared when exceeded; entries are reco
 struct mlprio_ctx {
   std::mutex state_mu;  // guards `state` pointer only (held for a pointer copy)
   std::shared_ptr<const State> state;
+  std::condition_variable state_cv;  // a new state was published (mlprio_decide waits on it)
   std::atomic<uint64_t> next_generation{1};
+  // Serialises building+publishing states (reconfigure, file watcher, conf fence), so an older
+  // build can never be published over a newer one. Never held with a Slurm lock: the only callers
+  // are the worker and site_factor_p_reconfig/init (no slurmctld lock held).
+  std::mutex reload_mu;
+  uint64_t fence_generation = 0;  // under reload_mu: state loaded by a fence, not yet seen by reconfigure
 
   std::mutex predict_mu;  // serialises predictor calls and `names` (XGBoost is not re-entrant)
   mlprio::TraceNames names;
@@ -161,6 +174,9 @@ struct mlprio_ctx {
   std::mutex cache_mu;
   std::unordered_map<uint32_t, CacheEntry> cache;
 
+  std::mutex noted_mu;  // guards noted: jobs whose admin note was logged (mlprio_first_sight)
+  std::unordered_set<uint32_t> noted;
+
   std::mutex work_mu;  // queue, ready list, flags
   std::condition_variable work_cv, ready_cv;
   std::deque<std::unique_ptr<OwnedJob>> queue;
@@ -168,7 +184,12 @@ struct mlprio_ctx {
   bool ready_all = false;
   bool check_now = false;  // mlprio_ctx_poke: stat the model file at the next wake-up
   bool stop = false;
+  // A caller of mlprio_decide saw a newer slurm.conf than the state's: load for it (worker).
+  bool fence_requested = false;
+  std::string fence_params;
+  uint64_t fence_epoch = 0;
   std::thread worker;
+  std::atomic<bool> worker_running{false};
 
   // LLM advisor (only after mlprio_llm_enable). Lock order: never hold two of these at once.
   std::atomic<bool> llm_enabled{false};
@@ -189,8 +210,11 @@ struct mlprio_ctx {
     return state;
   }
   void publish(std::shared_ptr<const State> s) {
-    std::lock_guard<std::mutex> g(state_mu);
-    state = std::move(s);
+    {
+      std::lock_guard<std::mutex> g(state_mu);
+      state = std::move(s);
+    }
+    state_cv.notify_all();
   }
 };
 
@@ -198,10 +222,12 @@ namespace {
 
 // Builds a new State from params; the model is refused (neutral) when unusable. Returns the
 // error text when refused.
-std::shared_ptr<State> build_state(mlprio_ctx& ctx, Params params, std::string& error) {
+std::shared_ptr<State> build_state(mlprio_ctx& ctx, Params params, uint64_t conf_epoch,
+                                   std::string& error) {
   auto st = std::make_shared<State>();
   st->params = std::move(params);
   st->generation = ctx.next_generation.fetch_add(1);
+  st->conf_epoch = conf_epoch;
   const std::string& path = st->params.model;
   st->stamp = stamp_of(path);
   if (path.empty()) {
@@ -416,31 +442,58 @@ void log_llm_stats(mlprio_ctx& ctx, Clock::time_point& last, std::string& last_l
 #endif
 }
 
-int apply_params(mlprio_ctx& ctx, const char* text, bool log_model) {
+// Parses `text` and loads its model as the state of `conf_epoch`. Caller holds reload_mu.
+int apply_params(mlprio_ctx& ctx, const char* text, uint64_t conf_epoch, const char* why) {
   auto parsed = mlprio::plugin::parse_params(text ? text : "");
   for (const auto& w : parsed.warnings) log_msg(0, w);
   sync_llm(ctx, parsed.params);
   std::string error;
-  auto st = build_state(ctx, std::move(parsed.params), error);
+  auto st = build_state(ctx, std::move(parsed.params), conf_epoch, error);
   const bool ok = st->predictor != nullptr;
-  if (log_model) log_msg(ok ? 1 : 0, ok ? "model loaded: " + st->describe : error + "; factor is neutral");
+  log_msg(ok ? 1 : 0, std::string(why) + (ok ? "model loaded: " + st->describe
+                                             : error + "; factor is neutral"));
   ctx.publish(std::move(st));
   return ok ? MLPRIO_OK : fail(MLPRIO_ERR_MODEL, error);
 }
 
+// The worker's half of the conf fence: a caller saw slurm.conf re-read (epoch) before any
+// reconfigure hook loaded the model for it. Returns whether a new state was published.
+bool fence_load(mlprio_ctx& ctx, const std::string& params, uint64_t epoch) {
+  std::lock_guard<std::mutex> g(ctx.reload_mu);
+  if (ctx.snapshot()->conf_epoch == epoch) return false;  // a reconfigure hook was first
+  apply_params(ctx, params.c_str(), epoch, "slurm.conf re-read: ");
+  ctx.fence_generation = ctx.snapshot()->generation;
+  return true;
+}
+
 int check_reload(mlprio_ctx& ctx, int* reloaded) {
   if (reloaded) *reloaded = 0;
+  std::lock_guard<std::mutex> g(ctx.reload_mu);
   auto cur = ctx.snapshot();
   if (!cur || cur->params.model.empty()) return MLPRIO_OK;
   if (stamp_of(cur->params.model) == cur->stamp) return MLPRIO_OK;
   log_msg(1, "model file " + cur->params.model + " changed; reloading");
   std::string error;
-  auto st = build_state(ctx, cur->params, error);
+  auto st = build_state(ctx, cur->params, cur->conf_epoch, error);
   const bool ok = st->predictor != nullptr;
   log_msg(ok ? 1 : 0, ok ? "model reloaded: " + st->describe : error + "; factor is neutral");
   ctx.publish(std::move(st));
   if (reloaded) *reloaded = 1;
   return ok ? MLPRIO_OK : fail(MLPRIO_ERR_MODEL, error);
+}
+
+void fill_params(const Params& p, mlprio_params_t* out) {
+  out->weight = p.weight;
+  out->max_boost = p.max_boost;
+  out->limit_margin = p.limit_margin;
+  out->refuse_above = p.refuse_above;
+  out->refuse_mode = p.refuse_mode;
+  out->budget_us = p.budget_us;
+  out->check_period_ms = p.check_period_ms;
+  out->llm_timeout_ms = p.llm_timeout_ms;
+  out->reload_wait_ms = p.reload_wait_ms;
+  out->have_model_path = !p.model.empty();
+  out->have_llm = !p.llm_url.empty();
 }
 
 void notify_all_changed(mlprio_ctx& ctx) {
@@ -458,12 +511,22 @@ void worker_loop(mlprio_ctx* ctx) {
   for (;;) {
     std::vector<std::unique_ptr<OwnedJob>> batch;
     std::vector<uint64_t> arrived;
+    bool fence = false;
+    std::string fence_params;
+    uint64_t fence_epoch = 0;
     {
       std::unique_lock<std::mutex> lk(ctx->work_mu);
       ctx->work_cv.wait_until(lk, next_check, [&] {
-        return ctx->stop || !ctx->queue.empty() || !ctx->arrived.empty() || ctx->check_now;
+        return ctx->stop || !ctx->queue.empty() || !ctx->arrived.empty() || ctx->check_now ||
+               ctx->fence_requested;
       });
       if (ctx->stop) return;
+      if (ctx->fence_requested) {
+        fence = true;
+        fence_params.swap(ctx->fence_params);
+        fence_epoch = ctx->fence_epoch;
+        ctx->fence_requested = false;
+      }
       if (ctx->check_now) {
         ctx->check_now = false;
         next_check = Clock::now();
@@ -475,6 +538,8 @@ void worker_loop(mlprio_ctx* ctx) {
       arrived.swap(ctx->arrived);
     }
     try {
+      // First, so that a caller waiting in mlprio_decide is released as early as possible.
+      if (fence && fence_load(*ctx, fence_params, fence_epoch)) notify_all_changed(*ctx);
       if (!arrived.empty()) {
         // New answers: the jobs they belong to (if the site factor has seen them) are
         // re-prioritised by the applier; their cache entries are unadvised, so they recompute.
@@ -556,15 +621,28 @@ const char* mlprio_last_error(void) { return g_last_error.c_str(); }
 
 void mlprio_set_log(mlprio_log_fn fn) { g_log.store(fn); }
 
-int mlprio_ctx_create(const char* params, mlprio_ctx_t** out) {
+int mlprio_ctx_create(const char* params, uint64_t conf_epoch, mlprio_ctx_t** out) {
   MLPRIO_GUARD_BEGIN
   if (!out) return fail(MLPRIO_ERR_PARAM, "mlprio_ctx_create: out is NULL");
   *out = nullptr;
   auto ctx = std::make_unique<mlprio_ctx>();
-  int rc = apply_params(*ctx, params, true);
+  int rc;
+  {
+    std::lock_guard<std::mutex> g(ctx->reload_mu);
+    rc = apply_params(*ctx, params, conf_epoch, "");
+  }
   *out = ctx.release();
   return rc;
   MLPRIO_GUARD_END
+}
+
+uint64_t mlprio_conf_epoch(const char* params, int64_t conf_time) {
+  uint64_t h = fnv_str(1469598103934665603ULL, params);
+  h = fnv(h, &conf_time, sizeof conf_time);
+  // The string is re-allocated by every read_slurm_conf(): its address tells apart two readings
+  // within one second (last_update's resolution) unless the allocator hands the same block back.
+  const auto addr = reinterpret_cast<uintptr_t>(params);
+  return fnv(h, &addr, sizeof addr);
 }
 
 void mlprio_ctx_free(mlprio_ctx_t* ctx) {
@@ -585,10 +663,24 @@ void mlprio_ctx_free(mlprio_ctx_t* ctx) {
   }
 }
 
-int mlprio_ctx_reconfigure(mlprio_ctx_t* ctx, const char* params) {
+int mlprio_ctx_reconfigure(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch) {
   MLPRIO_GUARD_BEGIN
   if (!ctx) return fail(MLPRIO_ERR_PARAM, "NULL context");
-  int rc = apply_params(*ctx, params, true);
+  int rc;
+  {
+    std::lock_guard<std::mutex> g(ctx->reload_mu);
+    auto cur = ctx->snapshot();
+    if (cur->conf_epoch == conf_epoch && cur->generation == ctx->fence_generation) {
+      // A submission's fence loaded this configuration's model moments ago, after slurm.conf
+      // was re-read: loading it again would only bump the generation. Once only, so a second
+      // reconfigure within the same second still reloads.
+      ctx->fence_generation = 0;
+      log_msg(1, "reconfigure: model already loaded for this slurm.conf (generation " +
+                     std::to_string(cur->generation) + ")");
+      return cur->predictor ? MLPRIO_OK : fail(MLPRIO_ERR_MODEL, cur->describe);
+    }
+    rc = apply_params(*ctx, params, conf_epoch, "reconfigure: ");
+  }
   notify_all_changed(*ctx);
   return rc;
   MLPRIO_GUARD_END
@@ -605,18 +697,99 @@ int mlprio_ctx_params(const mlprio_ctx_t* ctx, mlprio_params_t* out) {
   MLPRIO_GUARD_BEGIN
   if (!ctx || !out) return fail(MLPRIO_ERR_PARAM, "NULL argument");
   auto st = const_cast<mlprio_ctx_t*>(ctx)->snapshot();
-  const Params& p = st->params;
-  out->weight = p.weight;
-  out->max_boost = p.max_boost;
-  out->limit_margin = p.limit_margin;
-  out->refuse_above = p.refuse_above;
-  out->refuse_mode = p.refuse_mode;
-  out->budget_us = p.budget_us;
-  out->check_period_ms = p.check_period_ms;
-  out->llm_timeout_ms = p.llm_timeout_ms;
-  out->have_model_path = !p.model.empty();
-  out->have_llm = !p.llm_url.empty();
+  fill_params(st->params, out);
   return st->predictor ? MLPRIO_OK : MLPRIO_NO_MODEL;
+  MLPRIO_GUARD_END
+}
+
+int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
+                  const mlprio_job_t* job, mlprio_decision_t* out) {
+  MLPRIO_GUARD_BEGIN
+  if (!ctx || !job || !out) return fail(MLPRIO_ERR_PARAM, "NULL argument");
+  *out = mlprio_decision_t{};
+  out->pred.runtime_s = out->pred.runtime_upper_s = out->pred.fail_prob = NAN;
+  std::shared_ptr<const State> st = ctx->snapshot();
+  if (st->conf_epoch != conf_epoch) {
+    const int64_t wait_ms = st->params.reload_wait_ms;
+    if (wait_ms <= 0 || !ctx->worker_running.load())
+      return fail(MLPRIO_TIMEOUT, "slurm.conf was re-read and the model for it is not loaded yet");
+    {
+      std::lock_guard<std::mutex> g(ctx->work_mu);
+      ctx->fence_requested = true;
+      ctx->fence_params = params ? params : "";
+      ctx->fence_epoch = conf_epoch;
+    }
+    ctx->work_cv.notify_all();
+    std::unique_lock<std::mutex> lk(ctx->state_mu);
+    const bool ok = ctx->state_cv.wait_for(lk, std::chrono::milliseconds(wait_ms), [&] {
+      return ctx->state->conf_epoch == conf_epoch || !ctx->worker_running.load();
+    });
+    st = ctx->state;
+    if (!ok || st->conf_epoch != conf_epoch)
+      return fail(MLPRIO_TIMEOUT, "slurm.conf was re-read and the model for it was not loaded "
+                                  "within reload_wait_ms=" + std::to_string(wait_ms));
+  }
+  fill_params(st->params, &out->params);
+  out->generation = st->generation;
+  if (!st->predictor) return fail(MLPRIO_NO_MODEL, st->describe);
+  model::Prediction p;
+  mlprio::plugin::FailText text;
+  const bool failing = [&] {
+    std::lock_guard<std::mutex> g(ctx->predict_mu);
+    mlprio::Job j = mlprio::plugin::to_core_job(*job, ctx->names);
+    st->predictor->predict({&j, 1}, ctx->names, {&p, 1});
+    if (!(std::isfinite(p.fail_prob) && p.fail_prob > st->params.refuse_above)) return false;
+    // Only for jobs about to be refused or warned: TreeSHAP took 30 us (51 failure trees) to
+    // 160 us (400 trees) here, against ~1 us for the prediction.
+    std::vector<double> contrib(model::N_FEATURES + 1);
+    std::vector<float> row(model::N_FEATURES);
+    const bool explained = st->predictor->explain_fail(j, ctx->names, contrib, row);
+    text = mlprio::plugin::failure_text(
+        explained ? mlprio::plugin::top_fail_reasons(contrib, row)
+                  : std::vector<mlprio::plugin::FailContribution>{},
+        explained, p.fail_prob, st->params.refuse_above, st->params.allow_override);
+    return true;
+  }();
+  out->pred.runtime_s = p.runtime;
+  out->pred.runtime_upper_s = p.runtime_upper;
+  out->pred.fail_prob = p.fail_prob;
+  if (!failing) return MLPRIO_OK;
+  const Params& prm = st->params;
+  std::string message = text.message + " " + text.advice, log = text.log, note;
+  out->verdict = prm.refuse_mode == MLPRIO_REFUSE ? MLPRIO_VERDICT_REFUSE : MLPRIO_VERDICT_WARN;
+  if (out->verdict == MLPRIO_VERDICT_REFUSE) {
+    // The admin's ways through a refusal: exempt QOS or account, or the user's opt-in override.
+    // The listed (lower-case) name when v is on the list, as Slurm compares them, else "".
+    auto listed = [](const std::vector<std::string>& names, const char* v) -> std::string {
+      if (!v || !*v) return {};
+      std::string low(v);
+      for (char& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return std::find(names.begin(), names.end(), low) != names.end() ? low : std::string();
+    };
+    std::string by;
+    if (auto q = listed(prm.exempt_qos, job->qos); !q.empty()) by = "qos:" + q;
+    else if (auto a = listed(prm.exempt_accounts, job->account); !a.empty()) by = "account:" + a;
+    if (!by.empty()) {
+      out->verdict = MLPRIO_VERDICT_EXEMPT;
+      message = text.message + " Not refused: " + (by[0] == 'q' ? "QOS " : "account ") +
+                by.substr(by.find(':') + 1) + " is exempt.";
+      log = "exempt (" + by + "): " + log;
+      note = "mlprio_exempt=" + by;
+    } else if (prm.allow_override && mlprio::plugin::has_override_token(job->comment)) {
+      out->verdict = MLPRIO_VERDICT_OVERRIDE;
+      message = text.message + " Submitted anyway: --comment=" +
+                mlprio::plugin::OVERRIDE_TOKEN + " (recorded with the job and in the log).";
+      log = "override (--comment " + std::string(mlprio::plugin::OVERRIDE_TOKEN) + "): " + log;
+      note = "mlprio_override=1";
+    }
+  }
+  char fail[32];
+  std::snprintf(fail, sizeof fail, "%.2f", p.fail_prob);
+  if (!note.empty()) note += std::string(" mlprio_fail=") + fail;
+  std::snprintf(out->message, sizeof out->message, "%s", message.c_str());
+  std::snprintf(out->log, sizeof out->log, "%s", log.c_str());
+  std::snprintf(out->admin_note, sizeof out->admin_note, "%s", note.c_str());
+  return MLPRIO_OK;
   MLPRIO_GUARD_END
 }
 
@@ -718,6 +891,17 @@ int mlprio_site_factor(mlprio_ctx_t* ctx, const mlprio_job_t* job, int64_t* fact
   MLPRIO_GUARD_END
 }
 
+int mlprio_first_sight(mlprio_ctx_t* ctx, uint32_t job_id) {
+  if (!ctx) return 0;
+  try {
+    std::lock_guard<std::mutex> g(ctx->noted_mu);
+    if (ctx->noted.size() >= 65536) ctx->noted.clear();  // bounded; a job may be logged twice
+    return ctx->noted.insert(job_id).second ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
 void mlprio_forget(mlprio_ctx_t* ctx, uint32_t job_id) {
   if (!ctx) return;
   try {
@@ -736,6 +920,7 @@ int mlprio_worker_start(mlprio_ctx_t* ctx) {
     ctx->stop = false;
   }
   ctx->worker = std::thread(worker_loop, ctx);
+  ctx->worker_running = true;
   return MLPRIO_OK;
   MLPRIO_GUARD_END
 }
@@ -749,7 +934,9 @@ void mlprio_worker_stop(mlprio_ctx_t* ctx) {
     }
     ctx->work_cv.notify_all();
     ctx->ready_cv.notify_all();
+    ctx->state_cv.notify_all();
     if (ctx->worker.joinable()) ctx->worker.join();
+    ctx->worker_running = false;
   } catch (...) {
   }
 }

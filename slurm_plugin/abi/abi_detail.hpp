@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,7 +33,20 @@ struct Params {
   double llm_min_confidence = 0;  // llm_min_confidence=C: answers below C are ignored
   int64_t budget_us = 200;        // budget_us=N: inline model budget per job, 0 = async only
   int64_t check_period_ms = 5000; // check_period_ms=N: model file mtime check period
+  // reload_wait_ms=N: after slurm.conf was re-read, how long job_submit waits for the model of
+  // the new configuration (loaded on the worker) before passing a job unchanged; 0 = never wait
+  int64_t reload_wait_ms = 1000;
+  // Ways through a refusal (job_submit only). exempt_qos=a:b, exempt_accounts=x:y: jobs under
+  // these QOS/accounts (named or the user's defaults) are never refused or warned, only told.
+  std::vector<std::string> exempt_qos;
+  std::vector<std::string> exempt_accounts;
+  // allow_override=1: a job whose --comment holds the word OVERRIDE_TOKEN is accepted (logged).
+  bool allow_override = false;
 };
+inline constexpr const char* OVERRIDE_TOKEN = "mlprio:override";
+
+// Whether `comment` holds OVERRIDE_TOKEN as a word (delimited by start/end, space, ',' or ';').
+bool has_override_token(const char* comment);
 
 struct ParseResult {
   Params params;
@@ -58,5 +72,27 @@ std::string format_duration(double seconds);
 
 // The advisor key job_submit/mlprio leaves in AdminComment ("mlprio_llm=<16 hex>"), or 0.
 uint64_t llm_key_of(const char* admin_comment);
+
+// Why a job is predicted to fail (abi_reason.cpp): one feature's push on the failure prediction.
+struct FailContribution {
+  int feature = 0;            // mlprio::model::Feature
+  double contribution = 0;    // in the failure model's units (log-odds or probability)
+  float value = 0;            // the job's encoded value (NaN = missing)
+};
+enum class ReasonGroup { HISTORY, LLM, REQUEST, OTHER };
+ReasonGroup reason_group(int feature);
+// The features that raised the failure prediction most (positive contributions, largest first,
+// at most max_n, none below a tenth of the largest). contrib/row as Predictor::explain_fail.
+std::vector<FailContribution> top_fail_reasons(std::span<const double> contrib,
+                                               std::span<const float> row, size_t max_n = 3);
+struct FailText {
+  std::string message;  // for the user: the prediction and its reasons
+  std::string advice;   // for the user, after message, when the job is refused or warned
+  std::string log;      // for slurmctld's log
+};
+// The refusal/warning text; `explained` false when the model could not explain itself;
+// `override_allowed` makes history advice name the override token.
+FailText failure_text(const std::vector<FailContribution>& top, bool explained, double fail_prob,
+                      double limit, bool override_allowed);
 
 }  // namespace mlprio::plugin

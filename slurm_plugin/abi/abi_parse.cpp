@@ -52,6 +52,23 @@ bool parse_number(std::string_view s, double& out) {
   return true;
 }
 
+// "a:b:c" -> {a, b, c}: Slurm QOS/account names (letters, digits, '_', '-', '.'), at most 64.
+bool parse_name_list(std::string_view s, std::vector<std::string>& out) {
+  out.clear();
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t colon = s.find(':', pos);
+    if (colon == std::string_view::npos) colon = s.size();
+    const std::string_view name = trim(s.substr(pos, colon - pos));
+    pos = colon + 1;
+    if (name.empty() || name.size() > 64 || out.size() >= 64) return false;
+    for (char c : name)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') return false;
+    out.emplace_back(lower(name));  // Slurm compares account and QOS names case-insensitively
+  }
+  return !out.empty();
+}
+
 bool parse_int(std::string_view s, int64_t& out) {
   s = trim(s);
   auto r = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -203,11 +220,26 @@ ParseResult parse_params(std::string_view text) {
       if (parse_int(val, n) && n >= 0 && n <= 50000) p.budget_us = n; else bad("budget_us=200");
     } else if (key == "check_period_ms") {
       if (parse_int(val, n) && n >= 100 && n <= 3600000) p.check_period_ms = n; else bad("check_period_ms=5000");
+    } else if (key == "exempt_qos" || key == "exempt_accounts") {
+      std::vector<std::string> names;
+      if (parse_name_list(val, names))
+        (key == "exempt_qos" ? p.exempt_qos : p.exempt_accounts) = std::move(names);
+      else
+        bad(key == "exempt_qos" ? "exempt_qos=urgent:debug, names joined by ':'"
+                                : "exempt_accounts=ops:admins, names joined by ':'");
+    } else if (key == "allow_override") {
+      const std::string v = lower(val);
+      if (v == "1" || v == "yes" || v == "true") p.allow_override = true;
+      else if (v == "0" || v == "no" || v == "false") p.allow_override = false;
+      else bad("allow_override=1 or allow_override=0");
+    } else if (key == "reload_wait_ms") {
+      if (parse_int(val, n) && n >= 0 && n <= 10000) p.reload_wait_ms = n; else bad("reload_wait_ms=1000 (0..10000)");
     } else {
       r.warnings.push_back("unknown parameter '" + key +
                            "' ignored (known: model, weight, max_boost, limit_margin, refuse_above, "
                            "refuse_mode, llm_url, llm_timeout_ms, llm_model, llm_min_factor, "
-                           "llm_max_factor, llm_min_confidence, budget_us, check_period_ms)");
+                           "llm_max_factor, llm_min_confidence, budget_us, check_period_ms, "
+                           "reload_wait_ms, exempt_qos, exempt_accounts, allow_override)");
     }
   }
   return r;
@@ -270,6 +302,18 @@ Job to_core_job(const mlprio_job_t& in, TraceNames& names) {
   j.features.reserve(feats.size());
   for (const auto& [k, v] : feats) j.features.emplace_back(names.features.intern(k), v);
   return j;
+}
+
+bool has_override_token(const char* comment) {
+  if (!comment) return false;
+  const std::string_view c(comment, ::strnlen(comment, 4096));
+  const std::string_view tok(OVERRIDE_TOKEN);
+  auto sep = [](char ch) { return std::isspace(static_cast<unsigned char>(ch)) || ch == ',' || ch == ';'; };
+  for (size_t at = c.find(tok); at != std::string_view::npos; at = c.find(tok, at + 1)) {
+    const size_t end = at + tok.size();
+    if ((at == 0 || sep(c[at - 1])) && (end == c.size() || sep(c[end]))) return true;
+  }
+  return false;
 }
 
 uint64_t llm_key_of(const char* admin_comment) {

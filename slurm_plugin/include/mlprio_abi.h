@@ -7,6 +7,10 @@
  * set, one model (reloaded when its file changes), a cache of per-job site
  * factors and, when started, a C++ watcher/worker thread that never touches
  * Slurm state: it only predicts and reports job ids whose answers are ready.
+ *
+ * When both plugins are loaded, site_factor/mlprio's context is the only one:
+ * job_submit/mlprio makes its decisions through the hub site_factor exports
+ * (mlprio_hub_t), so the two plugins can never use different models.
  */
 #ifndef MLPRIO_ABI_H
 #define MLPRIO_ABI_H
@@ -68,6 +72,7 @@ typedef struct {
 	int64_t budget_us;        /* inline model budget per job; 0 = always async */
 	int64_t check_period_ms;  /* model file mtime check period */
 	int64_t llm_timeout_ms;
+	int64_t reload_wait_ms;   /* bound on mlprio_decide's wait after a re-read */
 	int have_model_path;
 	int have_llm;             /* llm_url is set */
 } mlprio_params_t;
@@ -78,14 +83,26 @@ typedef void (*mlprio_log_fn)(int level, const char *msg);
 const char *mlprio_last_error(void);
 void mlprio_set_log(mlprio_log_fn fn);
 
-/* Parses params and loads the model. The context is created (in neutral mode)
- * even when the model cannot be used: then MLPRIO_ERR_MODEL is returned and
- * *out is valid. Parameter problems are logged, never fatal. */
-int mlprio_ctx_create(const char *params, mlprio_ctx_t **out);
+/* Identifies one reading of slurm.conf: PrioritySiteFactorParameters (its
+ * text and address: every read_slurm_conf() frees and re-allocates it) and
+ * slurm_conf.last_update (set by every read_slurm_conf(), the value slurmctld's
+ * own code compares to notice a reconfigure, one-second resolution). Pass
+ * slurm_conf.site_factor_params itself, not a copy. */
+uint64_t mlprio_conf_epoch(const char *params, int64_t conf_time);
+
+/* Parses params and loads the model, as the state of slurm.conf reading
+ * conf_epoch. The context is created (in neutral mode) even when the model
+ * cannot be used: then MLPRIO_ERR_MODEL is returned and *out is valid.
+ * Parameter problems are logged, never fatal. */
+int mlprio_ctx_create(const char *params, uint64_t conf_epoch,
+		      mlprio_ctx_t **out);
 void mlprio_ctx_free(mlprio_ctx_t *ctx);
 /* New parameters (scontrol reconfigure): re-parse, reload the model, drop the
- * cache. Same return convention as create. */
-int mlprio_ctx_reconfigure(mlprio_ctx_t *ctx, const char *params);
+ * cache. Same return convention as create. Blocking file I/O: call with no
+ * Slurm lock held. Skipped (once) when a fence in mlprio_decide already loaded
+ * the model for this conf_epoch. */
+int mlprio_ctx_reconfigure(mlprio_ctx_t *ctx, const char *params,
+			   uint64_t conf_epoch);
 /* Reload the model when its file's mtime/size/mode changed; *reloaded = 1 if
  * the model (or neutral mode) changed. Cheap when nothing changed (one stat). */
 int mlprio_ctx_check_reload(mlprio_ctx_t *ctx, int *reloaded);
@@ -95,9 +112,41 @@ int mlprio_ctx_describe(const mlprio_ctx_t *ctx, char *buf, size_t len);
 /* Monotonic counter that changes on every model swap. */
 uint64_t mlprio_ctx_generation(const mlprio_ctx_t *ctx);
 
-/* In-process prediction for one job (job_submit). */
+/* In-process prediction for one job. */
 int mlprio_predict(mlprio_ctx_t *ctx, const mlprio_job_t *job,
 		   mlprio_prediction_t *out);
+
+enum mlprio_verdict {
+	MLPRIO_VERDICT_PASS = 0,    /* not predicted to fail (or no failure model) */
+	MLPRIO_VERDICT_WARN = 1,    /* predicted to fail, refuse_mode=warn */
+	MLPRIO_VERDICT_REFUSE = 2,  /* predicted to fail, refuse_mode=refuse */
+	MLPRIO_VERDICT_EXEMPT = 3,  /* would be refused; its QOS/account is exempt */
+	MLPRIO_VERDICT_OVERRIDE = 4 /* would be refused; user's override accepted */
+};
+
+/* job_submit/mlprio's decision for one job, all from one snapshot of
+ * parameters + model (never parameters of one and the model of another). */
+typedef struct {
+	mlprio_params_t params;
+	mlprio_prediction_t pred;
+	int verdict;              /* enum mlprio_verdict */
+	uint64_t generation;      /* the model generation that decided */
+	char message[1024];       /* for the user (*err_msg) unless PASS */
+	char log[512];            /* for slurmctld's log unless PASS */
+	/* EXEMPT/OVERRIDE: to append to admin_comment ("mlprio_override=1
+	 * mlprio_fail=0.90"): users cannot set it, so it is a trustworthy
+	 * record with the job, and site_factor logs it with the job id. */
+	char admin_note[128];
+} mlprio_decision_t;
+
+/* Decides for a job under slurm.conf reading conf_epoch (params = its
+ * PrioritySiteFactorParameters). When the context's state is older than that
+ * reading (slurm.conf re-read, no reconfigure hook has loaded the model yet),
+ * the worker loads it while this call waits at most reload_wait_ms; then
+ * MLPRIO_TIMEOUT (the job should pass unchanged: the old model must not decide
+ * under the new configuration). MLPRIO_NO_MODEL: neutral, params are filled. */
+int mlprio_decide(mlprio_ctx_t *ctx, const char *params, uint64_t conf_epoch,
+		  const mlprio_job_t *job, mlprio_decision_t *out);
 
 /* The site factor for a job, as a signed offset (the shim adds NICE_OFFSET).
  * Cached answer or an in-process call within the budget: MLPRIO_OK. Over the
@@ -105,6 +154,9 @@ int mlprio_predict(mlprio_ctx_t *ctx, const mlprio_job_t *job,
  * *factor = 0 and MLPRIO_NO_MODEL. */
 int mlprio_site_factor(mlprio_ctx_t *ctx, const mlprio_job_t *job,
 		       int64_t *factor);
+/* 1 the first time this context sees job_id here, else 0 (bounded memory: a
+ * job may rarely answer 1 twice). For logging a job's admin note once. */
+int mlprio_first_sight(mlprio_ctx_t *ctx, uint32_t job_id);
 /* Forget a job's cached factor (job finished/purged). */
 void mlprio_forget(mlprio_ctx_t *ctx, uint32_t job_id);
 
@@ -136,10 +188,24 @@ int mlprio_llm_enable(mlprio_ctx_t *ctx);
  * MLPRIO_OK when queued, MLPRIO_NO_MODEL when no advisor runs. */
 int mlprio_llm_submit(mlprio_ctx_t *ctx, uint64_t key, const mlprio_job_t *job);
 
-/* Exported by site_factor_mlprio.so under MLPRIO_LLM_HUB_SYMBOL so that
- * job_submit/mlprio (another .so, C++ hidden) can hand it job scripts. */
-typedef int (*mlprio_llm_hub_fn)(uint64_t key, const mlprio_job_t *job);
-#define MLPRIO_LLM_HUB_SYMBOL "mlprio_llm_hub_submit_v1"
+/*
+ * Exported by site_factor_mlprio.so (data symbol MLPRIO_HUB_SYMBOL) so that
+ * job_submit/mlprio (another .so whose C++ copy is hidden) uses site_factor's
+ * one context: its model for decisions and its LLM advisor. Each function
+ * holds site_factor's context against fini() for the call and answers
+ * MLPRIO_NO_MODEL while it is being unloaded. last_error() is the hub's own
+ * thread-local error text (the caller's mlprio_last_error() is another copy).
+ */
+typedef struct {
+	uint32_t version;         /* MLPRIO_HUB_VERSION */
+	uint32_t size;            /* sizeof(mlprio_hub_t) */
+	int (*decide)(const char *params, uint64_t conf_epoch,
+		      const mlprio_job_t *job, mlprio_decision_t *out);
+	int (*llm_submit)(uint64_t key, const mlprio_job_t *job);
+	const char *(*last_error)(void);
+} mlprio_hub_t;
+#define MLPRIO_HUB_SYMBOL "mlprio_hub_v2"
+#define MLPRIO_HUB_VERSION 2
 
 /* LLM fine-tuning parameters found in text (#MLPRIO lines of a script,
  * "key=value" in a comment, hints in a job name) as "k=v k=v". Returns the

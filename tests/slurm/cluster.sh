@@ -5,7 +5,8 @@
 # from an EXIT trap whatever happens (every daemon is stopped by the PID it wrote; every wait is
 # bounded). Used by cluster_test.sh and bench/plugin_sbatch_latency.sh.
 #   MLPRIO_BUILD    build dir holding lib/slurm/*.so and bin/mlprio_slurm_testmodel (required)
-#   CLUSTER_PLUGINS 1 (default) loads both plugins, 0 loads neither (baseline for the bench)
+#   CLUSTER_PLUGINS 1 (default) loads both plugins, 0 loads neither (baseline for the bench),
+#                   js loads job_submit/mlprio alone (no site factor plugin)
 #   CLUSTER_DBD     1 adds accounting: a private mariadbd (own datadir, socket and port in the
 #                   temp dir, run as root), slurmdbd on its own DbdPort, the cluster registered
 #                   with sacctmgr, PriorityCalcPeriod=1 (minute, the least);
@@ -99,6 +100,9 @@ PriorityCalcPeriod=1"
   if [ "${CLUSTER_PLUGINS:-1}" = 1 ]; then
     plugins="PrioritySiteFactorPlugin=site_factor/mlprio
 PrioritySiteFactorParameters=$params
+JobSubmitPlugins=mlprio"
+  elif [ "${CLUSTER_PLUGINS:-1}" = js ]; then
+    plugins="PrioritySiteFactorParameters=$params
 JobSubmitPlugins=mlprio"
   fi
   cat > "$CL_DIR/slurm.conf" <<CONF

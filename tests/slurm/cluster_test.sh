@@ -2,9 +2,11 @@
 # Cluster tests for site_factor/mlprio and job_submit/mlprio: each case starts a fresh cluster
 # (cluster.sh), drives it with the real sbatch/sprio/scontrol, and fails with the slurmctld log
 # tail when an expectation does not hold. Exit 77 = skipped (not root, Slurm or plugins missing).
-#   cluster_test.sh BUILD_DIR CASE     CASE: load order timelimit refuse warn reconfig badmodel
-#                                            async run llm_good llm_{down,slow,500,garbage,huge,
-#                                            hostile} dbd_update dbd_loop
+#   cluster_test.sh BUILD_DIR CASE     CASE: load order timelimit refuse refuse_history
+#                                            refuse_xgb exempt exempt_default warn reconfig
+#                                            reconfig_now reconfig_js_only badmodel async run
+#                                            llm_good llm_{down,slow,500,garbage,huge,hostile}
+#                                            dbd_update dbd_loop
 # The llm_* cases run tests/slurm/fake_llm.py (an OpenAI-compatible fake on 127.0.0.1) with
 # /usr/bin/python3; the dbd_* cases add MariaDB + slurmdbd (CLUSTER_DBD=1 in cluster.sh).
 set -uo pipefail
@@ -66,7 +68,7 @@ case "$CASE" in
 load)
   start "model=$M/plain.json,$BASE,bogus_key=1"
   expect_log "site_factor/mlprio: model loaded: formula model"
-  expect_log "job_submit/mlprio: model loaded: formula model"
+  expect_log "job_submit/mlprio: loaded; decides with the model of site_factor/mlprio"
   expect_log "unknown parameter 'bogus_key' ignored"
   cluster_alive || fail "slurmctld not alive"
   ;;
@@ -107,6 +109,102 @@ refuse)
   cat "$M/err"
   grep -q "predicted to fail with probability 0.90" "$M/err" || fail "refusal message missing"
   ;;
+refuse_history)
+  # root's history alone (90% of its jobs failed): the refusal names history features, not the
+  # LLM parameters this plain job does not have. sbatch and srun both go through job_submit.
+  start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=refuse"
+  if sbatch -p hold -t 1 -o /dev/null --wrap true 2>"$M/err"; then fail "sbatch was not refused"; fi
+  if timeout 30 srun -p hold -t 1 true 2>"$M/err2"; then fail "srun was not refused"; fi
+  for f in "$M/err" "$M/err2"; do
+    cat "$f"
+    grep -q "mostly because of the failure rate of your recent jobs (hist_fail_rate=0.9)" "$f" ||
+      fail "$(basename "$f"): the reason is not the user's failure rate"
+    grep -q "This comes from your recent jobs" "$f" || fail "$(basename "$f"): no history advice"
+    grep -qi "LoRA\|batch size\|sequence length\|memory per GPU" "$f" &&
+      fail "$(basename "$f"): the message blames LLM parameters"
+  done
+  expect_log "job_submit/mlprio: refused job from uid 0: failure probability 0.90; top reasons hist_fail_rate=0.9 (+0.9)"
+  ;;
+refuse_xgb)
+  # An XGBoost model (the kind slurmctld had not loaded before) trained on a sacct dump where
+  # root's jobs fail 85% of the time: the reason comes from TreeSHAP over its failure trees in
+  # slurmctld, and names history (user, hist_*), never LLM parameters.
+  TOOL="$MLPRIO_BUILD/bin/mlprio-model"
+  [ -x "$TOOL" ] || { echo "SKIP: $TOOL not built (no XGBoost)"; exit $SKIP; }
+  awk -f "$HERE/gen_sacct.awk" > "$M/dump.txt" || fail "gen_sacct.awk"
+  "$TOOL" train --trace "$M/dump.txt" --format sacct --kind xgboost --nthread 1 -o "$M/xgb.json" >"$M/train.out" 2>&1 ||
+    { cat "$M/train.out"; fail "mlprio-model train"; }
+  chmod 644 "$M/xgb.json"
+  start "model=$M/xgb.json,$BASE,refuse_above=0.5,refuse_mode=refuse"
+  expect_log "site_factor/mlprio: model loaded: xgboost model"
+  if sbatch -p hold -t 1 -o /dev/null --wrap true 2>"$M/err"; then fail "sbatch was not refused"; fi
+  cat "$M/err"
+  grep -q "predicted to fail with probability 0\.[5-9]" "$M/err" || fail "no refusal"
+  grep -q "mostly because of .*(\(user\|hist_[a-z0-9_]*\)" "$M/err" || fail "the reason names no history feature"
+  grep -q "This comes from your recent jobs" "$M/err" || fail "no history advice"
+  grep -qi "llm_\|LoRA\|batch size\|sequence length\|memory per GPU" "$M/err" &&
+    fail "the message blames LLM parameters"
+  # The same contributions as mlprio-model explain (XGBoost's own pred_contribs): its top feature.
+  top=$("$TOOL" explain --model "$M/xgb.json" --job "user=root,req_time=60" |
+        /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["fail_features"][0]["feature"])')
+  echo "mlprio-model explain: top failure feature $top"
+  grep -q "mostly because of [^(]*($top[=)]" "$M/err" || fail "first reason is not explain's top feature $top"
+  grep "refused job" "$CL_DIR/slurmctld.log" | tail -1
+  ;;
+exempt)
+  # Ways through a refusal on history alone, each only where the admin enabled it: exempt QOS and
+  # accounts, and (allow_override=1, switched on by a reconfigure) the user's --comment token.
+  # Accepted jobs carry the note in AdminComment and the site factor logs it with the job id.
+  start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=refuse,exempt_qos=urgent:ops,exempt_accounts=vip"
+  refused() {  # refused NAME SBATCH-ARGS...: must be refused
+    local name=$1; shift
+    if sbatch -p hold -t 1 -o /dev/null "$@" --wrap true 2>"$M/$name.err"; then fail "$name: accepted"; fi
+    grep -q "predicted to fail with probability 0.90" "$M/$name.err" || fail "$name: no refusal message"
+  }
+  accepted() {  # accepted NAME NOTE SBATCH-ARGS...: must be accepted, noted, logged with its id
+    local name=$1 note=$2 id; shift 2
+    id=$(sbatch --parsable -p hold -t 1 -o /dev/null "$@" --wrap true 2>"$M/$name.err") ||
+      { fail "$name: refused: $(cat "$M/$name.err")"; return; }
+    cat "$M/$name.err"
+    scontrol show job "$id" | grep -q "AdminComment=.*$note mlprio_fail=0.90" ||
+      fail "$name: AdminComment of job $id lacks '$note mlprio_fail=0.90'"
+    expect_log "site_factor/mlprio: JobId=$id user=root accepted although predicted to fail: $note mlprio_fail=0.90"
+  }
+  refused plain
+  refused token_not_allowed --comment=mlprio:override
+  grep -q "override" "$M/token_not_allowed.err" && fail "override offered while not allowed"
+  refused other_account --account=other
+  accepted qos "mlprio_exempt=qos:urgent" --qos=urgent
+  grep -q "Not refused: QOS urgent is exempt" "$M/qos.err" || fail "qos: no exemption message"
+  accepted account "mlprio_exempt=account:vip" --account=VIP
+  grep -q "Not refused: account vip is exempt" "$M/account.err" || fail "account: no exemption message"
+  expect_log "job_submit/mlprio: accepted job from uid 0 (root) despite predicted failure: exempt (qos:urgent)"
+  sed -i "s#^PrioritySiteFactorParameters=.*#&,allow_override=1#" "$SLURM_CONF"
+  scontrol reconfigure || fail "scontrol reconfigure"
+  refused offered
+  grep -q "resubmit with --comment=mlprio:override" "$M/offered.err" || fail "the refusal does not offer the override"
+  refused not_a_word "--comment=mlprio:overrides please"
+  accepted override "mlprio_override=1" "--comment=urgent fix, mlprio:override"
+  grep -q "Submitted anyway: --comment=mlprio:override" "$M/override.err" || fail "override: no message"
+  expect_log "job_submit/mlprio: accepted job from uid 0 (root) despite predicted failure: override"
+  grep "accepted" "$CL_DIR/slurmctld.log"
+  ;;
+exempt_default)
+  # With accounting, a job that names no account runs under the user's default account: the
+  # exemption follows it (read from slurmctld's association cache, as job_submit/lua does).
+  export CLUSTER_DBD=1
+  start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=refuse,exempt_accounts=vip"
+  if sbatch -p hold -t 1 -o /dev/null --wrap true 2>"$M/err"; then fail "job under root's default account accepted"; fi
+  sacctmgr -i add account vip >/dev/null && sacctmgr -i add user root account=vip >/dev/null &&
+    sacctmgr -i modify user root set defaultaccount=vip >/dev/null || fail "sacctmgr"
+  wait_for 30 sh -c "scontrol show assoc_mgr flags=users users=root | grep -qi 'DefAccount=vip'" ||
+    fail "slurmctld never saw root's new default account"
+  id=$(sbatch --parsable -p hold -t 1 -o /dev/null --wrap true 2>"$M/err") ||
+    fail "job under the exempt default account refused: $(cat "$M/err")"
+  cat "$M/err"
+  grep -q "Not refused: account vip is exempt" "$M/err" || fail "no exemption message"
+  [ -n "$id" ] && { scontrol show job "$id" | grep -q "Account=vip .*" || fail "job $id is not under vip"; }
+  ;;
 warn)
   start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=warn"
   sbatch -p hold -t 5 --wrap 'sleep 1' 2>"$M/err" || fail "warned job was refused"
@@ -124,14 +222,51 @@ reconfig)
   expect_log "site_factor/mlprio: reconfigured (formula model" 30
   wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt $((s1 + s1 / 2)) ]" ||
     fail "SITE did not follow the new weight (before $s1, now $(site_of "$id"))"
-  # job_submit/mlprio picks the new parameters up at the next submission.
+  # job_submit/mlprio decides with site_factor/mlprio's model (one model for both).
   submit -p hold -t 5 >/dev/null || fail "sbatch after reconfigure"
-  expect_log "job_submit/mlprio: parameters changed; reconfigured" 20
+  expect_log "job_submit/mlprio: decisions use the model of site_factor/mlprio" 5
   # A changed file on disk is picked up by the watcher (mtime), without reconfigure.
   "$MODEL_TOOL" "$M/plain2.json" --corrupt
   expect_log "refused: model file $M/plain2.json" 40
   wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" = 0 ]" ||
     fail "SITE not neutral after the model file was corrupted ($(site_of "$id"))"
+  ;;
+reconfig_now|reconfig_js_only)
+  # scontrol reconfigure switches job_submit's decisions to the new model at once, in step with
+  # the site factor: the very next sbatch is decided by it. The watcher's period is 1 h, so only
+  # the reconfigure can load the replaced file. reconfig_js_only loads job_submit/mlprio alone,
+  # where nothing but its own fence (the worker loads the re-read configuration while the
+  # submission waits) can switch it.
+  [ "$CASE" = reconfig_js_only ] && export CLUSTER_PLUGINS=js
+  cp "$M/plain.json" "$M/m.json"
+  start "model=$M/m.json,$BASE,refuse_above=0.5,refuse_mode=refuse,check_period_ms=3600000"
+  # The plain model: no history, no request -> run 3600 s, limit 01:15:00, no failure predicted.
+  a=$(sbatch --parsable -p hold -o /dev/null --wrap 'sleep 1' 2>"$M/err") || fail "sbatch A: $(cat "$M/err")"
+  grep -q "time limit set to 01:15:00" "$M/err" || fail "job A: no 01:15:00 limit: $(cat "$M/err")"
+  # root's history says 90% of its jobs fail.
+  cp "$M/failing.json" "$M/new.json" && mv "$M/new.json" "$M/m.json"
+  # Before the reconfigure: still the old model (nothing polls the file within the test).
+  submit -p hold -t 5 >/dev/null || fail "job B (before reconfigure) refused: $(cat "$M/sbatch.err")"
+  scontrol reconfigure || fail "scontrol reconfigure"
+  # Immediately: the new model's decision, no waiting.
+  if sbatch -p hold -t 5 -o /dev/null --wrap 'sleep 1' 2>"$M/err"; then
+    fail "job C after reconfigure was accepted: the old model decided"
+  fi
+  cat "$M/err"
+  grep -q "predicted to fail with probability 0.90" "$M/err" || fail "job C: no refusal from the new model"
+  if [ "$CASE" = reconfig_now ]; then
+    # The site factor switched at the same reconfigure: job A (limit 4500 s) now has root's 3300 s.
+    want=$(expect_site 3300)
+    wait_for 30 sh -c "[ \"\$(sprio -h -j $a -o %S | tr -d ' ')\" = $want ]" ||
+      fail "SITE of job A is $(site_of "$a"), expected $want from the new model"
+    expect_log "site_factor/mlprio: reconfigured (formula model" 10
+    # One load for the new configuration, by whichever came first (hook or fence), not two.
+    n=$(grep -c "site_factor/mlprio: \(reconfigure\|slurm.conf re-read\): model loaded" "$CL_DIR/slurmctld.log")
+    [ "$n" -eq 1 ] || fail "the model was loaded $n times for one reconfigure"
+  else
+    expect_log "job_submit/mlprio: slurm.conf re-read: model loaded: formula model" 5
+  fi
+  grep "mlprio: .*\(reconfigure\|re-read\|refused\)" "$CL_DIR/slurmctld.log" | tail -4
   ;;
 badmodel)
   "$MODEL_TOOL" "$M/corrupt.json" --corrupt
@@ -186,7 +321,7 @@ llm_good)
       FAIL) want[$id]=$(expect_site 3600) ;;       # HTTP 500: model only
     esac
   done
-  expect_log "job_submit/mlprio: LLM advice goes to site_factor/mlprio" 5
+  expect_log "job_submit/mlprio: decisions use the model of site_factor/mlprio" 5
   for id in "${!want[@]}"; do
     scontrol show job "$id" | grep -q "AdminComment=.*mlprio_llm=[0-9a-f]\{16\}" ||
       fail "job $id has no advisor key in AdminComment"

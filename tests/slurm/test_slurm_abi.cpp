@@ -120,7 +120,7 @@ TEST_CASE("LLM advisor parameters and the advisor key in admin_comment") {
 
 TEST_CASE("without an advisor, submitting to it is refused quickly, never an error") {
   mlprio_ctx_t* ctx = nullptr;
-  mlprio_ctx_create("llm_url=http://127.0.0.1:9/v1", &ctx);
+  mlprio_ctx_create("llm_url=http://127.0.0.1:9/v1", 0, &ctx);
   REQUIRE(ctx != nullptr);
   mlprio_params_t p{};
   mlprio_ctx_params(ctx, &p);
@@ -171,7 +171,7 @@ TEST_CASE("unusable model files give a neutral context, never a failure to creat
     INFO(name);
     mlprio_ctx_t* ctx = nullptr;
     const std::string params = "model=" + d.file(name);
-    CHECK(mlprio_ctx_create(params.c_str(), &ctx) == MLPRIO_ERR_MODEL);
+    CHECK(mlprio_ctx_create(params.c_str(), 0, &ctx) == MLPRIO_ERR_MODEL);
     REQUIRE(ctx != nullptr);
     CHECK(std::string(mlprio_last_error()).find(name) != std::string::npos);
     auto j = job(1, 600);
@@ -186,7 +186,7 @@ TEST_CASE("unusable model files give a neutral context, never a failure to creat
 }
 
 TEST_CASE("NULL arguments are errors, not crashes") {
-  CHECK(mlprio_ctx_create("", nullptr) == MLPRIO_ERR_PARAM);
+  CHECK(mlprio_ctx_create("", 0, nullptr) == MLPRIO_ERR_PARAM);
   CHECK(mlprio_site_factor(nullptr, nullptr, nullptr) == MLPRIO_ERR_PARAM);
   CHECK(mlprio_predict(nullptr, nullptr, nullptr) == MLPRIO_ERR_PARAM);
   mlprio_ctx_free(nullptr);
@@ -197,7 +197,7 @@ TEST_CASE("site factor follows the model: shorter predicted run, higher factor; 
   write_formula(d.file("m.json"));
   mlprio_ctx_t* ctx = nullptr;
   const std::string params = "model=" + d.file("m.json") + ",weight=10000,max_boost=100000";
-  REQUIRE(mlprio_ctx_create(params.c_str(), &ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_ctx_create(params.c_str(), 0, &ctx) == MLPRIO_OK);
   int64_t prev = INT64_MAX;
   for (double t : {300.0, 1200.0, 3600.0, 14400.0}) {
     auto j = job(static_cast<uint32_t>(t), t);
@@ -211,7 +211,7 @@ TEST_CASE("site factor follows the model: shorter predicted run, higher factor; 
     CHECK(again == f);
   }
   // max_boost caps the factor.
-  REQUIRE(mlprio_ctx_reconfigure(ctx, (params + ",max_boost=10").c_str()) == MLPRIO_OK);
+  REQUIRE(mlprio_ctx_reconfigure(ctx, (params + ",max_boost=10").c_str(), 1) == MLPRIO_OK);
   auto j = job(7, 300);
   int64_t f = 0;
   REQUIRE(mlprio_site_factor(ctx, &j, &f) == MLPRIO_OK);
@@ -223,7 +223,7 @@ TEST_CASE("predictions: history gives the run time and failure probability") {
   TempDir d;
   write_formula(d.file("h.json"), "alice", 3300, 0.9);
   mlprio_ctx_t* ctx = nullptr;
-  REQUIRE(mlprio_ctx_create(("model=" + d.file("h.json")).c_str(), &ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("h.json")).c_str(), 0, &ctx) == MLPRIO_OK);
   auto j = job(1, -1);
   mlprio_prediction_t p;
   REQUIRE(mlprio_predict(ctx, &j, &p) == MLPRIO_OK);
@@ -237,7 +237,7 @@ TEST_CASE("budget_us=0 queues work for the worker, which reports the ready job")
   write_formula(d.file("m.json"));
   mlprio_ctx_t* ctx = nullptr;
   REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json") + ",budget_us=0,weight=1000").c_str(),
-                            &ctx) == MLPRIO_OK);
+                            0, &ctx) == MLPRIO_OK);
   REQUIRE(mlprio_worker_start(ctx) == MLPRIO_OK);
   auto j = job(99, 600);
   int64_t f = 5;
@@ -258,7 +258,7 @@ TEST_CASE("a changed model file is reloaded; a corrupted one makes the factor ne
   TempDir d;
   write_formula(d.file("m.json"));
   mlprio_ctx_t* ctx = nullptr;
-  REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json")).c_str(), &ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json")).c_str(), 0, &ctx) == MLPRIO_OK);
   const uint64_t g0 = mlprio_ctx_generation(ctx);
   int reloaded = -1;
   CHECK(mlprio_ctx_check_reload(ctx, &reloaded) == MLPRIO_OK);
@@ -297,4 +297,182 @@ TEST_CASE("the example fine-tuning jobs carry parameters the plugins read") {
     CHECK(has_size);
     CHECK(f.size() >= 4);
   }
+}
+
+TEST_CASE("a decision under a newer slurm.conf waits for that configuration's model") {
+  TempDir d;
+  write_formula(d.file("old.json"));
+  write_formula(d.file("new.json"), "alice", 3300, 0.9);
+  mlprio_ctx_t* ctx = nullptr;
+  const std::string old_params = "model=" + d.file("old.json") + ",refuse_above=0.5";
+  const std::string new_params = "model=" + d.file("new.json") + ",refuse_above=0.5,refuse_mode=refuse";
+  REQUIRE(mlprio_ctx_create(old_params.c_str(), 1, &ctx) == MLPRIO_OK);
+  auto j = job(0, 600);
+  j.user = "alice";
+  mlprio_decision_t dec;
+  // Same reading: the loaded model decides (no history for alice: no failure predicted).
+  REQUIRE(mlprio_decide(ctx, old_params.c_str(), 1, &j, &dec) == MLPRIO_OK);
+  CHECK(dec.verdict == MLPRIO_VERDICT_PASS);
+  const uint64_t g1 = dec.generation;
+  // A newer reading and no worker to load it: the old model must not decide.
+  CHECK(mlprio_decide(ctx, new_params.c_str(), 2, &j, &dec) == MLPRIO_TIMEOUT);
+  REQUIRE(mlprio_worker_start(ctx) == MLPRIO_OK);
+  // With the worker: it loads the new configuration while the call waits.
+  REQUIRE(mlprio_decide(ctx, new_params.c_str(), 2, &j, &dec) == MLPRIO_OK);
+  CHECK(dec.generation != g1);
+  CHECK(dec.pred.fail_prob == Approx(0.9));
+  CHECK(dec.verdict == MLPRIO_VERDICT_REFUSE);
+  CHECK(dec.params.refuse_mode == MLPRIO_REFUSE);
+  // The reconfigure hook of the same reading does not load it a second time, but once only.
+  const uint64_t g2 = mlprio_ctx_generation(ctx);
+  REQUIRE(mlprio_ctx_reconfigure(ctx, new_params.c_str(), 2) == MLPRIO_OK);
+  CHECK(mlprio_ctx_generation(ctx) == g2);
+  REQUIRE(mlprio_ctx_reconfigure(ctx, new_params.c_str(), 2) == MLPRIO_OK);
+  CHECK(mlprio_ctx_generation(ctx) != g2);
+  // reload_wait_ms=0: never waits.
+  const std::string nowait = new_params + ",reload_wait_ms=0";
+  REQUIRE(mlprio_ctx_reconfigure(ctx, nowait.c_str(), 3) == MLPRIO_OK);
+  CHECK(mlprio_decide(ctx, nowait.c_str(), 4, &j, &dec) == MLPRIO_TIMEOUT);
+  mlprio_ctx_free(ctx);
+}
+
+TEST_CASE("the conf epoch changes with the text, the time and the string's address") {
+  const std::string a = "model=/x", b = "model=/x";
+  CHECK(mlprio_conf_epoch(a.c_str(), 100) == mlprio_conf_epoch(a.c_str(), 100));
+  CHECK(mlprio_conf_epoch(a.c_str(), 100) != mlprio_conf_epoch(a.c_str(), 101));
+  CHECK(mlprio_conf_epoch(a.c_str(), 100) != mlprio_conf_epoch(b.c_str(), 100));
+  CHECK(mlprio_conf_epoch(nullptr, 100) != mlprio_conf_epoch(a.c_str(), 100));
+}
+
+TEST_CASE("the refusal names the features that raised the failure prediction") {
+  namespace p = mlprio::plugin;
+  std::vector<double> c(m::N_FEATURES + 1, 0.0);
+  std::vector<float> row(m::N_FEATURES, NAN);
+  c[m::F_HIST_FAIL_RATE] = 2.0;
+  row[m::F_HIST_FAIL_RATE] = 0.85f;
+  c[m::F_HIST_COUNT] = 0.5;
+  row[m::F_HIST_COUNT] = 40;
+  c[m::F_REQ_TIME] = 0.1;  // below a tenth of the largest: left out
+  c[m::F_LLM_LORA_RANK] = -1.0;  // lowers the prediction: never a reason
+  c[m::N_FEATURES] = 3.0;  // bias: never a reason
+  auto top = p::top_fail_reasons(c, row);
+  REQUIRE(top.size() == 2);
+  CHECK(top[0].feature == m::F_HIST_FAIL_RATE);
+  CHECK(top[1].feature == m::F_HIST_COUNT);
+  auto t = p::failure_text(top, true, 0.93, 0.5, false);
+  t.message += " " + t.advice;
+  CHECK(t.message.find("probability 0.93 (limit 0.50)") != std::string::npos);
+  CHECK(t.message.find("the failure rate of your recent jobs (hist_fail_rate=0.85) and how many "
+                       "jobs you have run (hist_count=40)") != std::string::npos);
+  CHECK(t.message.find("This comes from your recent jobs") != std::string::npos);
+  CHECK(t.message.find("ask your admin") != std::string::npos);
+  CHECK(t.message.find("LoRA") == std::string::npos);
+  CHECK(t.message.find("--comment=mlprio:override") == std::string::npos);
+  CHECK(t.log == "failure probability 0.93; top reasons hist_fail_rate=0.85 (+2) hist_count=40 (+0.5)");
+  // Where the admin allows it, the user is told how to get through.
+  CHECK(p::failure_text(top, true, 0.93, 0.5, true).advice.find("--comment=mlprio:override") !=
+        std::string::npos);
+  // An LLM cause gets the LLM advice.
+  std::fill(c.begin(), c.end(), 0.0);
+  c[m::F_LLM_LORA_RANK] = 1.5;
+  row[m::F_LLM_LORA_RANK] = 64;
+  t = p::failure_text(p::top_fail_reasons(c, row), true, 0.8, 0.5, false);
+  CHECK(t.message.find("the LoRA rank (llm_lora_rank=64)") != std::string::npos);
+  CHECK(t.advice.find("Check memory per GPU") != std::string::npos);
+  CHECK(t.message.find("recent jobs") == std::string::npos);
+  // Nothing stands out, or no explanation: said so, no invented reason.
+  std::fill(c.begin(), c.end(), 0.0);
+  CHECK(p::failure_text(p::top_fail_reasons(c, row), true, 0.8, 0.5, false).message.find(
+            "base rate alone") != std::string::npos);
+  CHECK(p::failure_text({}, false, 0.8, 0.5, false).message.find("no per-feature reason") !=
+        std::string::npos);
+}
+
+TEST_CASE("a job refused on its user's history alone is told so") {
+  TempDir d;
+  write_formula(d.file("h.json"), "alice", 3300, 0.9);
+  mlprio_ctx_t* ctx = nullptr;
+  const std::string params = "model=" + d.file("h.json") + ",refuse_above=0.5,refuse_mode=refuse";
+  REQUIRE(mlprio_ctx_create(params.c_str(), 7, &ctx) == MLPRIO_OK);
+  auto j = job(0, 60);  // srun -t 1 true
+  j.user = "alice";
+  mlprio_decision_t dec;
+  REQUIRE(mlprio_decide(ctx, params.c_str(), 7, &j, &dec) == MLPRIO_OK);
+  CHECK(dec.verdict == MLPRIO_VERDICT_REFUSE);
+  const std::string msg = dec.message;
+  CHECK(msg.find("hist_fail_rate=0.9") != std::string::npos);
+  CHECK(msg.find("batch size") == std::string::npos);
+  CHECK(std::string(dec.log).find("top reasons hist_fail_rate=0.9") != std::string::npos);
+  j.user = "bob";  // no history: nothing predicted, nothing said
+  REQUIRE(mlprio_decide(ctx, params.c_str(), 7, &j, &dec) == MLPRIO_OK);
+  CHECK(dec.verdict == MLPRIO_VERDICT_PASS);
+  CHECK(dec.message[0] == '\0');
+  mlprio_ctx_free(ctx);
+}
+
+TEST_CASE("exemptions and the override token: parameters") {
+  auto r = mlprio::plugin::parse_params(
+      "exempt_qos=Urgent:ops,exempt_accounts=vip,allow_override=yes");
+  CHECK(r.warnings.empty());
+  CHECK(r.params.exempt_qos == std::vector<std::string>{"urgent", "ops"});
+  CHECK(r.params.exempt_accounts == std::vector<std::string>{"vip"});
+  CHECK(r.params.allow_override);
+  r = mlprio::plugin::parse_params("exempt_qos=a::b,exempt_accounts=x y,allow_override=maybe");
+  CHECK(r.warnings.size() == 3);
+  CHECK(r.params.exempt_qos.empty());
+  CHECK(!r.params.allow_override);
+  using mlprio::plugin::has_override_token;
+  CHECK(has_override_token("mlprio:override"));
+  CHECK(has_override_token("urgent fix, mlprio:override"));
+  CHECK(has_override_token("mlprio:override;lora_rank=16"));
+  CHECK(!has_override_token("mlprio:overrides"));
+  CHECK(!has_override_token("xmlprio:override"));
+  CHECK(!has_override_token(nullptr));
+}
+
+TEST_CASE("exempt QOS/accounts and the override only let through jobs that would be refused") {
+  TempDir d;
+  write_formula(d.file("h.json"), "alice", 3300, 0.9);
+  const std::string base = "model=" + d.file("h.json") + ",refuse_above=0.5,exempt_qos=urgent,exempt_accounts=vip";
+  mlprio_ctx_t* ctx = nullptr;
+  const std::string refuse = base + ",refuse_mode=refuse";
+  REQUIRE(mlprio_ctx_create(refuse.c_str(), 1, &ctx) == MLPRIO_OK);
+  auto j = job(0, 60);
+  j.user = "alice";
+  mlprio_decision_t dec;
+  auto decide = [&](const std::string& params, uint64_t epoch) {
+    REQUIRE(mlprio_decide(ctx, params.c_str(), epoch, &j, &dec) == MLPRIO_OK);
+    return dec.verdict;
+  };
+  CHECK(decide(refuse, 1) == MLPRIO_VERDICT_REFUSE);
+  j.qos = "URGENT";
+  CHECK(decide(refuse, 1) == MLPRIO_VERDICT_EXEMPT);
+  CHECK(std::string(dec.admin_note) == "mlprio_exempt=qos:urgent mlprio_fail=0.90");
+  CHECK(std::string(dec.message).find("Not refused: QOS urgent is exempt") != std::string::npos);
+  j.qos = nullptr;
+  j.account = "vip";
+  CHECK(decide(refuse, 1) == MLPRIO_VERDICT_EXEMPT);
+  CHECK(std::string(dec.admin_note) == "mlprio_exempt=account:vip mlprio_fail=0.90");
+  j.account = "other";
+  j.comment = "mlprio:override";
+  CHECK(decide(refuse, 1) == MLPRIO_VERDICT_REFUSE);  // the token needs allow_override=1
+  CHECK(std::string(dec.message).find("override") == std::string::npos);
+  REQUIRE(mlprio_ctx_reconfigure(ctx, (refuse + ",allow_override=1").c_str(), 2) == MLPRIO_OK);
+  CHECK(decide(refuse + ",allow_override=1", 2) == MLPRIO_VERDICT_OVERRIDE);
+  CHECK(std::string(dec.admin_note) == "mlprio_override=1 mlprio_fail=0.90");
+  j.comment = nullptr;
+  CHECK(decide(refuse + ",allow_override=1", 2) == MLPRIO_VERDICT_REFUSE);
+  CHECK(std::string(dec.message).find("resubmit with --comment=mlprio:override") != std::string::npos);
+  // warn mode: nothing is refused, so nothing is exempted: everyone is warned.
+  const std::string warn = base + ",refuse_mode=warn,allow_override=1";
+  REQUIRE(mlprio_ctx_reconfigure(ctx, warn.c_str(), 3) == MLPRIO_OK);
+  j.qos = "urgent";
+  j.comment = "mlprio:override";
+  CHECK(decide(warn, 3) == MLPRIO_VERDICT_WARN);
+  CHECK(dec.admin_note[0] == '\0');
+  // A job not predicted to fail is never noted.
+  j.user = "bob";
+  CHECK(decide(warn, 3) == MLPRIO_VERDICT_PASS);
+  CHECK(dec.admin_note[0] == '\0');
+  mlprio_ctx_free(ctx);
 }

@@ -42,6 +42,16 @@ class FormulaPredictor final : public Predictor {
     }
   }
 
+  // fail_prob is the user's failure rate itself: all of it is that feature's contribution.
+  bool explain_fail(const Job& job, const TraceNames& names, std::span<double> contrib,
+                    std::span<float> row) const override {
+    if (contrib.size() < N_FEATURES + 1 || row.size() < N_FEATURES) return false;
+    encode_with_history({&job, 1}, names, history_, 0.0, row.first(N_FEATURES));
+    std::fill(contrib.begin(), contrib.end(), 0.0);
+    contrib[F_HIST_FAIL_RATE] = row[F_HIST_FAIL_RATE];
+    return !std::isnan(row[F_HIST_FAIL_RATE]);
+  }
+
   std::string describe() const override { return description_; }
   std::string kind() const override { return "formula"; }
 

@@ -4,7 +4,10 @@
 // predict() calls safe (the trees are immutable) and costs a few hundred nanoseconds per job;
 // tests and the benchmark check it against XGBoosterPredict. The regressor predicts
 // log(max(run, 1 s)); calibration shifts from the training tail turn it into a point and an
-// upper prediction (see model/README.md).
+// upper prediction (see model/README.md). explain_fail() computes per-feature contributions to
+// the failure model's log-odds with TreeSHAP (Lundberg et al., the algorithm behind XGBoost's
+// pred_contribs, re-implemented here on the saved trees and their covers), so slurmctld can say
+// why a job was refused without libxgboost; tests check it against XGBoost's own numbers.
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -169,6 +172,26 @@ class TreeEnsemble {
 
   bool empty() const { return roots_.empty(); }
   size_t trees() const { return roots_.size(); }
+  // Whether every tree came with usable covers (XGBoost's "sum_hessian"), which TreeSHAP needs.
+  bool explainable() const { return explainable_ && !explain_.empty(); }
+
+  // TreeSHAP contributions of one row (N_FEATURES floats, NaN = missing) to the margin:
+  // out[f] for each feature, out[N_FEATURES] the bias (base margin + every tree's mean). Summed
+  // per tree in float and added in tree order, as XGBoost's CPU predictor does.
+  void explain(const float* row, double* out) const {
+    std::vector<float> total(N_FEATURES + 1, 0.0f), tree(N_FEATURES + 1);
+    std::vector<PathElement> path;
+    for (const ExplainTree& t : explain_) {
+      std::fill(tree.begin(), tree.end(), 0.0f);
+      tree[N_FEATURES] += t.mean[0];
+      const size_t maxd = static_cast<size_t>(t.depth) + 2;
+      path.assign(maxd * (maxd + 1) / 2, PathElement{});
+      tree_shap(t, row, tree.data(), 0, 0, path.data(), 1.0f, 1.0f, -1);
+      for (size_t c = 0; c < total.size(); ++c) total[c] += tree[c];
+    }
+    total[N_FEATURES] += static_cast<float>(base_margin_);
+    for (size_t c = 0; c < total.size(); ++c) out[c] = total[c];
+  }
 
   // Rows per block of the batch path: the per-row state (index, sum) and the block's padded
   // rows (BLOCK x STRIDE floats = 16 KiB) stay in L1 while the block walks every tree.
@@ -314,6 +337,149 @@ class TreeEnsemble {
     nodes_.resize(off + order.size());  // nodes unreachable from the root are dropped
     roots_.push_back(off);
     depth_.push_back(deepest);
+    add_explain_tree(t, order, deepest);
+  }
+
+  // One tree as XGBoost saved it (original numbering), with covers, for explain(): the flat
+  // walker's layout keeps neither.
+  struct ExplainTree {
+    std::vector<int32_t> left, right, feature;
+    std::vector<float> cond, cover;
+    std::vector<float> mean;  // cover-weighted mean of the leaves below each node
+    std::vector<uint8_t> default_left;
+    int depth = 0;
+  };
+
+  // Keeps tree `t` for explain(); `order` lists its reachable nodes breadth-first.
+  void add_explain_tree(const nlohmann::json& t, const std::vector<uint32_t>& order, int depth) {
+    if (!t.contains("sum_hessian") || t.at("sum_hessian").size() != t.at("left_children").size()) {
+      explainable_ = false;  // the model still predicts; only explanations are unavailable
+      return;
+    }
+    const size_t n = t.at("left_children").size();
+    ExplainTree e;
+    e.depth = depth;
+    e.left.resize(n);
+    e.right.resize(n);
+    e.feature.resize(n);
+    e.cond.resize(n);
+    e.cover.resize(n);
+    e.mean.assign(n, 0.0f);
+    e.default_left.resize(n);
+    for (size_t k = 0; k < n; ++k) {
+      e.left[k] = t["left_children"][k].get<int32_t>();
+      e.right[k] = t["right_children"][k].get<int32_t>();
+      e.feature[k] = t["split_indices"][k].get<int32_t>();
+      e.cond[k] = t["split_conditions"][k].get<float>();
+      e.cover[k] = t["sum_hessian"][k].get<float>();
+      const auto& dl = t["default_left"][k];
+      e.default_left[k] = dl.is_boolean() ? dl.get<bool>() : dl.get<int>() != 0;
+    }
+    // Children come after their parent breadth-first, so the reverse order has them ready.
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const uint32_t k = *it;
+      if (e.left[k] < 0) {
+        e.mean[k] = e.cond[k];
+        continue;
+      }
+      if (!(e.cover[k] > 0.0f) || !std::isfinite(e.cover[k])) {
+        explainable_ = false;  // TreeSHAP divides by it
+        return;
+      }
+      const auto l = static_cast<size_t>(e.left[k]), r = static_cast<size_t>(e.right[k]);
+      e.mean[k] = (e.mean[l] * e.cover[l] + e.mean[r] * e.cover[r]) / e.cover[k];
+    }
+    explain_.push_back(std::move(e));
+  }
+
+  // TreeSHAP's path bookkeeping (Lundberg, Erion & Lee 2018, algorithm 2), in float like
+  // XGBoost: the fraction of "feature off" (zero) and "feature on" (one) paths through each
+  // unique feature on the way down, and the permutation weights of subsets of them.
+  struct PathElement {
+    int feature = -1;
+    float zero = 0, one = 0, weight = 0;
+  };
+
+  static void extend_path(PathElement* p, uint32_t depth, float zero, float one, int feature) {
+    p[depth] = {feature, zero, one, depth == 0 ? 1.0f : 0.0f};
+    for (int i = static_cast<int>(depth) - 1; i >= 0; --i) {
+      p[i + 1].weight += one * p[i].weight * static_cast<float>(i + 1) / static_cast<float>(depth + 1);
+      p[i].weight = zero * p[i].weight * static_cast<float>(depth - static_cast<uint32_t>(i)) /
+                    static_cast<float>(depth + 1);
+    }
+  }
+
+  static void unwind_path(PathElement* p, uint32_t depth, uint32_t at) {
+    const float one = p[at].one, zero = p[at].zero;
+    float next = p[depth].weight;
+    for (int i = static_cast<int>(depth) - 1; i >= 0; --i) {
+      const float span = static_cast<float>(depth - static_cast<uint32_t>(i));
+      if (one != 0) {
+        const float tmp = p[i].weight;
+        p[i].weight = next * static_cast<float>(depth + 1) / (static_cast<float>(i + 1) * one);
+        next = tmp - p[i].weight * zero * span / static_cast<float>(depth + 1);
+      } else {
+        p[i].weight = p[i].weight * static_cast<float>(depth + 1) / (zero * span);
+      }
+    }
+    for (uint32_t i = at; i < depth; ++i) {
+      p[i].feature = p[i + 1].feature;
+      p[i].zero = p[i + 1].zero;
+      p[i].one = p[i + 1].one;
+    }
+  }
+
+  static float unwound_sum(const PathElement* p, uint32_t depth, uint32_t at) {
+    const float one = p[at].one, zero = p[at].zero;
+    float next = p[depth].weight, total = 0;
+    for (int i = static_cast<int>(depth) - 1; i >= 0; --i) {
+      const float span = static_cast<float>(depth - static_cast<uint32_t>(i));
+      if (one != 0) {
+        const float tmp = next * static_cast<float>(depth + 1) / (static_cast<float>(i + 1) * one);
+        total += tmp;
+        next = p[i].weight - tmp * zero * (span / static_cast<float>(depth + 1));
+      } else if (zero != 0) {
+        total += (p[i].weight / zero) / (span / static_cast<float>(depth + 1));
+      }
+    }
+    return total;
+  }
+
+  // One node of the recursive walk: the row's own path is "hot", the other branch "cold".
+  static void tree_shap(const ExplainTree& t, const float* row, float* phi, int32_t node,
+                        uint32_t depth, PathElement* parent_path, float parent_zero,
+                        float parent_one, int parent_feature) {
+    PathElement* path = parent_path + depth + 1;
+    std::copy(parent_path, parent_path + depth + 1, path);
+    extend_path(path, depth, parent_zero, parent_one, parent_feature);
+    const auto k = static_cast<size_t>(node);
+    if (t.left[k] < 0) {
+      for (uint32_t i = 1; i <= depth; ++i) {
+        const float w = unwound_sum(path, depth, i);
+        phi[path[i].feature] += w * (path[i].one - path[i].zero) * t.cond[k];
+      }
+      return;
+    }
+    const int f = t.feature[k];
+    const float v = row[f];
+    const int32_t hot = std::isnan(v) ? (t.default_left[k] ? t.left[k] : t.right[k])
+                                      : (v < t.cond[k] ? t.left[k] : t.right[k]);
+    const int32_t cold = hot == t.left[k] ? t.right[k] : t.left[k];
+    const float w = t.cover[k];
+    const float hot_zero = t.cover[static_cast<size_t>(hot)] / w;
+    const float cold_zero = t.cover[static_cast<size_t>(cold)] / w;
+    float in_zero = 1, in_one = 1;
+    // A feature already split on above: undo that split so this node redoes it.
+    uint32_t at = 0;
+    while (at <= depth && path[at].feature != f) ++at;
+    if (at != depth + 1) {
+      in_zero = path[at].zero;
+      in_one = path[at].one;
+      unwind_path(path, depth, at);
+      depth -= 1;
+    }
+    tree_shap(t, row, phi, hot, depth + 1, path, hot_zero * in_zero, in_one, f);
+    tree_shap(t, row, phi, cold, depth + 1, path, cold_zero * in_zero, 0, f);
   }
 
   std::vector<FlatNode> nodes_;   // every tree, breadth-first, one after another
@@ -321,6 +487,8 @@ class TreeEnsemble {
   std::vector<int> depth_;        // per tree: longest root-to-leaf path
   std::vector<int> group_depth_;  // per GROUP of trees: the deepest of them
   double base_margin_ = 0.0;
+  std::vector<ExplainTree> explain_;
+  bool explainable_ = true;
 };
 
 // Copies up to BLOCK rows into the padded layout the walker reads (see FlatNode).
@@ -402,6 +570,16 @@ class TreePredictor final : public Predictor {
     out.runtime = point;
     out.runtime_upper = std::max(upper, point);
     out.fail_prob = std::isnan(fail_margin) ? NOT_PREDICTED : 1.0 / (1.0 + std::exp(-fail_margin));
+  }
+
+  bool explain_fail(const Job& job, const TraceNames& names, std::span<double> contrib,
+                    std::span<float> row) const override {
+    if (fail_.empty() || !fail_.explainable() || contrib.size() < N_FEATURES + 1 ||
+        row.size() < N_FEATURES)
+      return false;
+    encode_with_history({&job, 1}, names, history_, epoch_offset_, row.first(N_FEATURES));
+    fail_.explain(row.data(), contrib.data());
+    return true;
   }
 
   std::string describe() const override { return description_; }

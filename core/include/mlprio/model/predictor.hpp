@@ -96,6 +96,18 @@ class Predictor {
     predict_rows(rows, jobs, out);
   }
 
+  // Added for job_submit/mlprio's refusal message: why one job's failure prediction is what it
+  // is. Fills `row` (N_FEATURES floats, the job's encoded features) and `contrib` (N_FEATURES + 1
+  // values: each feature's contribution, then the bias) in the failure model's own units, so that
+  // they sum to its output: log-odds for "xgboost" (TreeSHAP, the numbers XGBoost's
+  // pred_contribs and `mlprio-model explain` give), the probability for "formula". Returns false
+  // when the model has no failure part or cannot explain it. Allocates; not for the hot path.
+  virtual bool explain_fail(const Job& job, const TraceNames& names, std::span<double> contrib,
+                            std::span<float> row) const {
+    (void)job, (void)names, (void)contrib, (void)row;
+    return false;
+  }
+
  private:
   PolicyParams policy_;
 };
