@@ -146,7 +146,7 @@ class TreeEnsemble {
       const auto& lmp = learner.at("learner_model_param");
       const double base = param_number(lmp, "base_score", what);
       const double nfeat = param_number(lmp, "num_feature", what);
-      if (nfeat != N_FEATURES)
+      if (nfeat != static_cast<double>(N_FEATURES))
         throw ModelError(std::string(what) + " booster has " + io::describe_json_value(lmp.at("num_feature")) +
                          " features, the schema " + std::to_string(N_FEATURES));
       if (logistic && !(base > 0.0 && base < 1.0))
