@@ -85,8 +85,10 @@ extern int init(void)
 	/* site_factor/mlprio is loaded later (priority_g_init); found lazily. */
 	use_hub = !xstrcmp(slurm_conf.site_factor_plugin, "site_factor/mlprio");
 	if (use_hub) {
-		info("%s: loaded; decides with the model of site_factor/mlprio (one model for both plugins)",
-		     plugin_type);
+		info("%s: loaded, built for Slurm %d.%02d.%d; decides with the model of site_factor/mlprio (one model for both plugins)",
+		     plugin_type, SLURM_VERSION_MAJOR(plugin_version),
+		     SLURM_VERSION_MINOR(plugin_version),
+		     SLURM_VERSION_MICRO(plugin_version));
 		return SLURM_SUCCESS;
 	}
 	rc = mlprio_ctx_create(slurm_conf.site_factor_params,
@@ -99,8 +101,10 @@ extern int init(void)
 		return SLURM_SUCCESS;
 	}
 	mlprio_ctx_describe(ctx, desc, sizeof(desc));
-	info("%s: loaded without site_factor/mlprio, own model (%s)%s",
-	     plugin_type, desc,
+	info("%s: loaded, built for Slurm %d.%02d.%d, without site_factor/mlprio: own model (%s)%s",
+	     plugin_type, SLURM_VERSION_MAJOR(plugin_version),
+	     SLURM_VERSION_MINOR(plugin_version),
+	     SLURM_VERSION_MICRO(plugin_version), desc,
 	     (rc == MLPRIO_OK) ? "" : "; submissions pass unchanged");
 	/* Watches the model file and loads new configurations off-lock. */
 	if (mlprio_worker_start(ctx) != MLPRIO_OK)

@@ -266,7 +266,11 @@ extern int init(void)
 		return SLURM_SUCCESS;
 	}
 	mlprio_ctx_describe(ctx, desc, sizeof(desc));
-	info("%s: loaded (%s)%s", plugin_type, desc,
+	/* slurmctld loads only plugins built for its own exact version. */
+	info("%s: loaded, built for Slurm %d.%02d.%d (%s)%s", plugin_type,
+	     SLURM_VERSION_MAJOR(plugin_version),
+	     SLURM_VERSION_MINOR(plugin_version),
+	     SLURM_VERSION_MICRO(plugin_version), desc,
 	     (rc == MLPRIO_OK) ? "" : "; SITE factor is neutral");
 	if (mlprio_llm_enable(ctx) != MLPRIO_OK)
 		error("%s: LLM advisor: %s", plugin_type, mlprio_last_error());

@@ -2,8 +2,9 @@
 # Cluster tests for site_factor/mlprio and job_submit/mlprio: each case starts a fresh cluster
 # (cluster.sh), drives it with the real sbatch/sprio/scontrol, and fails with the slurmctld log
 # tail when an expectation does not hold. Exit 77 = skipped (not root, Slurm or plugins missing).
-#   cluster_test.sh BUILD_DIR CASE     CASE: load order timelimit refuse refuse_history
-#                                            refuse_xgb exempt exempt_default warn reconfig
+#   cluster_test.sh BUILD_DIR CASE     CASE: abi_check upgrade load order timelimit refuse
+#                                            refuse_history refuse_xgb exempt exempt_default
+#                                            warn reconfig
 #                                            reconfig_now reconfig_js_only badmodel async run
 #                                            llm_good llm_{down,slow,500,garbage,huge,hostile}
 #                                            dbd_update dbd_loop
@@ -64,11 +65,93 @@ llm_counter() { llm_stats | grep -o " $1=[0-9]*" | cut -d= -f2; }
 "$MODEL_TOOL" "$M/failing.json" --user root --last-run 3300 --fail-rate 0.9 || exit 1
 BASE="weight=10000,max_boost=100000,limit_margin=0.25"
 
+# set_plugin_version SO X.Y.Z: rewrites the plugin_version symbol in a copy of a plugin, as if it
+# had been built for another Slurm (the file offset found as scripts/check-plugin-abi finds it).
+set_plugin_version() {
+  local so=$1 addr a off="" type sa so_ ss maj min mic
+  addr=$(nm -D --defined-only "$so" | awk '$3 == "plugin_version" {print $1}')
+  a=$((16#$addr))
+  while read -r _ type sa so_ ss; do
+    sa=$((16#$sa)) so_=$((16#$so_)) ss=$((16#$ss))
+    [ "$sa" -le "$a" ] && [ $((a + 4)) -le $((sa + ss)) ] && { off=$((a - sa + so_)); break; }
+  done < <(readelf -SW "$so" | sed -n 's/^ *\[ *[0-9]*\] *//p' | awk 'NF >= 5 {print $1, $2, $3, $4, $5}')
+  [ -n "$off" ] || { echo "plugin_version not found in $so"; return 1; }
+  IFS=. read -r maj min mic <<<"$2"
+  printf "$(printf '\\x%02x\\x%02x\\x%02x\\x00' "$mic" "$((10#$min))" "$maj")" |
+    dd of="$so" bs=1 seek="$off" conv=notrunc status=none
+}
+CHECK_ABI="$HERE/../../scripts/check-plugin-abi"
+
 case "$CASE" in
+abi_check)
+  # scripts/check-plugin-abi reads plugin_version out of the built plugins: they match the
+  # installed slurmctld; a copy claiming the next micro version does not (exit 1, named);
+  # something that is no plugin cannot be judged (exit 2).
+  v=$(slurmctld -V | awk '{print $NF}')
+  next_v="${v%.*}.$(( ${v##*.} + 1 ))"
+  "$CHECK_ABI" "$MLPRIO_BUILD/lib/slurm" || fail "the built plugins do not match slurmctld $v"
+  "$CHECK_ABI" --expect "$next_v" "$MLPRIO_BUILD/lib/slurm" >"$M/out" && fail "--expect $next_v passed"
+  cat "$M/out"
+  grep -q "MISMATCH .*job_submit_mlprio.so: built for Slurm $v, slurmctld is $next_v" "$M/out" || fail "no mismatch line"
+  mkdir -p "$M/p" && cp "$MLPRIO_BUILD"/lib/slurm/*.so "$M/p/"
+  set_plugin_version "$M/p/job_submit_mlprio.so" "$next_v" || fail "patching"
+  "$CHECK_ABI" "$M/p" >"$M/out"; rc=$?
+  cat "$M/out"
+  [ "$rc" -eq 1 ] || fail "patched plugin: exit $rc, expected 1"
+  grep -q "MISMATCH .*job_submit_mlprio.so: built for Slurm $next_v" "$M/out" || fail "patched plugin not named"
+  grep -q "^ok .*site_factor_mlprio.so" "$M/out" || fail "the unpatched plugin is not ok"
+  "$CHECK_ABI" "$M/plain.json" >/dev/null 2>&1; rc=$?
+  [ "$rc" -eq 2 ] || fail "a non-plugin gave exit $rc, expected 2"
+  echo "exit codes as expected"
+  finish
+  ;;
+upgrade)
+  # What a point-release upgrade does to plugins built for the old release, on the real
+  # slurmctld: here the plugins claim the next micro version instead (the same inequality).
+  # A refused job_submit plugin is fatal at startup; a refused site factor is not, but
+  # slurmctld tries to load it again at every priority calculation. check-plugin-abi says so
+  # before the restart.
+  v=$(slurmctld -V | awk '{print $NF}')
+  next_v="${v%.*}.$(( ${v##*.} + 1 ))"
+  mkdir -p "$M/p" && cp "$MLPRIO_BUILD"/lib/slurm/*.so "$M/p/"
+  set_plugin_version "$M/p/job_submit_mlprio.so" "$next_v" || fail "patching"
+  start "model=$M/plain.json,$BASE"
+  _kill_pidfile "$CL_DIR/slurmctld.pid"
+  : >"$CL_DIR/slurmctld.log"
+  sed -i "s#^PluginDir=.*#PluginDir=/usr/lib/x86_64-linux-gnu/slurm-wlm:$M/p#" "$SLURM_CONF"
+  "$CHECK_ABI" "$M/p" >"$M/out" && fail "check-plugin-abi passed plugins slurmctld refuses"
+  cat "$M/out"
+  timeout 60 /usr/sbin/slurmctld -D -f "$SLURM_CONF" >"$M/ctld.out" 2>&1; rc=$?
+  echo "slurmctld exited with $rc"
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "slurmctld did not fail (exit $rc)"
+  grep -h "Incompatible\|fatal" "$CL_DIR/slurmctld.log" "$M/ctld.out" | sort -u
+  grep -q "Incompatible Slurm plugin $M/p/job_submit_mlprio.so version ($next_v)" "$CL_DIR/slurmctld.log" ||
+    fail "no 'Incompatible Slurm plugin' line"
+  grep -q "fatal: failed to initialize job_submit plugin" "$CL_DIR/slurmctld.log" "$M/ctld.out" ||
+    fail "no 'failed to initialize job_submit plugin' fatal"
+  # Only the site factor refused: slurmctld runs, neutral SITE, and retries the load per job.
+  cp "$MLPRIO_BUILD/lib/slurm/job_submit_mlprio.so" "$M/p/"
+  set_plugin_version "$M/p/site_factor_mlprio.so" "$next_v" || fail "patching"
+  : >"$CL_DIR/slurmctld.log"
+  /usr/sbin/slurmctld -f "$SLURM_CONF" >"$M/ctld.out" 2>&1 || fail "slurmctld did not start"
+  wait_for 20 scontrol ping || fail "slurmctld not answering with a refused site factor"
+  for _ in 1 2 3; do submit -p hold -t 5 >/dev/null || fail "sbatch"; done
+  n=$(grep -c "Incompatible Slurm plugin $M/p/site_factor_mlprio.so" "$CL_DIR/slurmctld.log")
+  echo "site factor load attempts: $n"
+  [ "$n" -ge 4 ] || fail "expected a load attempt at start and per job, saw $n"
+  grep -q "cannot create site_factor context for site_factor/mlprio" "$CL_DIR/slurmctld.log" ||
+    fail "no 'cannot create site_factor context' line"
+  cluster_alive || fail "slurmctld died"
+  # Fixed: the matching build is back, and the check agrees.
+  cp "$MLPRIO_BUILD"/lib/slurm/*.so "$M/p/"
+  "$CHECK_ABI" "$M/p" || fail "check-plugin-abi after the fix"
+  ;;
 load)
   start "model=$M/plain.json,$BASE,bogus_key=1"
   expect_log "site_factor/mlprio: model loaded: formula model"
-  expect_log "job_submit/mlprio: loaded; decides with the model of site_factor/mlprio"
+  v=$(slurmctld -V | awk '{print $NF}')
+  expect_log "site_factor/mlprio: loaded, built for Slurm $v (formula model"
+  expect_log "job_submit/mlprio: loaded, built for Slurm $v; decides with the model of site_factor/mlprio"
   expect_log "unknown parameter 'bogus_key' ignored"
   cluster_alive || fail "slurmctld not alive"
   ;;
