@@ -153,6 +153,8 @@ load)
   expect_log "site_factor/mlprio: loaded, built for Slurm $v (formula model"
   expect_log "job_submit/mlprio: loaded, built for Slurm $v; decides with the model of site_factor/mlprio"
   expect_log "unknown parameter 'bogus_key' ignored"
+  # Every parameter in force, defaults included (scontrol show config prints (null) in 22.05).
+  expect_log "site_factor/mlprio: parameters: model=$M/plain.json,weight=10000,max_boost=100000,limit_margin=0.25,refuse_above=1,refuse_mode=warn,llm_url=,.*,reload_wait_ms=1000$"
   cluster_alive || fail "slurmctld not alive"
   ;;
 order)
@@ -179,6 +181,10 @@ timelimit)
   grep -q "mlprio: time limit set to 01:09:00 (predicted run 00:55:00 + margin)" "$M/err" ||
     fail "sbatch did not print the time-limit message"
   scontrol show job "$id" | grep -q "TimeLimit=01:09:00" || fail "TimeLimit is not 01:09:00"
+  # No job id exists in job_submit: the note in AdminComment lets the site factor log it.
+  scontrol show job "$id" | grep -q "AdminComment=.*mlprio_limit=01:09:00" || fail "no mlprio_limit note"
+  expect_log "job_submit/mlprio: job from uid 0 (root) name wrap: mlprio: time limit set to 01:09:00"
+  expect_log "site_factor/mlprio: JobId=$id user=root: mlprio_limit=01:09:00$"
   id2=$(sbatch --parsable -p short --wrap 'sleep 1' 2>"$M/err") || fail "sbatch -p short failed"
   cat "$M/err"
   grep -q "clamped to the partition's MaxTime" "$M/err" || fail "no clamp message"
@@ -206,7 +212,8 @@ refuse_history)
     grep -qi "LoRA\|batch size\|sequence length\|memory per GPU" "$f" &&
       fail "$(basename "$f"): the message blames LLM parameters"
   done
-  expect_log "job_submit/mlprio: refused job from uid 0: failure probability 0.90; top reasons hist_fail_rate=0.9 (+0.9)"
+  expect_log "job_submit/mlprio: refused job from uid 0 (root) name wrap: failure probability 0.90; top reasons hist_fail_rate=0.9 (+0.9)"
+  expect_log "job_submit/mlprio: refused job from uid 0 (root) name true: failure probability 0.90"
   ;;
 refuse_xgb)
   # An XGBoost model (the kind slurmctld had not loaded before) trained on a sacct dump where
@@ -251,7 +258,7 @@ exempt)
     cat "$M/$name.err"
     scontrol show job "$id" | grep -q "AdminComment=.*$note mlprio_fail=0.90" ||
       fail "$name: AdminComment of job $id lacks '$note mlprio_fail=0.90'"
-    expect_log "site_factor/mlprio: JobId=$id user=root accepted although predicted to fail: $note mlprio_fail=0.90"
+    expect_log "site_factor/mlprio: JobId=$id user=root: $note mlprio_fail=0.90"
   }
   refused plain
   refused token_not_allowed --comment=mlprio:override
@@ -261,7 +268,7 @@ exempt)
   grep -q "Not refused: QOS urgent is exempt" "$M/qos.err" || fail "qos: no exemption message"
   accepted account "mlprio_exempt=account:vip" --account=VIP
   grep -q "Not refused: account vip is exempt" "$M/account.err" || fail "account: no exemption message"
-  expect_log "job_submit/mlprio: accepted job from uid 0 (root) despite predicted failure: exempt (qos:urgent)"
+  expect_log "job_submit/mlprio: accepted job from uid 0 (root) name wrap despite predicted failure: exempt (qos:urgent)"
   sed -i "s#^PrioritySiteFactorParameters=.*#&,allow_override=1#" "$SLURM_CONF"
   scontrol reconfigure || fail "scontrol reconfigure"
   refused offered
@@ -269,7 +276,7 @@ exempt)
   refused not_a_word "--comment=mlprio:overrides please"
   accepted override "mlprio_override=1" "--comment=urgent fix, mlprio:override"
   grep -q "Submitted anyway: --comment=mlprio:override" "$M/override.err" || fail "override: no message"
-  expect_log "job_submit/mlprio: accepted job from uid 0 (root) despite predicted failure: override"
+  expect_log "job_submit/mlprio: accepted job from uid 0 (root) name wrap despite predicted failure: override"
   grep "accepted" "$CL_DIR/slurmctld.log"
   ;;
 exempt_default)
@@ -290,9 +297,10 @@ exempt_default)
   ;;
 warn)
   start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=warn"
-  sbatch -p hold -t 5 --wrap 'sleep 1' 2>"$M/err" || fail "warned job was refused"
+  id=$(sbatch --parsable -p hold -t 5 -o /dev/null --wrap 'sleep 1' 2>"$M/err") || fail "warned job was refused"
   cat "$M/err"
   grep -q "predicted to fail with probability 0.90" "$M/err" || fail "warning missing"
+  expect_log "site_factor/mlprio: JobId=$id user=root: mlprio_warn=0.90$"
   ;;
 reconfig)
   start "model=$M/plain.json,$BASE"
@@ -303,6 +311,7 @@ reconfig)
   sed -i "s#^PrioritySiteFactorParameters=.*#PrioritySiteFactorParameters=model=$M/plain2.json,weight=20000,max_boost=100000#" "$SLURM_CONF"
   scontrol reconfigure || fail "scontrol reconfigure"
   expect_log "site_factor/mlprio: reconfigured (formula model" 30
+  expect_log "site_factor/mlprio: reconfigure: parameters: model=$M/plain2.json,weight=20000,max_boost=100000,"
   wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt $((s1 + s1 / 2)) ]" ||
     fail "SITE did not follow the new weight (before $s1, now $(site_of "$id"))"
   # job_submit/mlprio decides with site_factor/mlprio's model (one model for both).
