@@ -221,6 +221,7 @@ refuse_xgb)
   # slurmctld, and names history (user, hist_*), never LLM parameters.
   TOOL="$MLPRIO_BUILD/bin/mlprio-model"
   [ -x "$TOOL" ] || { echo "SKIP: $TOOL not built (no XGBoost)"; exit $SKIP; }
+  [ -x /usr/bin/python3 ] || { echo "SKIP: /usr/bin/python3 missing (reads explain's JSON)"; exit $SKIP; }
   awk -f "$HERE/gen_sacct.awk" > "$M/dump.txt" || fail "gen_sacct.awk"
   "$TOOL" train --trace "$M/dump.txt" --format sacct --kind xgboost --nthread 1 -o "$M/xgb.json" >"$M/train.out" 2>&1 ||
     { cat "$M/train.out"; fail "mlprio-model train"; }
