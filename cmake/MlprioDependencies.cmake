@@ -71,7 +71,27 @@ if(NOT MLPRIO_WITH_SLURM STREQUAL "OFF")
     message(FATAL_ERROR "MLPRIO_WITH_SLURM=ON but ${MLPRIO_SLURM_SRC} is not a configured Slurm source (run scripts/bootstrap)")
   endif()
 endif()
-mlprio_report("Slurm plugins (MLPRIO_WITH_SLURM)" MLPRIO_HAVE_SLURM "${MLPRIO_SLURM_SRC}")
+# The plugins are built for exactly this version: slurmctld refuses any other micro version.
+option(MLPRIO_SLURM_VERSION_CHECK
+       "Fail the build when the plugins' Slurm version differs from the installed slurmctld's" ON)
+set(MLPRIO_SLURM_VERSION "")
+if(MLPRIO_HAVE_SLURM)
+  file(STRINGS ${MLPRIO_SLURM_SRC}/config.h _v REGEX "^#define SLURM_VERSION_STRING ")
+  string(REGEX REPLACE ".*\"(.*)\".*" "\\1" MLPRIO_SLURM_VERSION "${_v}")
+  find_program(MLPRIO_SLURMCTLD slurmctld PATHS /usr/sbin)
+  if(MLPRIO_SLURMCTLD)
+    execute_process(COMMAND ${MLPRIO_SLURMCTLD} -V OUTPUT_VARIABLE _ctld ERROR_QUIET
+                    OUTPUT_STRIP_TRAILING_WHITESPACE)
+    string(REGEX REPLACE ".* " "" _ctld "${_ctld}")
+    if(_ctld AND NOT _ctld STREQUAL MLPRIO_SLURM_VERSION)
+      message(WARNING "Slurm source ${MLPRIO_SLURM_SRC} is ${MLPRIO_SLURM_VERSION} but "
+              "${MLPRIO_SLURMCTLD} is ${_ctld}: slurmctld will refuse the plugins (run "
+              "scripts/bootstrap to fetch and configure the matching source)")
+    endif()
+  endif()
+endif()
+mlprio_report("Slurm plugins (MLPRIO_WITH_SLURM)" MLPRIO_HAVE_SLURM
+              "${MLPRIO_SLURM_SRC}, Slurm ${MLPRIO_SLURM_VERSION}")
 
 # ---- XGBoost ----
 find_library(MLPRIO_XGBOOST_LIB xgboost)

@@ -85,8 +85,10 @@ extern int init(void)
 	/* site_factor/mlprio is loaded later (priority_g_init); found lazily. */
 	use_hub = !xstrcmp(slurm_conf.site_factor_plugin, "site_factor/mlprio");
 	if (use_hub) {
-		info("%s: loaded; decides with the model of site_factor/mlprio (one model for both plugins)",
-		     plugin_type);
+		info("%s: loaded, built for Slurm %d.%02d.%d; decides with the model of site_factor/mlprio (one model for both plugins)",
+		     plugin_type, SLURM_VERSION_MAJOR(plugin_version),
+		     SLURM_VERSION_MINOR(plugin_version),
+		     SLURM_VERSION_MICRO(plugin_version));
 		return SLURM_SUCCESS;
 	}
 	rc = mlprio_ctx_create(slurm_conf.site_factor_params,
@@ -99,8 +101,10 @@ extern int init(void)
 		return SLURM_SUCCESS;
 	}
 	mlprio_ctx_describe(ctx, desc, sizeof(desc));
-	info("%s: loaded without site_factor/mlprio, own model (%s)%s",
-	     plugin_type, desc,
+	info("%s: loaded, built for Slurm %d.%02d.%d, without site_factor/mlprio: own model (%s)%s",
+	     plugin_type, SLURM_VERSION_MAJOR(plugin_version),
+	     SLURM_VERSION_MINOR(plugin_version),
+	     SLURM_VERSION_MICRO(plugin_version), desc,
 	     (rc == MLPRIO_OK) ? "" : "; submissions pass unchanged");
 	/* Watches the model file and loads new configurations off-lock. */
 	if (mlprio_worker_start(ctx) != MLPRIO_OK)
@@ -393,9 +397,15 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 			      hub->last_error());
 	}
 
+	/*
+	 * No job id exists before job_submit returns: these lines name the
+	 * user and job name, and for accepted jobs a note in admin_comment
+	 * lets site_factor/mlprio log the decision again with the job id.
+	 */
 	if (d.verdict == MLPRIO_VERDICT_REFUSE) {
-		info("%s: refused job from uid %u: %s", plugin_type, submit_uid,
-		     d.log);
+		info("%s: refused job from uid %u (%s) name %s: %s", plugin_type,
+		     submit_uid, j.user ? j.user : "?",
+		     job_desc->name ? job_desc->name : "(none)", d.log);
 		_msg(err_msg, d.message);
 		/*
 		 * No ESLURM_* code means "predicted to fail"; the message says
@@ -405,15 +415,20 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	}
 	if (d.verdict == MLPRIO_VERDICT_WARN) {
 		_msg(err_msg, d.message);
-		info("%s: warned uid %u: %s", plugin_type, submit_uid, d.log);
+		snprintf(text, sizeof(text), "mlprio_warn=%.2f", d.pred.fail_prob);
+		_append_admin_comment(job_desc, text);
+		info("%s: warned job from uid %u (%s) name %s: %s", plugin_type,
+		     submit_uid, j.user ? j.user : "?",
+		     job_desc->name ? job_desc->name : "(none)", d.log);
 	}
 	if ((d.verdict == MLPRIO_VERDICT_EXEMPT) ||
 	    (d.verdict == MLPRIO_VERDICT_OVERRIDE)) {
 		/* No job id yet: site_factor/mlprio logs it with the note. */
 		_msg(err_msg, d.message);
 		_append_admin_comment(job_desc, d.admin_note);
-		info("%s: accepted job from uid %u (%s) despite predicted failure: %s",
-		     plugin_type, submit_uid, j.user ? j.user : "?", d.log);
+		info("%s: accepted job from uid %u (%s) name %s despite predicted failure: %s",
+		     plugin_type, submit_uid, j.user ? j.user : "?",
+		     job_desc->name ? job_desc->name : "(none)", d.log);
 	}
 
 	if ((job_desc->time_limit == NO_VAL) && isfinite(d.pred.runtime_s) &&
@@ -439,7 +454,11 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 			 "mlprio: time limit set to %s (predicted run %s + margin%s)",
 			 d1, d2, clamped ? ", clamped to the partition's MaxTime" : "");
 		_msg(err_msg, text);
-		info("%s: uid %u: %s", plugin_type, submit_uid, text);
+		info("%s: job from uid %u (%s) name %s: %s", plugin_type,
+		     submit_uid, j.user ? j.user : "?",
+		     job_desc->name ? job_desc->name : "(none)", text);
+		snprintf(text, sizeof(text), "mlprio_limit=%s", d1);
+		_append_admin_comment(job_desc, text);
 	}
 	return SLURM_SUCCESS;
 }

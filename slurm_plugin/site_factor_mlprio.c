@@ -138,31 +138,41 @@ static void _fill_job(job_record_t *job_ptr, mlprio_job_t *j)
 }
 
 /*
- * job_submit/mlprio accepted this job although it is predicted to fail
- * (exempt QOS/account or the user's override) and said so in admin_comment,
- * where users cannot write; job_submit could not name the job (no id yet), so
- * the id is logged here, the first time the job is seen.
+ * What job_submit/mlprio did to this job, from the notes it left in
+ * admin_comment (where users cannot write): mlprio_limit= (time limit set),
+ * mlprio_warn= (warned), mlprio_exempt=/mlprio_override= with mlprio_fail=
+ * (accepted although predicted to fail). job_submit runs before the job has an
+ * id, so the id is logged here, once, when the job is new (submitted in the
+ * last 5 minutes, so a restart does not log every pending job again).
  */
 static void _log_admin_note(job_record_t *job_ptr, const char *user)
 {
-	const char *note = NULL, *fail, *p;
-	int len;
+	static const char *const keys[] = {
+		"mlprio_limit=", "mlprio_warn=", "mlprio_exempt=",
+		"mlprio_override=", "mlprio_fail=" };
+	char notes[256] = "";
+	size_t i, used = 0;
 
-	if (!job_ptr->admin_comment)
+	if (!job_ptr->admin_comment || !strstr(job_ptr->admin_comment, "mlprio_") ||
+	    !job_ptr->details ||
+	    (job_ptr->details->submit_time + 300 < time(NULL)))
 		return;
-	if (!(note = strstr(job_ptr->admin_comment, "mlprio_override=")) &&
-	    !(note = strstr(job_ptr->admin_comment, "mlprio_exempt=")))
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *at = strstr(job_ptr->admin_comment, keys[i]);
+		int n;
+
+		if (!at)
+			continue;
+		n = snprintf(notes + used, sizeof(notes) - used, "%s%.*s",
+			     used ? " " : "", (int) strcspn(at, " "), at);
+		if ((n < 0) || ((size_t) n >= sizeof(notes) - used))
+			break;
+		used += n;
+	}
+	if (!used || !mlprio_first_sight(ctx, job_ptr->job_id))
 		return;
-	if (!mlprio_first_sight(ctx, job_ptr->job_id))
-		return;
-	for (p = note; *p && *p != ' '; p++)
-		;
-	len = (int) (p - note);
-	fail = strstr(job_ptr->admin_comment, "mlprio_fail=");
-	info("%s: JobId=%u user=%s accepted although predicted to fail: %.*s%s%.*s",
-	     plugin_type, job_ptr->job_id, user ? user : "?", len, note,
-	     fail ? " " : "", fail ? (int) strcspn(fail, " ") : 0,
-	     fail ? fail : "");
+	info("%s: JobId=%u user=%s: %s", plugin_type, job_ptr->job_id,
+	     user ? user : "?", notes);
 }
 
 /* Caller holds the job write lock. */
@@ -266,7 +276,11 @@ extern int init(void)
 		return SLURM_SUCCESS;
 	}
 	mlprio_ctx_describe(ctx, desc, sizeof(desc));
-	info("%s: loaded (%s)%s", plugin_type, desc,
+	/* slurmctld loads only plugins built for its own exact version. */
+	info("%s: loaded, built for Slurm %d.%02d.%d (%s)%s", plugin_type,
+	     SLURM_VERSION_MAJOR(plugin_version),
+	     SLURM_VERSION_MINOR(plugin_version),
+	     SLURM_VERSION_MICRO(plugin_version), desc,
 	     (rc == MLPRIO_OK) ? "" : "; SITE factor is neutral");
 	if (mlprio_llm_enable(ctx) != MLPRIO_OK)
 		error("%s: LLM advisor: %s", plugin_type, mlprio_last_error());

@@ -446,6 +446,9 @@ void log_llm_stats(mlprio_ctx& ctx, Clock::time_point& last, std::string& last_l
 int apply_params(mlprio_ctx& ctx, const char* text, uint64_t conf_epoch, const char* why) {
   auto parsed = mlprio::plugin::parse_params(text ? text : "");
   for (const auto& w : parsed.warnings) log_msg(0, w);
+  // 22.05's `scontrol show config` prints PrioritySiteFactorParameters as (null): this line is
+  // where an admin sees what is in force, defaults included.
+  log_msg(1, std::string(why) + "parameters: " + mlprio::plugin::format_params(parsed.params));
   sync_llm(ctx, parsed.params);
   std::string error;
   auto st = build_state(ctx, std::move(parsed.params), conf_epoch, error);

@@ -57,6 +57,11 @@ struct ParseResult {
 // key keeps its default.
 ParseResult parse_params(std::string_view text);
 
+// Every parameter with the value in force, as "key=value,..." in parse_params()'s syntax (empty
+// values for unset strings and lists): what the plugins log at load and at each reconfigure,
+// because 22.05's `scontrol show config` prints PrioritySiteFactorParameters as (null).
+std::string format_params(const Params& p);
+
 // LLM fine-tuning parameters in text: `#MLPRIO k=v ...` script lines, `k=v` tokens in a comment
 // (optionally after "mlprio:"), and hints in a job name ("llama-7b-lora16"). Canonical keys:
 // model_size, seq_len, batch_size, lora_rank, epochs, quant_bits. Later sources override earlier.

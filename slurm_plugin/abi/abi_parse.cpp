@@ -187,8 +187,10 @@ ParseResult parse_params(std::string_view text) {
     };
     double d = 0;
     int64_t n = 0;
+    // An empty value unsets a path, URL or list (what format_params() writes for unset ones).
     if (key == "model") {
-      if (val.empty() || val.front() != '/') bad("model=/etc/slurm/mlprio/model.json, an absolute path");
+      if (val.empty()) p.model.clear();
+      else if (val.front() != '/') bad("model=/etc/slurm/mlprio/model.json, an absolute path");
       else p.model = std::string(val);
     } else if (key == "weight") {
       if (parse_number(val, d) && d >= 0) p.weight = d; else bad("weight=1000");
@@ -204,7 +206,8 @@ ParseResult parse_params(std::string_view text) {
       else if (v == "warn") p.refuse_mode = MLPRIO_WARN;
       else bad("refuse_mode=refuse or refuse_mode=warn");
     } else if (key == "llm_url") {
-      if (val.rfind("http://", 0) == 0 || val.rfind("https://", 0) == 0) p.llm_url = std::string(val);
+      if (val.empty()) p.llm_url.clear();
+      else if (val.rfind("http://", 0) == 0 || val.rfind("https://", 0) == 0) p.llm_url = std::string(val);
       else bad("llm_url=http://127.0.0.1:8080/v1");
     } else if (key == "llm_timeout_ms") {
       if (parse_int(val, n) && n > 0 && n <= 600000) p.llm_timeout_ms = n; else bad("llm_timeout_ms=2000");
@@ -222,7 +225,7 @@ ParseResult parse_params(std::string_view text) {
       if (parse_int(val, n) && n >= 100 && n <= 3600000) p.check_period_ms = n; else bad("check_period_ms=5000");
     } else if (key == "exempt_qos" || key == "exempt_accounts") {
       std::vector<std::string> names;
-      if (parse_name_list(val, names))
+      if (val.empty() || parse_name_list(val, names))
         (key == "exempt_qos" ? p.exempt_qos : p.exempt_accounts) = std::move(names);
       else
         bad(key == "exempt_qos" ? "exempt_qos=urgent:debug, names joined by ':'"
@@ -243,6 +246,39 @@ ParseResult parse_params(std::string_view text) {
     }
   }
   return r;
+}
+
+std::string format_params(const Params& p) {
+  auto num = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.10g", v);
+    return std::string(b);
+  };
+  auto list = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& n : v) out += (out.empty() ? "" : ":") + n;
+    return out;
+  };
+  // Every key parse_params() knows, in its order, with the value in force (default or given).
+  std::string s = "model=" + p.model;
+  s += ",weight=" + num(p.weight);
+  s += ",max_boost=" + std::to_string(p.max_boost);
+  s += ",limit_margin=" + num(p.limit_margin);
+  s += ",refuse_above=" + num(p.refuse_above);
+  s += std::string(",refuse_mode=") + (p.refuse_mode == MLPRIO_REFUSE ? "refuse" : "warn");
+  s += ",llm_url=" + p.llm_url;
+  s += ",llm_timeout_ms=" + std::to_string(p.llm_timeout_ms);
+  s += ",llm_model=" + p.llm_model;
+  s += ",llm_min_factor=" + num(p.llm_min_factor);
+  s += ",llm_max_factor=" + num(p.llm_max_factor);
+  s += ",llm_min_confidence=" + num(p.llm_min_confidence);
+  s += ",budget_us=" + std::to_string(p.budget_us);
+  s += ",check_period_ms=" + std::to_string(p.check_period_ms);
+  s += ",exempt_qos=" + list(p.exempt_qos);
+  s += ",exempt_accounts=" + list(p.exempt_accounts);
+  s += std::string(",allow_override=") + (p.allow_override ? "1" : "0");
+  s += ",reload_wait_ms=" + std::to_string(p.reload_wait_ms);
+  return s;
 }
 
 std::vector<std::pair<std::string, double>> extract_features(std::string_view script,

@@ -7,6 +7,7 @@
 #   MLPRIO_BUILD    build dir holding lib/slurm/*.so and bin/mlprio_slurm_testmodel (required)
 #   CLUSTER_PLUGINS 1 (default) loads both plugins, 0 loads neither (baseline for the bench),
 #                   js loads job_submit/mlprio alone (no site factor plugin)
+#   CL_PLUGIN_DIR   where slurmctld finds the mlprio plugins (default $MLPRIO_BUILD/lib/slurm)
 #   CLUSTER_DBD     1 adds accounting: a private mariadbd (own datadir, socket and port in the
 #                   temp dir, run as root), slurmdbd on its own DbdPort, the cluster registered
 #                   with sacctmgr, PriorityCalcPeriod=1 (minute, the least);
@@ -123,7 +124,7 @@ SlurmctldLogFile=$CL_DIR/slurmctld.log
 SlurmdLogFile=$CL_DIR/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
-PluginDir=/usr/lib/x86_64-linux-gnu/slurm-wlm:$MLPRIO_BUILD/lib/slurm
+PluginDir=/usr/lib/x86_64-linux-gnu/slurm-wlm:${CL_PLUGIN_DIR:-$MLPRIO_BUILD/lib/slurm}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none

@@ -2,8 +2,9 @@
 # Cluster tests for site_factor/mlprio and job_submit/mlprio: each case starts a fresh cluster
 # (cluster.sh), drives it with the real sbatch/sprio/scontrol, and fails with the slurmctld log
 # tail when an expectation does not hold. Exit 77 = skipped (not root, Slurm or plugins missing).
-#   cluster_test.sh BUILD_DIR CASE     CASE: load order timelimit refuse refuse_history
-#                                            refuse_xgb exempt exempt_default warn reconfig
+#   cluster_test.sh BUILD_DIR CASE     CASE: abi_check upgrade load order timelimit refuse
+#                                            refuse_history refuse_xgb exempt exempt_default
+#                                            warn reconfig
 #                                            reconfig_now reconfig_js_only badmodel async run
 #                                            llm_good llm_{down,slow,500,garbage,huge,hostile}
 #                                            dbd_update dbd_loop
@@ -64,12 +65,96 @@ llm_counter() { llm_stats | grep -o " $1=[0-9]*" | cut -d= -f2; }
 "$MODEL_TOOL" "$M/failing.json" --user root --last-run 3300 --fail-rate 0.9 || exit 1
 BASE="weight=10000,max_boost=100000,limit_margin=0.25"
 
+# set_plugin_version SO X.Y.Z: rewrites the plugin_version symbol in a copy of a plugin, as if it
+# had been built for another Slurm (the file offset found as scripts/check-plugin-abi finds it).
+set_plugin_version() {
+  local so=$1 addr a off="" type sa so_ ss maj min mic
+  addr=$(nm -D --defined-only "$so" | awk '$3 == "plugin_version" {print $1}')
+  a=$((16#$addr))
+  while read -r _ type sa so_ ss; do
+    sa=$((16#$sa)) so_=$((16#$so_)) ss=$((16#$ss))
+    [ "$sa" -le "$a" ] && [ $((a + 4)) -le $((sa + ss)) ] && { off=$((a - sa + so_)); break; }
+  done < <(readelf -SW "$so" | sed -n 's/^ *\[ *[0-9]*\] *//p' | awk 'NF >= 5 {print $1, $2, $3, $4, $5}')
+  [ -n "$off" ] || { echo "plugin_version not found in $so"; return 1; }
+  IFS=. read -r maj min mic <<<"$2"
+  printf "$(printf '\\x%02x\\x%02x\\x%02x\\x00' "$mic" "$((10#$min))" "$maj")" |
+    dd of="$so" bs=1 seek="$off" conv=notrunc status=none
+}
+CHECK_ABI="$HERE/../../scripts/check-plugin-abi"
+
 case "$CASE" in
+abi_check)
+  # scripts/check-plugin-abi reads plugin_version out of the built plugins: they match the
+  # installed slurmctld; a copy claiming the next micro version does not (exit 1, named);
+  # something that is no plugin cannot be judged (exit 2).
+  v=$(slurmctld -V | awk '{print $NF}')
+  next_v="${v%.*}.$(( ${v##*.} + 1 ))"
+  "$CHECK_ABI" "$MLPRIO_BUILD/lib/slurm" || fail "the built plugins do not match slurmctld $v"
+  "$CHECK_ABI" --expect "$next_v" "$MLPRIO_BUILD/lib/slurm" >"$M/out" && fail "--expect $next_v passed"
+  cat "$M/out"
+  grep -q "MISMATCH .*job_submit_mlprio.so: built for Slurm $v, slurmctld is $next_v" "$M/out" || fail "no mismatch line"
+  mkdir -p "$M/p" && cp "$MLPRIO_BUILD"/lib/slurm/*.so "$M/p/"
+  set_plugin_version "$M/p/job_submit_mlprio.so" "$next_v" || fail "patching"
+  "$CHECK_ABI" "$M/p" >"$M/out"; rc=$?
+  cat "$M/out"
+  [ "$rc" -eq 1 ] || fail "patched plugin: exit $rc, expected 1"
+  grep -q "MISMATCH .*job_submit_mlprio.so: built for Slurm $next_v" "$M/out" || fail "patched plugin not named"
+  grep -q "^ok .*site_factor_mlprio.so" "$M/out" || fail "the unpatched plugin is not ok"
+  "$CHECK_ABI" "$M/plain.json" >/dev/null 2>&1; rc=$?
+  [ "$rc" -eq 2 ] || fail "a non-plugin gave exit $rc, expected 2"
+  echo "exit codes as expected"
+  finish
+  ;;
+upgrade)
+  # What a point-release upgrade does to plugins built for the old release, on the real
+  # slurmctld: here the plugins claim the next micro version instead (the same inequality).
+  # A refused job_submit plugin is fatal at startup; a refused site factor is not, but
+  # slurmctld tries to load it again at every priority calculation. check-plugin-abi says so
+  # before the restart.
+  v=$(slurmctld -V | awk '{print $NF}')
+  next_v="${v%.*}.$(( ${v##*.} + 1 ))"
+  mkdir -p "$M/p" && cp "$MLPRIO_BUILD"/lib/slurm/*.so "$M/p/"
+  set_plugin_version "$M/p/job_submit_mlprio.so" "$next_v" || fail "patching"
+  start "model=$M/plain.json,$BASE"
+  _kill_pidfile "$CL_DIR/slurmctld.pid"
+  : >"$CL_DIR/slurmctld.log"
+  sed -i "s#^PluginDir=.*#PluginDir=/usr/lib/x86_64-linux-gnu/slurm-wlm:$M/p#" "$SLURM_CONF"
+  "$CHECK_ABI" "$M/p" >"$M/out" && fail "check-plugin-abi passed plugins slurmctld refuses"
+  cat "$M/out"
+  timeout 60 /usr/sbin/slurmctld -D -f "$SLURM_CONF" >"$M/ctld.out" 2>&1; rc=$?
+  echo "slurmctld exited with $rc"
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "slurmctld did not fail (exit $rc)"
+  grep -h "Incompatible\|fatal" "$CL_DIR/slurmctld.log" "$M/ctld.out" | sort -u
+  grep -q "Incompatible Slurm plugin $M/p/job_submit_mlprio.so version ($next_v)" "$CL_DIR/slurmctld.log" ||
+    fail "no 'Incompatible Slurm plugin' line"
+  grep -q "fatal: failed to initialize job_submit plugin" "$CL_DIR/slurmctld.log" "$M/ctld.out" ||
+    fail "no 'failed to initialize job_submit plugin' fatal"
+  # Only the site factor refused: slurmctld runs, neutral SITE, and retries the load per job.
+  cp "$MLPRIO_BUILD/lib/slurm/job_submit_mlprio.so" "$M/p/"
+  set_plugin_version "$M/p/site_factor_mlprio.so" "$next_v" || fail "patching"
+  : >"$CL_DIR/slurmctld.log"
+  /usr/sbin/slurmctld -f "$SLURM_CONF" >"$M/ctld.out" 2>&1 || fail "slurmctld did not start"
+  wait_for 20 scontrol ping || fail "slurmctld not answering with a refused site factor"
+  for _ in 1 2 3; do submit -p hold -t 5 >/dev/null || fail "sbatch"; done
+  n=$(grep -c "Incompatible Slurm plugin $M/p/site_factor_mlprio.so" "$CL_DIR/slurmctld.log")
+  echo "site factor load attempts: $n"
+  [ "$n" -ge 4 ] || fail "expected a load attempt at start and per job, saw $n"
+  grep -q "cannot create site_factor context for site_factor/mlprio" "$CL_DIR/slurmctld.log" ||
+    fail "no 'cannot create site_factor context' line"
+  cluster_alive || fail "slurmctld died"
+  # Fixed: the matching build is back, and the check agrees.
+  cp "$MLPRIO_BUILD"/lib/slurm/*.so "$M/p/"
+  "$CHECK_ABI" "$M/p" || fail "check-plugin-abi after the fix"
+  ;;
 load)
   start "model=$M/plain.json,$BASE,bogus_key=1"
   expect_log "site_factor/mlprio: model loaded: formula model"
-  expect_log "job_submit/mlprio: loaded; decides with the model of site_factor/mlprio"
+  v=$(slurmctld -V | awk '{print $NF}')
+  expect_log "site_factor/mlprio: loaded, built for Slurm $v (formula model"
+  expect_log "job_submit/mlprio: loaded, built for Slurm $v; decides with the model of site_factor/mlprio"
   expect_log "unknown parameter 'bogus_key' ignored"
+  # Every parameter in force, defaults included (scontrol show config prints (null) in 22.05).
+  expect_log "site_factor/mlprio: parameters: model=$M/plain.json,weight=10000,max_boost=100000,limit_margin=0.25,refuse_above=1,refuse_mode=warn,llm_url=,.*,reload_wait_ms=1000$"
   cluster_alive || fail "slurmctld not alive"
   ;;
 order)
@@ -96,6 +181,10 @@ timelimit)
   grep -q "mlprio: time limit set to 01:09:00 (predicted run 00:55:00 + margin)" "$M/err" ||
     fail "sbatch did not print the time-limit message"
   scontrol show job "$id" | grep -q "TimeLimit=01:09:00" || fail "TimeLimit is not 01:09:00"
+  # No job id exists in job_submit: the note in AdminComment lets the site factor log it.
+  scontrol show job "$id" | grep -q "AdminComment=.*mlprio_limit=01:09:00" || fail "no mlprio_limit note"
+  expect_log "job_submit/mlprio: job from uid 0 (root) name wrap: mlprio: time limit set to 01:09:00"
+  expect_log "site_factor/mlprio: JobId=$id user=root: mlprio_limit=01:09:00$"
   id2=$(sbatch --parsable -p short --wrap 'sleep 1' 2>"$M/err") || fail "sbatch -p short failed"
   cat "$M/err"
   grep -q "clamped to the partition's MaxTime" "$M/err" || fail "no clamp message"
@@ -123,7 +212,8 @@ refuse_history)
     grep -qi "LoRA\|batch size\|sequence length\|memory per GPU" "$f" &&
       fail "$(basename "$f"): the message blames LLM parameters"
   done
-  expect_log "job_submit/mlprio: refused job from uid 0: failure probability 0.90; top reasons hist_fail_rate=0.9 (+0.9)"
+  expect_log "job_submit/mlprio: refused job from uid 0 (root) name wrap: failure probability 0.90; top reasons hist_fail_rate=0.9 (+0.9)"
+  expect_log "job_submit/mlprio: refused job from uid 0 (root) name true: failure probability 0.90"
   ;;
 refuse_xgb)
   # An XGBoost model (the kind slurmctld had not loaded before) trained on a sacct dump where
@@ -131,6 +221,7 @@ refuse_xgb)
   # slurmctld, and names history (user, hist_*), never LLM parameters.
   TOOL="$MLPRIO_BUILD/bin/mlprio-model"
   [ -x "$TOOL" ] || { echo "SKIP: $TOOL not built (no XGBoost)"; exit $SKIP; }
+  [ -x /usr/bin/python3 ] || { echo "SKIP: /usr/bin/python3 missing (reads explain's JSON)"; exit $SKIP; }
   awk -f "$HERE/gen_sacct.awk" > "$M/dump.txt" || fail "gen_sacct.awk"
   "$TOOL" train --trace "$M/dump.txt" --format sacct --kind xgboost --nthread 1 -o "$M/xgb.json" >"$M/train.out" 2>&1 ||
     { cat "$M/train.out"; fail "mlprio-model train"; }
@@ -168,7 +259,7 @@ exempt)
     cat "$M/$name.err"
     scontrol show job "$id" | grep -q "AdminComment=.*$note mlprio_fail=0.90" ||
       fail "$name: AdminComment of job $id lacks '$note mlprio_fail=0.90'"
-    expect_log "site_factor/mlprio: JobId=$id user=root accepted although predicted to fail: $note mlprio_fail=0.90"
+    expect_log "site_factor/mlprio: JobId=$id user=root: $note mlprio_fail=0.90"
   }
   refused plain
   refused token_not_allowed --comment=mlprio:override
@@ -178,7 +269,7 @@ exempt)
   grep -q "Not refused: QOS urgent is exempt" "$M/qos.err" || fail "qos: no exemption message"
   accepted account "mlprio_exempt=account:vip" --account=VIP
   grep -q "Not refused: account vip is exempt" "$M/account.err" || fail "account: no exemption message"
-  expect_log "job_submit/mlprio: accepted job from uid 0 (root) despite predicted failure: exempt (qos:urgent)"
+  expect_log "job_submit/mlprio: accepted job from uid 0 (root) name wrap despite predicted failure: exempt (qos:urgent)"
   sed -i "s#^PrioritySiteFactorParameters=.*#&,allow_override=1#" "$SLURM_CONF"
   scontrol reconfigure || fail "scontrol reconfigure"
   refused offered
@@ -186,7 +277,7 @@ exempt)
   refused not_a_word "--comment=mlprio:overrides please"
   accepted override "mlprio_override=1" "--comment=urgent fix, mlprio:override"
   grep -q "Submitted anyway: --comment=mlprio:override" "$M/override.err" || fail "override: no message"
-  expect_log "job_submit/mlprio: accepted job from uid 0 (root) despite predicted failure: override"
+  expect_log "job_submit/mlprio: accepted job from uid 0 (root) name wrap despite predicted failure: override"
   grep "accepted" "$CL_DIR/slurmctld.log"
   ;;
 exempt_default)
@@ -207,9 +298,10 @@ exempt_default)
   ;;
 warn)
   start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=warn"
-  sbatch -p hold -t 5 --wrap 'sleep 1' 2>"$M/err" || fail "warned job was refused"
+  id=$(sbatch --parsable -p hold -t 5 -o /dev/null --wrap 'sleep 1' 2>"$M/err") || fail "warned job was refused"
   cat "$M/err"
   grep -q "predicted to fail with probability 0.90" "$M/err" || fail "warning missing"
+  expect_log "site_factor/mlprio: JobId=$id user=root: mlprio_warn=0.90$"
   ;;
 reconfig)
   start "model=$M/plain.json,$BASE"
@@ -220,6 +312,7 @@ reconfig)
   sed -i "s#^PrioritySiteFactorParameters=.*#PrioritySiteFactorParameters=model=$M/plain2.json,weight=20000,max_boost=100000#" "$SLURM_CONF"
   scontrol reconfigure || fail "scontrol reconfigure"
   expect_log "site_factor/mlprio: reconfigured (formula model" 30
+  expect_log "site_factor/mlprio: reconfigure: parameters: model=$M/plain2.json,weight=20000,max_boost=100000,"
   wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt $((s1 + s1 / 2)) ]" ||
     fail "SITE did not follow the new weight (before $s1, now $(site_of "$id"))"
   # job_submit/mlprio decides with site_factor/mlprio's model (one model for both).

@@ -476,3 +476,35 @@ TEST_CASE("exempt QOS/accounts and the override only let through jobs that would
   CHECK(dec.admin_note[0] == '\0');
   mlprio_ctx_free(ctx);
 }
+
+TEST_CASE("the logged parameters name every key and parse back to the same values") {
+  using namespace mlprio::plugin;
+  const std::string given =
+      "model=/etc/m.json,weight=2500,max_boost=900,limit_margin=0.5,refuse_above=0.75,"
+      "refuse_mode=refuse,llm_url=http://h:1/v1,llm_timeout_ms=700,llm_model=q,"
+      "llm_min_factor=0.25,llm_max_factor=4,llm_min_confidence=0.5,budget_us=30,"
+      "check_period_ms=2000,exempt_qos=urgent:ops,exempt_accounts=vip,allow_override=1,"
+      "reload_wait_ms=250";
+  const auto a = parse_params(given);
+  REQUIRE(a.warnings.empty());
+  CHECK(format_params(a.params) == given);  // non-defaults: every key, in the parser's order
+  // Defaults: every key still named, and the line parses without a warning to the defaults.
+  const std::string d = format_params(Params{});
+  const auto b = parse_params(d);
+  CHECK(b.warnings.empty());
+  CHECK(format_params(b.params) == d);
+  CHECK(d.find("weight=10000,max_boost=100000") != std::string::npos);
+  CHECK(d.find("allow_override=0") != std::string::npos);
+  // The parser's list of known keys and the formatter's agree.
+  const auto unknown = parse_params("nosuchkey=1").warnings.at(0);
+  size_t keys = 0;
+  for (size_t at = 0; (at = d.find('=', at)) != std::string::npos; ++at) {
+    size_t start = d.rfind(',', at);
+    start = start == std::string::npos ? 0 : start + 1;
+    const std::string key = d.substr(start, at - start);
+    INFO(key);
+    CHECK(unknown.find(key) != std::string::npos);
+    ++keys;
+  }
+  CHECK(keys == 18);
+}
