@@ -53,7 +53,7 @@ start_llm() {
   wait_for 10 test -s "$M/llm.port" || { cat "$M/llm.log"; echo "fake LLM server did not start"; exit 1; }
   LLM_PORT=$(cat "$M/llm.port")
 }
-expect_site() { "$MODEL_TOOL" --expect-site "$1" 10000; }
+expect_site() { "$MODEL_TOOL" --expect-site "$1" 10000 ${2:+"$2"}; }  # RUNTIME [FAIL_PROB]
 # Last "LLM advisor: ..." counter line of the site factor.
 llm_stats() { grep "site_factor/mlprio: LLM advisor: submitted=" "$CL_DIR/slurmctld.log" | tail -1; }
 # llm_counter NAME: that counter's value in the last line (empty if none yet).
@@ -348,8 +348,9 @@ reconfig_now|reconfig_js_only)
   cat "$M/err"
   grep -q "predicted to fail with probability 0.90" "$M/err" || fail "job C: no refusal from the new model"
   if [ "$CASE" = reconfig_now ]; then
-    # The site factor switched at the same reconfigure: job A (limit 4500 s) now has root's 3300 s.
-    want=$(expect_site 3300)
+    # The site factor switched at the same reconfigure: job A (limit 4500 s) now has root's 3300 s
+    # and root's failure rate 0.9, which lowers the score (score(): likely failures go later).
+    want=$(expect_site 3300 0.9)
     wait_for 30 sh -c "[ \"\$(sprio -h -j $a -o %S | tr -d ' ')\" = $want ]" ||
       fail "SITE of job A is $(site_of "$a"), expected $want from the new model"
     expect_log "site_factor/mlprio: reconfigured (formula model" 10

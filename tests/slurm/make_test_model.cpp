@@ -6,7 +6,7 @@
 // score(), so the LLM tests check exact values without copying the formula. Usage:
 //   mlprio_slurm_testmodel OUT [--user NAME --last-run S --fail-rate P] [--default-runtime S]
 //                              [--corrupt | --wrong-schema]
-//   mlprio_slurm_testmodel --expect-site RUNTIME_S WEIGHT
+//   mlprio_slurm_testmodel --expect-site RUNTIME_S WEIGHT [FAIL_PROB]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,11 +25,12 @@ int main(int argc, char** argv) {
   }
   namespace m = mlprio::model;
   if (std::string(argv[1]) == "--expect-site") {
-    if (argc != 4) return 2;
+    if (argc != 4 && argc != 5) return 2;
     mlprio::Job job;
     job.submit = 0;
     m::Prediction p;
     p.runtime = std::atof(argv[2]);
+    if (argc == 5) p.fail_prob = std::atof(argv[4]);  // the score lowers likely failures
     m::ScoreConfig cfg;
     cfg.age_weight = 0;  // as the plugin scores (abi_context.cpp, factor_from)
     std::printf("%lld\n", static_cast<long long>(std::llround(
