@@ -170,6 +170,10 @@ void run_run(const RunArgs& a) {
   }
   cfg.machine.gpus_per_node = a.gpus_per_node;
   cfg.machine.allocation = a.allocation == "cores" ? Allocation::CORES : Allocation::NODES;
+  check_machine_bounds(cfg.machine, a.nodes > 0 ? "--nodes/--cores-per-node/--gpus-per-node"
+                                                : "the machine from " + trace.path +
+                                                      "'s header (MaxNodes, MaxProcs) and "
+                                                      "--gpus-per-node");
   if (windows.empty()) windows.emplace_back(0, static_cast<int64_t>(jobs.size()));
 
   // One batch prediction for the whole trace (features causal in submit order, as mlprio-model

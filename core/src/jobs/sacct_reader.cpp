@@ -227,7 +227,11 @@ class SacctReader final : public ReaderBase {
       const std::string_view s = get(c);
       if (col_[c] < 0 || is_slurm_none(s)) return true;
       auto v = parse_int(s.substr(0, s.find('-')));  // ReqNodes may be a range "2-4"
-      if (!v) { reject(COL_NAMES[c], "'" + std::string(s) + "' is not a count"); return false; }
+      if (!v || *v < 0 || *v > JOB_MAX_COUNT) {
+        reject(COL_NAMES[c], "'" + std::string(s) + "' is not a count in " +
+                                 range_text(int64_t{0}, JOB_MAX_COUNT));
+        return false;
+      }
       out = *v;
       return true;
     };
@@ -240,11 +244,17 @@ class SacctReader final : public ReaderBase {
     if (col_[REQMEM] >= 0 && !is_slurm_none(get(REQMEM))) {
       char per = 0;
       auto m = parse_slurm_mem(get(REQMEM), &per);
-      if (!m) { reject("ReqMem", "'" + std::string(get(REQMEM)) + "' is not a memory size like 4000M, 2800Mc or 4Gn"); return false; }
+      if (!m) { reject("ReqMem", "'" + std::string(get(REQMEM)) + "' is not a memory size like 4000M, 2800Mc or 4Gn (at most 4 EiB)"); return false; }
       int64_t mult = 1;
       if (per == 'c') mult = std::max<int64_t>(1, job.req_procs > 0 ? job.req_procs : job.alloc_procs);
       if (per == 'n') mult = std::max<int64_t>(1, job.req_nodes > 0 ? job.req_nodes : job.alloc_nodes);
-      job.req_mem = *m * mult;
+      const auto total = checked_mul(*m, mult);
+      if (!total || *total > JOB_MAX_BYTES) {
+        reject("ReqMem", "'" + std::string(get(REQMEM)) + "' x " + std::to_string(mult) +
+                             (per == 'c' ? " CPUs" : " nodes") + " is more than 4 EiB (2^62 bytes)");
+        return false;
+      }
+      job.req_mem = *total;
     }
     for (Col c : {REQTRES, ALLOCTRES}) {
       if (col_[c] < 0 || is_slurm_none(get(c))) continue;

@@ -197,6 +197,8 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
       m = machine_from_header(plan.traces.back().header);
     }
     m.allocation = spec.allocation == "cores" ? Allocation::CORES : Allocation::NODES;
+    check_machine_bounds(m, spec.nodes > 0 ? "[machine] nodes/cores_per_node"
+                                           : "the machine from " + path + "'s header");
     plan.machines.push_back(m);
     if (predictor)
       plan.models.push_back(make_trace_model(*predictor, plan.traces.back(), quantile,
