@@ -140,6 +140,28 @@ TEST_CASE("SWF: gzip trailer checks, concatenated members and trailing bytes", "
   CHECK_THAT(gzip_outcome(bytes + "garbage", false), Catch::Contains("not another gzip member"));
 }
 
+TEST_CASE("A line longer than 1 MiB is an error naming file and line, strict or not",
+          "[swf][errors]") {
+  // No limit let one newline-free line (a 9 MB gzip of zeros) grow to gigabytes in memory.
+  const auto tmp = fs::temp_directory_path() / "mlprio_test_long_line.swf";
+  const std::string job = "1 0 10 100 4 -1 -1 4 200 -1 1 1 1 -1 -1 -1 -1 -1\n";
+  for (const bool strict : {false, true}) {
+    std::ofstream(tmp) << "; MaxNodes: 4\n" << job << std::string(3 << 20, '0') << "\n" << job;
+    ReadOptions o;
+    o.format = TraceFormat::SWF;
+    o.strict = strict;
+    CHECK_THROWS_WITH(load_trace(tmp.string(), o),
+                      Catch::Contains("mlprio_test_long_line.swf:3") &&
+                          Catch::Contains("longer than 1048576 bytes"));
+  }
+  // Just under the limit is still a line (here a malformed one, skipped and counted).
+  std::ofstream(tmp) << job << std::string((1 << 20) - 2, '0') << "\n" << job;
+  const Trace t = load_trace(tmp.string());
+  CHECK(t.jobs.size() == 2);
+  CHECK(t.report.skipped == 1);
+  fs::remove(tmp);
+}
+
 TEST_CASE("SWF: malformed lines are skipped and counted with file, line and field", "[swf][errors]") {
   const Trace t = load_trace(data("malformed.swf"));
   REQUIRE(t.jobs.size() == 2);

@@ -14,11 +14,10 @@
 namespace mlprio::detail {
 
 namespace {
-constexpr size_t BUFFER_BYTES = 1 << 20;
 constexpr size_t INPUT_BYTES = 1 << 18;
 }  // namespace
 
-LineReader::LineReader(const std::string& path) : path_(path), buf_(BUFFER_BYTES) {
+LineReader::LineReader(const std::string& path) : path_(path), buf_(MAX_LINE_BYTES) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw InputError(path, std::string("cannot open: ") + std::strerror(errno));
   in_.resize(INPUT_BYTES);
@@ -68,7 +67,6 @@ void LineReader::gzip_error(const std::string& what) const {
 }
 
 size_t LineReader::inflate_some(char* out, size_t n) {
-  n = std::min<size_t>(n, size_t{1} << 30);  // avail_out is 32 bits
   zs_.next_out = reinterpret_cast<Bytef*>(out);
   zs_.avail_out = static_cast<uInt>(n);
   while (zs_.avail_out == n) {
@@ -113,7 +111,12 @@ bool LineReader::fill() {
     end_ -= begin_;
     begin_ = 0;
   }
-  if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);
+  // No newline in the whole buffer: the line is longer than any trace's (binary data, or a
+  // 9 MB gzip of zeros that would grow to gigabytes in memory).
+  if (end_ == buf_.size())
+    throw InputError(LineError{path_, line_no_ + 1, "line",
+                               "longer than " + std::to_string(MAX_LINE_BYTES) +
+                                   " bytes (1 MiB) without a newline; is this a text trace?"});
   char* out = buf_.data() + end_;
   const size_t room = buf_.size() - end_;
   size_t n = 0;

@@ -1,5 +1,5 @@
-// Streams the lines of a plain or gzip file with one large buffer and no per-line allocation:
-// each line is a string_view valid until the next call. Gzip is told from the bytes (the magic
+// Streams the lines of a plain or gzip file with one fixed 1 MiB buffer and no per-line
+// allocation: each line is a string_view valid until the next call. Gzip is told from the bytes (the magic
 // 1f 8b), not the name; its members are inflated with zlib and each must end properly (end of
 // deflate stream, CRC-32 and length trailer checked), so a truncated or corrupt file is an
 // InputError, never a silently shorter trace. Concatenated members (`cat a.gz b.gz`) read as one.
@@ -14,6 +14,10 @@
 
 namespace mlprio::detail {
 
+// The longest line accepted, terminator included (the read buffer's size). A longer one is an
+// InputError naming file and line, in strict mode or not: the buffer never grows.
+inline constexpr size_t MAX_LINE_BYTES = size_t{1} << 20;
+
 class LineReader {
  public:
   explicit LineReader(const std::string& path);  // throws InputError when it cannot open
@@ -22,7 +26,7 @@ class LineReader {
   LineReader& operator=(const LineReader&) = delete;
 
   // Next line without its terminator ("\n" or "\r\n"); false at end of input. Throws InputError
-  // on a read error or a truncated or corrupt gzip stream.
+  // on a read error, a truncated or corrupt gzip stream, or a line over MAX_LINE_BYTES.
   bool next(std::string_view& line);
   int64_t line_number() const { return line_no_; }
   const std::string& path() const { return path_; }
