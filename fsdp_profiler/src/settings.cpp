@@ -11,6 +11,8 @@
 #include <sstream>
 #include <vector>
 
+#include "mlprio/util/checked_cast.hpp"
+
 namespace mlprio::fsdp {
 
 namespace {
@@ -53,6 +55,14 @@ uint64_t parse_uint(const std::string& key, const std::string& value) {
   if (ec != std::errc() || p != end || value.empty())
     bad_value(key, value, "expected a non-negative integer");
   return v;
+}
+
+// A size in MiB whose bytes stay within MAX_SIZE_BYTES (mb * MiB must not wrap).
+uint64_t parse_mib(const std::string& key, const std::string& value) {
+  const uint64_t mb = parse_uint(key, value);
+  if (mb > MAX_SIZE_BYTES / MiB)
+    bad_value(key, value, ("at most " + std::to_string(MAX_SIZE_BYTES / MiB) + " (1 PiB)").c_str());
+  return mb;
 }
 
 bool parse_bool(const std::string& key, const std::string& value) {
@@ -136,13 +146,13 @@ AllocatorSettings parse_alloc_conf(std::string_view conf, AllocatorSettings s) {
     const std::string key = trim(item.substr(0, colon));
     const std::string value = trim(item.substr(colon + 1));
     if (key == "max_split_size_mb") {
-      const uint64_t mb = parse_uint(key, value);
+      const uint64_t mb = parse_mib(key, value);
       if (mb <= LARGE_BUFFER / MiB) bad_value(key, value, "must be > 20");
       s.max_split_size = mb * MiB;
     } else if (key == "max_non_split_rounding_mb") {
       if (s.version == TorchVersion::TORCH_1_13)
         bad_value(key, value, "this key does not exist in PyTorch 1.13");
-      s.max_non_split_rounding_size = parse_uint(key, value) * MiB;
+      s.max_non_split_rounding_size = parse_mib(key, value) * MiB;
     } else if (key == "roundup_power2_divisions") {
       parse_divisions(value, s);
     } else if (key == "garbage_collection_threshold") {
@@ -215,9 +225,11 @@ uint64_t parse_bytes(std::string_view text) {
   else if (unit == "gb" || unit == "g") mult = 1e9;
   else if (unit == "tb" || unit == "t") mult = 1e12;
   else throw SettingsError("bad size unit '" + unit + "' in '" + t + "': " + hint);
-  const double bytes = v * mult;
-  if (!(bytes >= 1.0) || bytes > 1.8e19) throw SettingsError("size out of range '" + t + "'");
-  return static_cast<uint64_t>(std::llround(bytes));
+  const auto bytes = to_integer<uint64_t>(std::round(v * mult), 1, MAX_SIZE_BYTES);
+  if (!bytes)
+    throw SettingsError("size '" + t + "' is out of range; expected 1 B to 1 PiB (" +
+                        std::to_string(MAX_SIZE_BYTES) + " bytes)");
+  return *bytes;
 }
 
 std::string format_bytes(uint64_t bytes) {

@@ -11,6 +11,7 @@
 #include <limits>
 #include <sstream>
 
+#include "mlprio/util/checked_cast.hpp"
 #include "model_tool.hpp"
 #include "mlprio/model/model_file.hpp"
 #include "xgb.hpp"
@@ -209,10 +210,13 @@ Trace job_from_spec(const std::string& spec) {
     else if (k == "queue") j.queue = t.names.queues.intern(v);
     else if (k == "name") j.name = t.names.job_names.intern(v);
     else if (k == "submit") j.submit = number(k, v);
-    else if (k == "req_procs") j.req_procs = static_cast<int64_t>(number(k, v));
-    else if (k == "req_nodes") j.req_nodes = static_cast<int64_t>(number(k, v));
-    else if (k == "req_gpus") j.req_gpus = number(k, v);
-    else if (k == "req_mem") j.req_mem = static_cast<int64_t>(number(k, v));
+    else if (k == "req_procs") j.req_procs = checked_cast<int64_t>(number(k, v), "--job req_procs", 0, JOB_MAX_COUNT);
+    else if (k == "req_nodes") j.req_nodes = checked_cast<int64_t>(number(k, v), "--job req_nodes", 0, JOB_MAX_COUNT);
+    else if (k == "req_gpus") {
+      j.req_gpus = number(k, v);  // fractional (shared GPUs), bounded like the counts
+      checked_cast<int64_t>(std::ceil(j.req_gpus), "--job req_gpus", 0, JOB_MAX_COUNT);
+    }
+    else if (k == "req_mem") j.req_mem = checked_cast<int64_t>(number(k, v), "--job req_mem (bytes)", 0, JOB_MAX_BYTES);
     else if (k == "req_time") j.req_time = number(k, v);
     else if (std::find(std::begin(llm_keys), std::end(llm_keys), k) != std::end(llm_keys))
       j.features.emplace_back(t.names.features.intern(k), number(k, v));

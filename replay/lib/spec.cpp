@@ -194,6 +194,10 @@ Machine ReplaySetup::machine(const Trace& trace, Profile profile) const {
   }
   m.gpus_per_node = spec_.gpus_per_node;
   m.allocation = allocation_;
+  check_machine_bounds(m, spec_.nodes > 0 ? "--nodes/--cores-per-node/--gpus-per-node"
+                                          : "the machine from " + trace.path +
+                                                "'s header (MaxNodes, MaxProcs) and "
+                                                "--gpus-per-node");
   return m;
 }
 

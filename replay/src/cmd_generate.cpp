@@ -1,10 +1,17 @@
 // `mlprio-replay generate`: writes a synthetic SWF trace from a published workload model (today
 // Lublin & Feitelson 2003, see core's lublin.hpp), seeded, so demos and tests need no external
 // file. Jobs are written as they are generated, in chunks through write_swf, so memory does not
-// grow with --jobs; the file appears under its name only once complete (written to FILE.part,
-// then renamed), so an interrupted run never leaves a trace that looks whole.
+// grow with --jobs; the file appears under its name only once complete (written to a unique
+// FILE.tmp.XXXXXX beside it, then renamed), so an interrupted run never leaves a trace that looks
+// whole and two runs writing the same FILE never share a temporary.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -12,6 +19,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli_common.hpp"
@@ -97,6 +105,42 @@ void write_trace(std::ostream& out, const GenerateArgs& a, LublinGenerator& gen)
   }
 }
 
+// Writes `path` through `fill` under a unique temporary name in the same folder (mkstemp:
+// "<path>.tmp.XXXXXX", created exclusively, never through an existing file or link), then
+// fsyncs and renames it; the temporary is removed on any failure.
+template <class Fill>
+void write_file_atomically(const std::string& path, Fill fill) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    throw std::runtime_error("generate: cannot create a temporary file beside '" + path +
+                             "': " + std::strerror(errno));
+  struct Cleanup {
+    int fd;
+    const std::string& tmp;
+    bool keep = false;
+    ~Cleanup() {
+      if (fd >= 0) ::close(fd);
+      if (!keep) ::unlink(tmp.c_str());
+    }
+  } guard{fd, tmp};
+  const mode_t mask = ::umask(0);  // mkstemp makes 0600; give the file the usual 0666 & ~umask
+  ::umask(mask);
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw std::runtime_error("generate: cannot open '" + tmp + "' for writing");
+    fill(out);
+    out.close();
+    if (!out) throw std::runtime_error("generate: writing '" + path + "' failed (disk full?)");
+  }
+  if (::fchmod(fd, 0666 & ~mask) != 0 || ::fsync(fd) != 0 || ::close(std::exchange(guard.fd, -1)) != 0)
+    throw std::runtime_error("generate: writing '" + path + "' failed: " + std::strerror(errno));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("generate: cannot rename '" + tmp + "' to '" + path +
+                             "': " + std::strerror(errno));
+  guard.keep = true;
+}
+
 void run_generate(const GenerateArgs& a) {
   // Option errors are usage errors (exit 2), found before any file is touched.
   LublinGenerator gen = [&a] {
@@ -117,19 +161,7 @@ void run_generate(const GenerateArgs& a) {
     std::cout.flush();
     if (!std::cout) throw std::runtime_error("generate: writing to standard output failed");
   } else {
-    const std::string part = a.output + ".part";
-    {
-      std::ofstream out(part, std::ios::binary | std::ios::trunc);
-      if (!out) throw std::runtime_error("generate: cannot open '" + part + "' for writing");
-      write_trace(out, a, gen);
-      out.close();
-      if (!out) {
-        std::error_code ignored;
-        std::filesystem::remove(part, ignored);
-        throw std::runtime_error("generate: writing '" + part + "' failed (disk full?)");
-      }
-    }
-    std::filesystem::rename(part, a.output);
+    write_file_atomically(a.output, [&](std::ostream& out) { write_trace(out, a, gen); });
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!a.quiet)

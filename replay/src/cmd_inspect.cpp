@@ -10,6 +10,7 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "mlprio/util/checked_cast.hpp"
 
 namespace mlprio::cli {
 
@@ -21,9 +22,14 @@ struct InspectArgs {
 };
 
 std::string duration_text(double s) {
-  const auto days = static_cast<int64_t>(s / 86400);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%lldd %02d:%02d:%02d", static_cast<long long>(days),
+  // Submit times are any finite number: a span too long for whole days is shown in seconds.
+  const auto days = to_integer<int64_t>(s / 86400, 0, int64_t{1} << 40);
+  if (!days) {
+    std::snprintf(buf, sizeof buf, "%g s", s);
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%lldd %02d:%02d:%02d", static_cast<long long>(*days),
                 static_cast<int>(std::fmod(s, 86400) / 3600), static_cast<int>(std::fmod(s, 3600) / 60),
                 static_cast<int>(std::fmod(s, 60)));
   return buf;

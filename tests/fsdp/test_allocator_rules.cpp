@@ -341,3 +341,25 @@ TEST_CASE("settings errors name the key and value", "[fsdp][settings]") {
   CHECK_THROWS_AS(parse_bytes("80 parsecs"), SettingsError);
   CHECK_THROWS_AS(parse_bytes(""), SettingsError);
 }
+
+TEST_CASE("sizes that would wrap in 64 bits are refused, not wrapped", "[fsdp][settings]") {
+  // 1.5e19 bytes is below 2^64 but above what llround() can return (undefined behaviour).
+  CHECK_THROWS_WITH(parse_bytes("15000000000000000000"),
+                    Catch::Contains("out of range") && Catch::Contains("1 PiB"));
+  CHECK_THROWS_WITH(parse_bytes("2048TiB"), Catch::Contains("out of range"));
+  CHECK(parse_bytes("1024TiB") == MAX_SIZE_BYTES);
+  // 2^44 MiB is 2^64 bytes, which wrapped to 0 and slipped past the "> 20" check.
+  auto msg = [](const std::string& conf) {
+    try {
+      parse_alloc_conf(conf);
+    } catch (const SettingsError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(msg("max_split_size_mb:17592186044416"),
+             Catch::Contains("max_split_size_mb") && Catch::Contains("at most 1073741824"));
+  CHECK_THAT(msg("max_non_split_rounding_mb:17592186044416"),
+             Catch::Contains("max_non_split_rounding_mb"));
+  CHECK(parse_alloc_conf("max_split_size_mb:1073741824").max_split_size == MAX_SIZE_BYTES);
+}

@@ -193,3 +193,11 @@ TEST_CASE("base64 round-trips every length", "[model][file]") {
   CHECK(base64_encode("fo") == "Zm8=");
   CHECK_THROWS_AS(base64_decode("Zm9"), ModelError);
 }
+
+TEST_CASE("predict/explain --job sizes out of range are refused, not wrapped", "[model][file]") {
+  CHECK(job_from_spec("req_procs=4,req_mem=64G").jobs[0].req_mem == 64LL << 30);
+  CHECK_THROWS_WITH(job_from_spec("req_procs=1e300"),
+                    Catch::Contains("--job req_procs") && Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(job_from_spec("req_mem=9e18"), Catch::Contains("--job req_mem"));
+  CHECK_THROWS_WITH(job_from_spec("req_gpus=1e300"), Catch::Contains("--job req_gpus"));
+}

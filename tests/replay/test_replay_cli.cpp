@@ -1,7 +1,9 @@
 // mlprio-replay as a program, on failures that only show at the process level: a full disk
 // while writing --out (simulated with a file-size limit, writes failing with EFBIG) must end
-// with exit status 1, a message naming the file, and no output file under any name.
+// with exit status 1, a message naming the file, and no output file under any name; sizes and
+// counts out of their bounds are usage errors (exit 2) that name the option and the bound.
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -60,5 +62,62 @@ TEST_CASE("replay run --out on a full disk exits 1 naming the file and leaves no
   // With room, the same command writes the file.
   CHECK(run_in(dir, "true", "run --trace t.swf --out o.h5") == 0);
   CHECK(fs::exists(dir / "o.h5"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("replay run refuses a machine whose size overflows 64 bits", "[replay][cli][bounds]") {
+  REQUIRE(fs::exists(replay_exe()));
+  const fs::path dir = scratch("machine");
+  REQUIRE(run_in(dir, "true", "generate --jobs 50 --seed 3 -q -o t.swf") == 0);
+  // 2^62 nodes used to replay with a null utilisation; 2^62 cores per node overflowed.
+  CHECK(run_in(dir, "true", "run --trace t.swf --nodes 4611686018427387904") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--nodes") && Catch::Contains("out of range") &&
+                                         Catch::Contains("16777216"));
+  CHECK(run_in(dir, "true", "run --trace t.swf --nodes 4 --cores-per-node 4611686018427387904") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("cores per node"));
+  CHECK(run_in(dir, "true", "run --trace t.swf --gpus-per-node 100000") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("GPUs per node"));
+  // The same bound for a machine read from the trace header.
+  {
+    std::ofstream o(dir / "big.swf");
+    o << "; MaxNodes: 4611686018427387904\n; MaxProcs: 4611686018427387904\n"
+      << "1 0 10 100 4 -1 -1 4 200 -1 1 1 1 -1 -1 -1 -1 -1\n";
+  }
+  CHECK(run_in(dir, "true", "run --trace big.swf") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("big.swf's header") && Catch::Contains("nodes"));
+  CHECK(run_in(dir, "true", "run --trace t.swf --nodes 16777216 --cores-per-node 1048576") == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("replay generate writes through a unique temporary, never a fixed name",
+          "[replay][cli][generate]") {
+  REQUIRE(fs::exists(replay_exe()));
+  const fs::path dir = scratch("gen");
+  // The old fixed name "<out>.part" was opened with O_TRUNC, following links: a link planted
+  // there made generate overwrite its target.
+  {
+    std::ofstream(dir / "victim.txt") << "keep me\n";
+  }
+  fs::create_symlink(dir / "victim.txt", dir / "t.swf.part");
+  REQUIRE(run_in(dir, "true", "generate --jobs 300 --seed 7 -q -o t.swf") == 0);
+  CHECK(slurp(dir / "victim.txt") == "keep me\n");
+  REQUIRE(run_in(dir, "true", "generate --jobs 300 --seed 7 -q -o ref.swf") == 0);
+  CHECK(slurp(dir / "t.swf") == slurp(dir / "ref.swf"));
+  // Two runs writing the same file at once: it ends up as one of them, whole.
+  REQUIRE(run_in(dir, "true", "generate --jobs 20000 --seed 8 -q -o ref8.swf") == 0);
+  REQUIRE(run_in(dir, "true", "generate --jobs 20000 --seed 9 -q -o ref9.swf") == 0);
+  const std::string exe = "'" + replay_exe().string() + "'";
+  const std::string both = "cd '" + dir.string() + "' && (" + exe +
+                           " generate --jobs 20000 --seed 8 -q -o same.swf & " + exe +
+                           " generate --jobs 20000 --seed 9 -q -o same.swf & wait)";
+  REQUIRE(std::system(both.c_str()) == 0);
+  const std::string same = slurp(dir / "same.swf");
+  CHECK((same == slurp(dir / "ref8.swf") || same == slurp(dir / "ref9.swf")));
+  for (const auto& e : fs::directory_iterator(dir))
+    CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+  // The file gets the usual permissions (0666 less the umask), not mkstemp's 0600.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  CHECK(static_cast<unsigned>(fs::status(dir / "t.swf").permissions()) == (0666u & ~mask));
   fs::remove_all(dir);
 }

@@ -77,6 +77,12 @@ class AlibabaReader final : public ReaderBase {
     return true;
   }
 
+  bool out_of_range(Col c, const char* unit, int64_t max) {
+    reject(COL_NAMES[c], "'" + std::string(get(c)) + "' is out of range; expected 0 to " +
+                             std::to_string(max) + " " + unit);
+    return false;
+  }
+
   bool parse(Job& job) {
     double cpu, mem, ngpu, gmilli, created, deleted, sched;
     if (!num(CPU_MILLI, cpu) || !num(MEMORY_MIB, mem) || !num(NUM_GPU, ngpu) ||
@@ -103,11 +109,26 @@ class AlibabaReader final : public ReaderBase {
       job.wait = std::max(0.0, sched - created);
       if (deleted >= sched) job.run = deleted - sched;
     }
-    if (cpu >= 0) job.req_procs = job.alloc_procs = static_cast<int64_t>(std::ceil(cpu / 1000.0));
-    if (mem >= 0) job.req_mem = static_cast<int64_t>(mem * 1048576.0);
+    // Sizes are range-checked before any integer conversion (see checked_cast.hpp): a pod
+    // asking for 1e300 GPUs is a malformed line, not one that needs none.
+    if (cpu >= 0) {
+      const auto procs = to_integer<int64_t>(std::ceil(cpu / 1000.0), 0, JOB_MAX_COUNT);
+      if (!procs) return out_of_range(CPU_MILLI, "processors x 1000", JOB_MAX_COUNT * 1000);
+      job.req_procs = job.alloc_procs = *procs;
+    }
+    if (mem >= 0) {
+      const auto bytes = to_integer<int64_t>(mem * 1048576.0, 0, JOB_MAX_BYTES);
+      if (!bytes) return out_of_range(MEMORY_MIB, "MiB", JOB_MAX_BYTES >> 20);
+      job.req_mem = *bytes;
+    }
     if (ngpu >= 0) {
+      if (ngpu > static_cast<double>(JOB_MAX_COUNT))
+        return out_of_range(NUM_GPU, "GPUs", JOB_MAX_COUNT);
       job.req_gpus = ngpu;
-      if (ngpu == 1 && gmilli >= 0) job.req_gpus = gmilli / 1000.0;
+      if (ngpu == 1 && gmilli >= 0) {
+        if (gmilli > 1000.0) return out_of_range(GPU_MILLI, "thousandths of one GPU", 1000);
+        job.req_gpus = gmilli / 1000.0;
+      }
       if (started) job.alloc_gpus = job.req_gpus;
     }
     if (!get(QOS).empty()) job.qos = names_.qos.intern(get(QOS));

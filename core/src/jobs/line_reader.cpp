@@ -1,6 +1,11 @@
-// Buffered line splitting over zlib's transparent reader (plain or gzip input).
+// Buffered line splitting over a plain file or zlib's inflate (gzip members, checked to the
+// trailer). See line_reader.hpp.
 #include "jobs/line_reader.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -9,18 +14,93 @@
 namespace mlprio::detail {
 
 namespace {
-constexpr size_t BUFFER_BYTES = 1 << 20;
-}
+constexpr size_t INPUT_BYTES = 1 << 18;
+}  // namespace
 
-LineReader::LineReader(const std::string& path) : path_(path), buf_(BUFFER_BYTES) {
-  gz_ = gzopen(path.c_str(), "rb");
-  if (gz_ == nullptr)
-    throw InputError(path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "zlib error"));
-  gzbuffer(gz_, 1 << 18);
+LineReader::LineReader(const std::string& path) : path_(path), buf_(MAX_LINE_BYTES) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw InputError(path, std::string("cannot open: ") + std::strerror(errno));
+  in_.resize(INPUT_BYTES);
+  // Gzip or plain, from the first two bytes. They stay in in_ for whichever path reads on.
+  zs_.next_in = in_.data();
+  zs_.avail_in = 0;
+  while (zs_.avail_in < 2) {
+    const size_t n = read_raw(in_.data() + zs_.avail_in, 2 - zs_.avail_in);
+    if (n == 0) break;
+    zs_.avail_in += static_cast<uInt>(n);
+  }
+  gzip_ = zs_.avail_in == 2 && in_[0] == 0x1f && in_[1] == 0x8b;
+  if (gzip_) {
+    if (inflateInit2(&zs_, 15 + 16) != Z_OK) {  // 15 + 16: a gzip wrapper, CRC checked
+      ::close(fd_);
+      throw InputError(path, "zlib could not be initialised (out of memory?)");
+    }
+    zs_init_ = true;
+    member_done_ = false;
+  }
 }
 
 LineReader::~LineReader() {
-  if (gz_ != nullptr) gzclose(gz_);
+  if (zs_init_) inflateEnd(&zs_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+size_t LineReader::read_raw(unsigned char* out, size_t n) {
+  if (raw_eof_) return 0;
+  for (;;) {
+    const ssize_t got = ::read(fd_, out, n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0)
+      throw InputError(path_, std::string("read error after line ") + std::to_string(line_no_) +
+                                  ": " + std::strerror(errno));
+    if (got == 0) raw_eof_ = true;
+    compressed_read_ += static_cast<uint64_t>(got);
+    return static_cast<size_t>(got);
+  }
+}
+
+void LineReader::gzip_error(const std::string& what) const {
+  throw InputError(path_, "truncated or corrupt gzip: " + what + " (after line " +
+                              std::to_string(line_no_) + ", " + std::to_string(compressed_read_) +
+                              " compressed bytes read); the file is incomplete, nothing of it "
+                              "is used (re-download it or check it with gzip -t)");
+}
+
+size_t LineReader::inflate_some(char* out, size_t n) {
+  zs_.next_out = reinterpret_cast<Bytef*>(out);
+  zs_.avail_out = static_cast<uInt>(n);
+  while (zs_.avail_out == n) {
+    if (zs_.avail_in == 0) {
+      zs_.next_in = in_.data();
+      zs_.avail_in = static_cast<uInt>(read_raw(in_.data(), in_.size()));
+    }
+    if (member_done_) {
+      // Between members: the file may end here, or another member begins.
+      if (zs_.avail_in == 0) return 0;
+      if (zs_.avail_in < 2) {  // the next magic may straddle reads
+        in_[0] = *zs_.next_in;
+        zs_.next_in = in_.data();
+        zs_.avail_in = static_cast<uInt>(1 + read_raw(in_.data() + 1, 1));
+      }
+      if (zs_.avail_in < 2 || zs_.next_in[0] != 0x1f || zs_.next_in[1] != 0x8b)
+        gzip_error(std::to_string(zs_.avail_in) +
+                   "+ bytes after the end of a gzip member are not another gzip member");
+      if (inflateReset(&zs_) != Z_OK) gzip_error("zlib could not start the next member");
+      member_done_ = false;
+    }
+    if (zs_.avail_in == 0) gzip_error("the file ends inside a compressed member");
+    const int rc = inflate(&zs_, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) {  // the trailer's CRC-32 and length matched
+      member_done_ = true;
+    } else if (rc == Z_DATA_ERROR) {
+      gzip_error(zs_.msg != nullptr ? zs_.msg : "invalid compressed data");
+    } else if (rc == Z_MEM_ERROR) {
+      throw InputError(path_, "out of memory while decompressing");
+    } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      gzip_error("zlib error " + std::to_string(rc));
+    }
+  }
+  return n - zs_.avail_out;
 }
 
 bool LineReader::fill() {
@@ -31,17 +111,27 @@ bool LineReader::fill() {
     end_ -= begin_;
     begin_ = 0;
   }
-  if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);
-  const int n = gzread(gz_, buf_.data() + end_, static_cast<unsigned>(buf_.size() - end_));
-  if (n < 0) {
-    int err = 0;
-    const char* msg = gzerror(gz_, &err);
-    throw InputError(path_, std::string("read error after line ") + std::to_string(line_no_) +
-                                ": " + (msg ? msg : "unknown zlib error") +
-                                " (truncated or corrupt gzip?)");
+  // No newline in the whole buffer: the line is longer than any trace's (binary data, or a
+  // 9 MB gzip of zeros that would grow to gigabytes in memory).
+  if (end_ == buf_.size())
+    throw InputError(LineError{path_, line_no_ + 1, "line",
+                               "longer than " + std::to_string(MAX_LINE_BYTES) +
+                                   " bytes (1 MiB) without a newline; is this a text trace?"});
+  char* out = buf_.data() + end_;
+  const size_t room = buf_.size() - end_;
+  size_t n = 0;
+  if (gzip_) {
+    n = inflate_some(out, room);
+  } else if (zs_.avail_in > 0) {  // the first bytes, read to tell the format
+    n = std::min<size_t>(zs_.avail_in, room);
+    std::memcpy(out, zs_.next_in, n);
+    zs_.next_in += n;
+    zs_.avail_in -= static_cast<uInt>(n);
+  } else {
+    n = read_raw(reinterpret_cast<unsigned char*>(out), room);
   }
   if (n == 0) eof_ = true;
-  end_ += static_cast<size_t>(n);
+  end_ += n;
   return n > 0;
 }
 

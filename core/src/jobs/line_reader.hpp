@@ -1,5 +1,8 @@
-// Streams the lines of a plain or gzip file (zlib detects which from the bytes) with one large
-// buffer and no per-line allocation: each line is a string_view valid until the next call.
+// Streams the lines of a plain or gzip file with one fixed 1 MiB buffer and no per-line
+// allocation: each line is a string_view valid until the next call. Gzip is told from the bytes (the magic
+// 1f 8b), not the name; its members are inflated with zlib and each must end properly (end of
+// deflate stream, CRC-32 and length trailer checked), so a truncated or corrupt file is an
+// InputError, never a silently shorter trace. Concatenated members (`cat a.gz b.gz`) read as one.
 #pragma once
 
 #include <zlib.h>
@@ -11,6 +14,10 @@
 
 namespace mlprio::detail {
 
+// The longest line accepted, terminator included (the read buffer's size). A longer one is an
+// InputError naming file and line, in strict mode or not: the buffer never grows.
+inline constexpr size_t MAX_LINE_BYTES = size_t{1} << 20;
+
 class LineReader {
  public:
   explicit LineReader(const std::string& path);  // throws InputError when it cannot open
@@ -18,15 +25,27 @@ class LineReader {
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
 
-  // Next line without its terminator ("\n" or "\r\n"); false at end of input.
+  // Next line without its terminator ("\n" or "\r\n"); false at end of input. Throws InputError
+  // on a read error, a truncated or corrupt gzip stream, or a line over MAX_LINE_BYTES.
   bool next(std::string_view& line);
   int64_t line_number() const { return line_no_; }
   const std::string& path() const { return path_; }
 
  private:
   bool fill();
+  size_t read_raw(unsigned char* out, size_t n);  // from the file; 0 at its end
+  size_t inflate_some(char* out, size_t n);        // gzip: decompressed bytes; 0 at the end
+  [[noreturn]] void gzip_error(const std::string& what) const;
+
   std::string path_;
-  gzFile gz_ = nullptr;
+  int fd_ = -1;
+  bool gzip_ = false;
+  z_stream zs_{};
+  bool zs_init_ = false;
+  bool member_done_ = true;  // between gzip members (or before the first)
+  bool raw_eof_ = false;
+  std::vector<unsigned char> in_;  // compressed input (gzip), or the first bytes of a plain file
+  uint64_t compressed_read_ = 0;
   std::vector<char> buf_;
   size_t begin_ = 0, end_ = 0;
   bool eof_ = false;

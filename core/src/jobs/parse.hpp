@@ -1,12 +1,16 @@
 // Small, allocation-free parsing helpers shared by the trace readers: field splitting and
-// locale-independent number parsing with std::from_chars.
+// locale-independent number parsing with std::from_chars (integers range-checked: see
+// mlprio/util/checked_cast.hpp).
 #pragma once
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
+
+#include "mlprio/util/checked_cast.hpp"
 
 namespace mlprio::detail {
 
@@ -67,9 +71,9 @@ inline std::optional<int64_t> parse_int(std::string_view s) {
   int64_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec == std::errc() && p == s.data() + s.size()) return v;
-  // Integers written as "12.0" or "1e3" in some archives: accept when integral.
+  // Integers written as "12.0" or "1e3" in some archives: accept when integral and in range.
   auto d = parse_double(s);
-  if (d && *d == static_cast<double>(static_cast<int64_t>(*d))) return static_cast<int64_t>(*d);
+  if (d && std::trunc(*d) == *d) return to_integer<int64_t>(*d);
   return std::nullopt;
 }
 

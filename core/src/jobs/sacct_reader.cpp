@@ -40,6 +40,9 @@ constexpr const char* COL_NAMES[NCOLS] = {
     "AllocCPUS", "ReqCPUS", "NNodes", "AllocNodes", "ReqNodes", "ReqMem", "ReqTRES", "AllocTRES",
     "MaxRSS"};
 
+// Extra '|' per line that repair_pipes() tries to give back to free-text columns.
+constexpr size_t MAX_STRAY_PIPES = 8;
+
 class SacctReader final : public ReaderBase {
  public:
   SacctReader(const std::string& path, const ReadOptions& opts) : ReaderBase(path, opts) {
@@ -103,57 +106,72 @@ class SacctReader final : public ReaderBase {
   void split(std::string_view line) { split_on(line, '|', fields_, false); }
 
   // Free-text columns (a job name, a constraint "a|b") may hold '|' themselves; sacct does not
-  // escape it. Try every way of giving the extra pieces to the free-text columns present and
-  // keep the first whose typed columns (ids, times, counts, state) all parse; otherwise leave
-  // the line as it is, to be rejected with its field count.
+  // escape it. Of all ways of giving the extra pieces to the free-text columns present, take the
+  // first (in lexicographic order of the pieces each free column takes, the first free column
+  // taking fewest) whose typed columns (ids, times, counts, state) all parse; otherwise leave the
+  // line as it is, to be rejected with its field count.
+  //
+  // A typed column's check depends only on its own piece, i.e. on how many extra pieces the free
+  // columns before it took. So instead of enumerating the C(extra + F - 1, F - 1) ways (which a
+  // header with many free-text columns made hang on one 442-byte line), a table says, for each
+  // column and each number of extra pieces used so far, whether the rest of the line can still
+  // be completed; the first way is then read off greedily. O(columns x extra^2).
   void repair_pipes() {
     const size_t extra = fields_.size() - ncols_;
-    if (free_cols_.empty() || extra > 8) return;
-    std::vector<size_t> share(free_cols_.size(), 0);
+    if (free_cols_.empty() || extra > MAX_STRAY_PIPES) return;
     const std::vector<std::string_view> raw = fields_;
+    std::vector<uint8_t> is_free(ncols_, 0);
+    for (size_t c : free_cols_) is_free[c] = 1;
+    std::vector<int> checked(ncols_, -1);  // header position -> the typed column checked there
+    for (int c = 0; c < NCOLS; ++c)
+      if (col_[static_cast<size_t>(c)] >= 0) checked[static_cast<size_t>(col_[static_cast<size_t>(c)])] = c;
+    // can[c * w + used]: columns c.. can take the rest, `used` extra pieces having gone before c.
+    const size_t w = extra + 1;
+    std::vector<uint8_t> can((ncols_ + 1) * w, 0);
+    can[ncols_ * w + extra] = 1;
+    for (size_t c = ncols_; c-- > 0;) {
+      for (size_t used = 0; used <= extra; ++used) {
+        bool ok = false;
+        if (is_free[c]) {
+          for (size_t k = 0; used + k <= extra && !ok; ++k) ok = can[(c + 1) * w + used + k] != 0;
+        } else {
+          ok = can[(c + 1) * w + used] != 0 &&
+               (checked[c] < 0 || column_ok(static_cast<Col>(checked[c]), trim(raw[c + used])));
+        }
+        can[c * w + used] = ok ? 1 : 0;
+      }
+    }
+    if (!can[0]) return;
     std::vector<std::string_view> merged(ncols_);
-    auto attempt = [&]() -> bool {
-      size_t src = 0, f = 0;
-      for (size_t c = 0; c < ncols_; ++c) {
-        size_t take = 1;
-        if (f < free_cols_.size() && free_cols_[f] == c) take += share[f++];
-        const char* b = raw[src].data();
-        const char* e = raw[src + take - 1].data() + raw[src + take - 1].size();
-        merged[c] = std::string_view(b, static_cast<size_t>(e - b));
-        src += take;
+    size_t used = 0;
+    for (size_t c = 0; c < ncols_; ++c) {
+      size_t take = 1;
+      if (is_free[c]) {
+        size_t k = 0;
+        while (!can[(c + 1) * w + used + k]) ++k;
+        take += k;
       }
-      fields_ = merged;
-      if (plausible()) return true;
-      fields_ = raw;
-      return false;
-    };
-    // Enumerate compositions of `extra` into free_cols_.size() parts.
-    auto rec = [&](auto&& self, size_t i, size_t left) -> bool {
-      if (i + 1 == share.size()) {
-        share[i] = left;
-        return attempt();
-      }
-      for (size_t k = 0; k <= left; ++k) {
-        share[i] = k;
-        if (self(self, i + 1, left - k)) return true;
-      }
-      return false;
-    };
-    rec(rec, 0, extra);
+      const size_t src = c + used;
+      const char* b = raw[src].data();
+      const char* e = raw[src + take - 1].data() + raw[src + take - 1].size();
+      merged[c] = std::string_view(b, static_cast<size_t>(e - b));
+      used += take - 1;
+    }
+    fields_ = std::move(merged);
   }
 
-  bool plausible() const {
-    const auto time_or_none = [&](Col c) { return col_[c] < 0 || is_slurm_none(get(c)) || parse_slurm_time(get(c)); };
-    const auto int_or_empty = [&](Col c) { return col_[c] < 0 || get(c).empty() || parse_int(get(c)); };
-    const auto dur_or_none = [&](Col c) { return col_[c] < 0 || is_slurm_none(get(c)) || parse_slurm_duration(get(c)); };
-    if (!parse_slurm_time(get(SUBMIT))) return false;
-    if (!time_or_none(START) || !time_or_none(END) || !int_or_empty(JOBIDRAW) ||
-        !int_or_empty(ELAPSEDRAW) || !int_or_empty(ALLOCCPUS) || !int_or_empty(REQCPUS) ||
-        !int_or_empty(NNODES) || !dur_or_none(ELAPSED) || !dur_or_none(TIMELIMIT))
-      return false;
-    if (col_[STATE] >= 0 && !get(STATE).empty() && slurm_state(get(STATE)) == JobStatus::UNKNOWN_STATE)
-      return false;
-    return true;
+  // Whether a typed column's value can be read (the checks parse_job() makes, without the
+  // messages); columns without a check always can.
+  static bool column_ok(Col c, std::string_view v) {
+    switch (c) {
+      case SUBMIT: return parse_slurm_time(v).has_value();
+      case START: case END: return is_slurm_none(v) || parse_slurm_time(v).has_value();
+      case JOBIDRAW: case ELAPSEDRAW: case ALLOCCPUS: case REQCPUS: case NNODES:
+        return v.empty() || parse_int(v).has_value();
+      case ELAPSED: case TIMELIMIT: return is_slurm_none(v) || parse_slurm_duration(v).has_value();
+      case STATE: return v.empty() || slurm_state(v) != JobStatus::UNKNOWN_STATE;
+      default: return true;
+    }
   }
 
   std::string_view get(Col c) const { return col_[c] >= 0 ? trim(fields_[static_cast<size_t>(col_[c])]) : std::string_view{}; }
@@ -227,7 +245,11 @@ class SacctReader final : public ReaderBase {
       const std::string_view s = get(c);
       if (col_[c] < 0 || is_slurm_none(s)) return true;
       auto v = parse_int(s.substr(0, s.find('-')));  // ReqNodes may be a range "2-4"
-      if (!v) { reject(COL_NAMES[c], "'" + std::string(s) + "' is not a count"); return false; }
+      if (!v || *v < 0 || *v > JOB_MAX_COUNT) {
+        reject(COL_NAMES[c], "'" + std::string(s) + "' is not a count in " +
+                                 range_text(int64_t{0}, JOB_MAX_COUNT));
+        return false;
+      }
       out = *v;
       return true;
     };
@@ -240,11 +262,17 @@ class SacctReader final : public ReaderBase {
     if (col_[REQMEM] >= 0 && !is_slurm_none(get(REQMEM))) {
       char per = 0;
       auto m = parse_slurm_mem(get(REQMEM), &per);
-      if (!m) { reject("ReqMem", "'" + std::string(get(REQMEM)) + "' is not a memory size like 4000M, 2800Mc or 4Gn"); return false; }
+      if (!m) { reject("ReqMem", "'" + std::string(get(REQMEM)) + "' is not a memory size like 4000M, 2800Mc or 4Gn (at most 4 EiB)"); return false; }
       int64_t mult = 1;
       if (per == 'c') mult = std::max<int64_t>(1, job.req_procs > 0 ? job.req_procs : job.alloc_procs);
       if (per == 'n') mult = std::max<int64_t>(1, job.req_nodes > 0 ? job.req_nodes : job.alloc_nodes);
-      job.req_mem = *m * mult;
+      const auto total = checked_mul(*m, mult);
+      if (!total || *total > JOB_MAX_BYTES) {
+        reject("ReqMem", "'" + std::string(get(REQMEM)) + "' x " + std::to_string(mult) +
+                             (per == 'c' ? " CPUs" : " nodes") + " is more than 4 EiB (2^62 bytes)");
+        return false;
+      }
+      job.req_mem = *total;
     }
     for (Col c : {REQTRES, ALLOCTRES}) {
       if (col_[c] < 0 || is_slurm_none(get(c))) continue;

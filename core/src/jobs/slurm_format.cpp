@@ -1,6 +1,7 @@
 // Slurm value formats (see slurm_format.hpp).
 #include "mlprio/jobs/slurm_format.hpp"
 
+#include <cmath>
 #include <ctime>
 
 #include "jobs/parse.hpp"
@@ -42,7 +43,9 @@ std::optional<double> parse_slurm_duration(std::string_view s) {
   if (n == 1) secs = days > 0 ? parts[0] * 3600 : parts[0] * 60;  // "D-HH" or minutes
   else if (n == 2) secs = days > 0 ? parts[0] * 3600 + parts[1] * 60 : parts[0] * 60 + parts[1];
   else secs = parts[0] * 3600 + parts[1] * 60 + parts[2];
-  return days * 86400 + secs;
+  const double total = days * 86400 + secs;
+  if (!std::isfinite(total)) return std::nullopt;  // "inf" and "nan" parse as doubles
+  return total;
 }
 
 std::optional<double> parse_slurm_time(std::string_view s) {
@@ -84,8 +87,23 @@ std::optional<int64_t> parse_slurm_mem(std::string_view s, char* per) {
   }
   auto v = parse_double(s);
   if (!v || *v < 0) return std::nullopt;
-  return static_cast<int64_t>(*v * static_cast<double>(mult));
+  return to_integer<int64_t>(*v * static_cast<double>(mult), 0, JOB_MAX_BYTES);
 }
+
+namespace {
+// A CPU or node count: 0 to JOB_MAX_COUNT.
+std::optional<int64_t> count(std::string_view s) {
+  auto v = parse_int(s);
+  if (!v || *v < 0 || *v > JOB_MAX_COUNT) return std::nullopt;
+  return v;
+}
+// A GPU count: finite, 0 to JOB_MAX_COUNT (fractions allowed: shared GPUs).
+std::optional<double> gpu_count(std::string_view s) {
+  auto v = parse_double(s);
+  if (!v || !(*v >= 0 && *v <= static_cast<double>(JOB_MAX_COUNT))) return std::nullopt;
+  return v;
+}
+}  // namespace
 
 std::optional<Tres> parse_tres(std::string_view s) {
   Tres t;
@@ -99,15 +117,15 @@ std::optional<Tres> parse_tres(std::string_view s) {
     if (eq == std::string_view::npos) return std::nullopt;
     const std::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
     if (key == "cpu") {
-      auto v = parse_int(val); if (!v) return std::nullopt; t.cpu = *v;
+      auto v = count(val); if (!v) return std::nullopt; t.cpu = *v;
     } else if (key == "mem") {
       auto v = parse_slurm_mem(val); if (!v) return std::nullopt; t.mem = *v;
     } else if (key == "node") {
-      auto v = parse_int(val); if (!v) return std::nullopt; t.node = *v;
+      auto v = count(val); if (!v) return std::nullopt; t.node = *v;
     } else if (key == "gres/gpu") {
-      auto v = parse_double(val); if (!v) return std::nullopt; t.gpu = *v;
+      auto v = gpu_count(val); if (!v) return std::nullopt; t.gpu = *v;
     } else if (key.substr(0, 9) == "gres/gpu:") {
-      auto v = parse_double(val); if (!v) return std::nullopt;
+      auto v = gpu_count(val); if (!v) return std::nullopt;
       typed_gpu = (typed_gpu < 0 ? 0 : typed_gpu) + *v;
     }
   }

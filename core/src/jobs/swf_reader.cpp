@@ -5,6 +5,7 @@
 // queue name and the PBS resource string; there the memory fields are bytes per job, not KB per
 // processor).
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "jobs/parse.hpp"
@@ -98,36 +99,66 @@ class SwfReader final : public ReaderBase {
     }
     const bool alea = (n == 21);
     const auto unk = [](double x) { return x == -1.0 ? UNKNOWN : x; };
-    const auto unk_i = [](double x) { return x == -1.0 ? UNKNOWN_INT : static_cast<int64_t>(x); };
+    // Integer fields, range-checked (a double out of an integer's range is undefined behaviour
+    // to cast): -1 is "unknown" wherever the format allows it.
+    bool ok = true;
+    const auto integer = [&](int i, int64_t lo, int64_t hi, const char* expected) -> int64_t {
+      if (!ok) return 0;
+      if (const auto x = to_integer<int64_t>(v[i], lo, hi)) return *x;
+      reject("field " + field_label(i), "'" + std::string(f[i]) + "' is out of range; expected " +
+                                            expected + " in " + range_text(lo, hi));
+      ok = false;
+      return 0;
+    };
+    constexpr int64_t I32_MIN = std::numeric_limits<int32_t>::min();
+    constexpr int64_t I32_MAX = std::numeric_limits<int32_t>::max();
+    constexpr int64_t I64_MIN = std::numeric_limits<int64_t>::min();
+    constexpr int64_t I64_MAX = std::numeric_limits<int64_t>::max();
+    // Per-processor KB: the whole job's bytes must stay within JOB_MAX_BYTES.
+    constexpr int64_t KB_MAX = JOB_MAX_BYTES / 1024;
+    const char* count = "-1 (unknown) or a count";
+    const char* id_text = "an integer";
 
     job = Job{};
-    job.id = static_cast<int64_t>(v[0]);
+    job.id = integer(0, I64_MIN, I64_MAX, id_text);
     job.submit = v[1];
     job.wait = unk(v[2]);
     job.run = unk(v[3]);
-    job.alloc_procs = unk_i(v[4]);
+    job.alloc_procs = integer(4, -1, JOB_MAX_COUNT, count);
     job.avg_cpu_time = unk(v[5]);
-    job.req_procs = unk_i(v[7]);
+    job.req_procs = integer(7, -1, JOB_MAX_COUNT, count);
     job.req_time = unk(v[8]);
-    job.status = swf_status(static_cast<int64_t>(v[10]));
-    job.user = static_cast<int32_t>(v[11]);
-    job.group = static_cast<int32_t>(v[12]);
-    job.app = static_cast<int32_t>(v[13]);
-    job.queue = static_cast<int32_t>(v[14]);
-    job.partition = static_cast<int32_t>(v[15]);
-    job.preceding_job = unk_i(v[16]);
+    job.status = swf_status(integer(10, I64_MIN, I64_MAX, id_text));
+    job.user = static_cast<int32_t>(integer(11, I32_MIN, I32_MAX, id_text));
+    job.group = static_cast<int32_t>(integer(12, I32_MIN, I32_MAX, id_text));
+    job.app = static_cast<int32_t>(integer(13, I32_MIN, I32_MAX, id_text));
+    job.queue = static_cast<int32_t>(integer(14, I32_MIN, I32_MAX, id_text));
+    job.partition = static_cast<int32_t>(integer(15, I32_MIN, I32_MAX, id_text));
+    job.preceding_job = integer(16, I64_MIN, I64_MAX, id_text);
     job.think_time = unk(v[17]);
     if (alea) {
-      job.req_mem = unk_i(v[9]);  // bytes per job in this layout
+      job.req_mem = integer(9, -1, JOB_MAX_BYTES, "-1 (unknown) or bytes");  // per job here
       job.queue = names_.queues.intern(f[19]);
     } else {
-      const int64_t kb_per_proc_req = unk_i(v[9]);
-      const int64_t kb_per_proc_used = unk_i(v[6]);
+      const int64_t kb_per_proc_req = integer(9, -1, KB_MAX, "-1 (unknown) or KB per processor");
+      const int64_t kb_per_proc_used = integer(6, -1, KB_MAX, "-1 (unknown) or KB per processor");
       const int64_t p_req = job.req_procs > 0 ? job.req_procs : job.alloc_procs;
       const int64_t p_used = job.alloc_procs > 0 ? job.alloc_procs : job.req_procs;
-      if (kb_per_proc_req >= 0 && p_req > 0) job.req_mem = kb_per_proc_req * 1024 * p_req;
-      if (kb_per_proc_used >= 0 && p_used > 0) job.used_mem = kb_per_proc_used * 1024 * p_used;
+      const auto job_bytes = [&](int i, int64_t kb, int64_t procs) -> int64_t {
+        const auto b = checked_mul(kb * 1024, procs);
+        if (b && *b <= JOB_MAX_BYTES) return *b;
+        if (ok)
+          reject("field " + field_label(i), "'" + std::string(f[i]) + "' KB per processor x " +
+                                                std::to_string(procs) +
+                                                " processors is more than 2^62 bytes");
+        ok = false;
+        return UNKNOWN_INT;
+      };
+      if (ok && kb_per_proc_req >= 0 && p_req > 0) job.req_mem = job_bytes(9, kb_per_proc_req, p_req);
+      if (ok && kb_per_proc_used >= 0 && p_used > 0)
+        job.used_mem = job_bytes(6, kb_per_proc_used, p_used);
     }
+    if (!ok) return false;
     note_submit(job.submit);
     return true;
   }

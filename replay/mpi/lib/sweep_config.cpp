@@ -3,12 +3,17 @@
 // a dependency of the project yet. Every error names file:line, the key, and a valid example;
 // an unknown key is an error, so a typo never silently falls back to a default.
 #include <cctype>
+#include <cmath>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "mlprio/replay/simulator.hpp"
 #include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/util/checked_cast.hpp"
 
 namespace mlprio::replay::dist {
 namespace {
@@ -107,11 +112,15 @@ std::string one_string(const Reader& r, const std::string& key, const std::vecto
   return s[0];
 }
 
-int64_t one_int(const Reader& r, const std::string& key, const std::vector<Scalar>& v) {
+// One whole number in [0, hi] (range-checked before any conversion: 1e300 is not a count).
+int64_t one_int(const Reader& r, const std::string& key, const std::vector<Scalar>& v,
+                int64_t hi = std::numeric_limits<int64_t>::max()) {
   const auto n = numbers(r, key, v);
-  if (n.size() != 1 || n[0] != static_cast<double>(static_cast<int64_t>(n[0])) || n[0] < 0)
-    r.fail(key + " takes one whole number >= 0, e.g. " + key + " = 64");
-  return static_cast<int64_t>(n[0]);
+  const auto x = n.size() == 1 && std::trunc(n[0]) == n[0] ? to_integer<int64_t>(n[0], 0, hi)
+                                                           : std::nullopt;
+  if (!x) r.fail(key + " takes one whole number in " + range_text(int64_t{0}, hi) + ", e.g. " +
+                 key + " = 64");
+  return *x;
 }
 
 bool one_bool(const Reader& r, const std::string& key, const std::vector<Scalar>& v) {
@@ -175,8 +184,9 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
       else if (key == "seed") spec.seed = static_cast<uint64_t>(one_int(r, key, v));
       else r.fail("unknown key '" + key + "' in [random_windows] (valid: count, len, seed)");
     } else if (table == "machine") {
-      if (key == "nodes") spec.replay.nodes = one_int(r, key, v);
-      else if (key == "cores_per_node") spec.replay.cores_per_node = one_int(r, key, v);
+      if (key == "nodes") spec.replay.nodes = one_int(r, key, v, MACHINE_MAX_NODES);
+      else if (key == "cores_per_node")
+        spec.replay.cores_per_node = one_int(r, key, v, MACHINE_MAX_CORES_PER_NODE);
       else r.fail("unknown key '" + key + "' in [machine] (valid: nodes, cores_per_node)");
     } else if (table == "ml") {
       const auto one_number = [&]() {

@@ -1,6 +1,7 @@
 // Parsers for the value formats Slurm prints (sacct, scontrol): durations `[D-]HH:MM:SS`,
 // timestamps `YYYY-MM-DDTHH:MM:SS`, memory sizes with K/M/G/T suffixes, TRES lists. Shared by
-// the sacct reader and, later, by the plugin side. Each returns nullopt on malformed input and
+// the sacct reader and, later, by the plugin side. Each returns nullopt on malformed or
+// out-of-range input (memory above 2^62 bytes, counts above JOB_MAX_COUNT, NaN/inf) and
 // treats Slurm's "Unknown"/"None"/"UNLIMITED"/"Partition_Limit" as "no value" (see is_slurm_none).
 #pragma once
 

@@ -32,6 +32,9 @@ inline constexpr uint64_t MIN_LARGE_ALLOC = 10 * MiB;
 inline constexpr uint64_t ROUND_LARGE = 2 * MiB;
 inline constexpr size_t ROUNDUP_INTERVALS = 16;  // 1 MiB .. 64 GiB, one per power of two
 inline constexpr uint64_t UNLIMITED = UINT64_MAX;
+// The largest size any setting, capacity or headroom may give (1 PiB): sizes are summed and
+// multiplied in 64 bits, and an unchecked 2^44 MiB wrapped to 0.
+inline constexpr uint64_t MAX_SIZE_BYTES = uint64_t{1} << 50;
 
 // Rules that changed between PyTorch releases. TORCH_1_13: one roundup_power2_divisions value
 // applied whenever it is > 0 (so 1 means "next power of two"), no max_non_split_rounding_mb, no

@@ -79,6 +79,27 @@ struct Machine {
   int64_t total_cores() const { return nodes * cores_per_node; }
 };
 
+// The largest machine accepted, so that nodes x cores (<= 2^44) and nodes x GPUs (<= 2^34), and
+// sums of them over a trace, stay far inside 64 bits.
+inline constexpr int64_t MACHINE_MAX_NODES = int64_t{1} << 24;
+inline constexpr int64_t MACHINE_MAX_CORES_PER_NODE = int64_t{1} << 20;
+inline constexpr int64_t MACHINE_MAX_GPUS_PER_NODE = int64_t{1} << 10;
+
+// Throws ConfigError naming `source` (the options or header the machine came from) unless
+// 1 <= nodes <= MACHINE_MAX_NODES, 1 <= cores_per_node <= MACHINE_MAX_CORES_PER_NODE and
+// 0 <= gpus_per_node <= MACHINE_MAX_GPUS_PER_NODE.
+inline void check_machine_bounds(const Machine& m, const std::string& source) {
+  auto bad = [&](const char* what, int64_t v, int64_t lo, int64_t hi) {
+    throw ConfigError(source + ": " + what + " " + std::to_string(v) + " is out of range; expected " +
+                      std::to_string(lo) + " to " + std::to_string(hi));
+  };
+  if (m.nodes < 1 || m.nodes > MACHINE_MAX_NODES) bad("nodes", m.nodes, 1, MACHINE_MAX_NODES);
+  if (m.cores_per_node < 1 || m.cores_per_node > MACHINE_MAX_CORES_PER_NODE)
+    bad("cores per node", m.cores_per_node, 1, MACHINE_MAX_CORES_PER_NODE);
+  if (m.gpus_per_node < 0 || m.gpus_per_node > MACHINE_MAX_GPUS_PER_NODE)
+    bad("GPUs per node", m.gpus_per_node, 0, MACHINE_MAX_GPUS_PER_NODE);
+}
+
 // A machine from a trace header: MaxNodes nodes of MaxProcs/MaxNodes cores (MaxProcs alone:
 // that many one-core nodes). Throws ConfigError when the header has neither.
 Machine machine_from_header(const TraceHeader& header);
