@@ -60,6 +60,9 @@ void parse_range(const std::string& text, int64_t& lo, int64_t& hi, int64_t& ste
     throw SettingsError(hint + " (got '" + text + "')");
   }
   if (lo < 1 || hi < lo || step < 1) throw SettingsError(hint + " (got '" + text + "')");
+  if (hi > MAX_MICRO_BATCH)
+    throw SettingsError("--mbs: HI " + std::to_string(hi) + " is more than the bound of " +
+                        std::to_string(MAX_MICRO_BATCH) + " (MAX_MICRO_BATCH)");
 }
 
 }  // namespace
@@ -158,7 +161,9 @@ static FsdpConfig fsdp_config(const SweepArgs& a) {
   c.activation_checkpointing = a.activation_checkpointing;
   c.flash_attention = a.flash_attention;
   c.limit_all_gathers = a.limit_all_gathers;
-  if (a.seq_len < 0 || a.tgt_len < 0) throw SettingsError("--seq-len/--tgt-len: expected >= 0 (0: the model's)");
+  if (a.seq_len < 0 || a.tgt_len < 0 || a.seq_len > MAX_SEQ_LEN || a.tgt_len > MAX_SEQ_LEN)
+    throw SettingsError("--seq-len/--tgt-len: expected 0 (the model's) to " +
+                        std::to_string(MAX_SEQ_LEN) + " (MAX_SEQ_LEN)");
   c.seq_len = a.seq_len;
   c.tgt_len = a.tgt_len;
   return c;
@@ -169,6 +174,12 @@ int run_sweep_command(const SweepArgs& a) {
   o.settings = make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
   o.capacity = parse_bytes(a.capacity);
   parse_range(a.mbs, o.mbs_lo, o.mbs_hi, o.mbs_step);
+  o.stop_after_oom = !a.past_oom;
+  if (a.past_oom && (o.mbs_hi - o.mbs_lo) / o.mbs_step + 1 > MAX_SWEEP_POINTS)
+    throw SettingsError("--mbs " + a.mbs + " with --past-oom: " +
+                        std::to_string((o.mbs_hi - o.mbs_lo) / o.mbs_step + 1) +
+                        " minibatch sizes is more than the bound of " +
+                        std::to_string(MAX_SWEEP_POINTS) + " (MAX_SWEEP_POINTS); give a STEP");
   o.steps = a.steps;
   o.base = fsdp_config(a);
   const FsdpConfig& c = o.base;
@@ -179,6 +190,11 @@ int run_sweep_command(const SweepArgs& a) {
     };
   }
   const SweepResult r = run_sweep(o);
+  if (r.stopped_at_point_bound)
+    std::fprintf(stderr,
+                 "mlprio-fsdp sweep: stopped after %lld minibatch sizes without an OOM (the bound "
+                 "MAX_SWEEP_POINTS); narrow --mbs or give it a STEP\n",
+                 static_cast<long long>(MAX_SWEEP_POINTS));
   StepGenerator probe(c);
   const int64_t params = c.model.total_params();
   const auto zero3 = static_cast<int64_t>(4 * probe.largest_unit_params() +
@@ -191,6 +207,7 @@ int run_sweep_command(const SweepArgs& a) {
     for (const auto& p : r.points) j["points"].push_back(point_json(p));
     j["max_safe_mbs"] = r.max_safe_mbs;
     j["first_bad_mbs"] = r.first_bad_mbs ? ordered_json(r.first_bad_mbs) : ordered_json(nullptr);
+    j["stopped_at_point_bound"] = r.stopped_at_point_bound;
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("%s (%.2fB params), %d GPUs, %s, %s; DeepSpeed ZeRO-3 model-state estimate %s\n",

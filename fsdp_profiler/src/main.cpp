@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
   sa.command_line = command_line;
   auto* sweep = app.add_subcommand("sweep", "Find the largest minibatch without cudaMalloc retries");
   add_fsdp_options(sweep, sa);
+  sweep->add_flag("--past-oom", sa.past_oom,
+                  "Go on after the first minibatch that runs out of memory (default: stop there; "
+                  "the range may then hold at most 4096 sizes)");
 
   cli::MeasureArgs ma;
   ma.sweep.command_line = command_line;

@@ -84,30 +84,35 @@ std::vector<TransformerShape> from_file(const std::string& path) {
   for (size_t i = 0; i < models->size(); ++i) {
     const auto& m = (*models)[i];
     const std::string loc = path + ": models[" + std::to_string(i) + "]";
-    auto num = [&](const char* f, bool required) -> int64_t {
+    auto num = [&](const char* f, bool required, int64_t max) -> int64_t {
       const auto it = m.find(f);
       if (it == m.end()) {
         if (required) throw ModelConfigError(loc + ": missing integer field '" + f + "'");
         return 0;
       }
-      if (!it->is_number_integer() || it->get<int64_t>() < 0)
-        throw ModelConfigError(loc + "." + f + ": expected a non-negative integer");
+      const bool in_range =
+          it->is_number_unsigned() ? it->get<uint64_t>() <= static_cast<uint64_t>(max)
+                                   : it->is_number_integer() && it->get<int64_t>() >= 0 &&
+                                         it->get<int64_t>() <= max;
+      if (!in_range)
+        throw ModelConfigError(loc + "." + f + ": expected an integer from 0 to " +
+                               std::to_string(max));
       return it->get<int64_t>();
     };
     if (!m.is_object() || !m.contains("name") || !m["name"].is_string())
       throw ModelConfigError(loc + ": expected an object with a string \"name\"");
     TransformerShape s;
     s.name = m["name"].get<std::string>();
-    s.n_layers = num("n_layers", true);
-    s.n_dec_layers = num("n_dec_layers", false);
-    s.d_model = num("d_model", true);
-    s.n_heads = num("n_heads", true);
-    s.d_attn = num("d_attn", false);
+    s.n_layers = num("n_layers", true, MAX_SHAPE_LAYERS);
+    s.n_dec_layers = num("n_dec_layers", false, MAX_SHAPE_LAYERS);
+    s.d_model = num("d_model", true, MAX_SHAPE_WIDTH);
+    s.n_heads = num("n_heads", true, MAX_SHAPE_WIDTH);
+    s.d_attn = num("d_attn", false, MAX_SHAPE_WIDTH);
     if (s.d_attn == 0) s.d_attn = s.d_model;
-    s.d_ff = num("d_ff", true);
-    s.vocab = num("vocab", true);
-    s.seq_len = num("seq_len", true);
-    s.dec_seq_len = num("dec_seq_len", false);
+    s.d_ff = num("d_ff", true, MAX_SHAPE_WIDTH);
+    s.vocab = num("vocab", true, MAX_SHAPE_VOCAB);
+    s.seq_len = num("seq_len", true, MAX_SEQ_LEN);
+    s.dec_seq_len = num("dec_seq_len", false, MAX_SEQ_LEN);
     s.gated_mlp = m.value("gated_mlp", false);
     s.tied_embeddings = m.value("tied_embeddings", true);
     s.dropout = m.value("dropout", true);

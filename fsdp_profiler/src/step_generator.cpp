@@ -21,6 +21,8 @@
 #include <deque>
 #include <stdexcept>
 
+#include "mlprio/fsdp/settings.hpp"
+
 namespace mlprio::fsdp {
 
 const char* role_name(Role r) {
@@ -107,6 +109,26 @@ StepGenerator::StepGenerator(FsdpConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.cublas_workspace_bytes < 0)
     throw std::invalid_argument("cuBLAS workspace must be >= 0 bytes");
   const auto& m = cfg_.model;
+  // Tensor sizes are products of the minibatch, the sequence lengths and the model's widths, in
+  // 64 bits. Bound the largest ones (in double, which cannot overflow) by the largest device
+  // size (1 PiB): such a step could never run, and every product below stays far from 2^63.
+  {
+    const double bs = static_cast<double>(cfg_.micro_batch);
+    const double s = static_cast<double>(std::max({enc_seq_len(), dec_seq_len(), int64_t{1}}));
+    const double width = static_cast<double>(std::max({m.d_model, m.d_attn, m.d_ff}));
+    const double vocab = static_cast<double>(m.vocab);
+    const double scores = bs * static_cast<double>(m.n_heads) * s * s * 4.0;
+    const double rows = bs * s * std::max(width, vocab) * 4.0;
+    // Parameters (at most 7 d^2 per layer, plus embeddings and head) x 18 bytes of model state.
+    const double params =
+        18.0 * (static_cast<double>(m.n_layers + m.n_dec_layers) * 7.0 * width * width +
+                2.0 * vocab * static_cast<double>(m.d_model));
+    if (std::max({scores, rows, params}) > static_cast<double>(MAX_SIZE_BYTES))
+      throw std::invalid_argument(
+          "this configuration's largest tensors (minibatch " + std::to_string(cfg_.micro_batch) +
+          ", sequence " + std::to_string(static_cast<int64_t>(s)) + ", model " + m.name +
+          ") would exceed 1 PiB (MAX_SIZE_BYTES); lower the minibatch or the sequence length");
+  }
   unit_numel_.push_back(m.root_params());
   for (int64_t i = 0; i < m.n_layers; ++i) unit_numel_.push_back(m.layer_params(false));
   for (int64_t i = 0; i < m.n_dec_layers; ++i) unit_numel_.push_back(m.layer_params(true));

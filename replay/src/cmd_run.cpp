@@ -240,6 +240,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--segments", args->segments,
                   "--time-parallel in one process: emulate N segments (rounds run one after "
                   "the other; for testing and for builds without MPI)")
+      ->check(CLI::Range(0, replay::dist::MAX_TIME_SEGMENTS))
       ->capture_default_str();
   cmd->callback([args]() { run_run(*args); });
 }

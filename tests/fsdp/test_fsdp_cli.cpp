@@ -1,12 +1,14 @@
 // mlprio-fsdp as a program, on failures that only show at the process level: a full disk while
 // writing --out (simulated with a file-size limit, writes failing with EFBIG) must end with exit
-// status 1, a message naming the file, and no output file under any name.
+// status 1, a message naming the file, and no output file under any name; a sweep stops at its
+// first OOM, and counts and sizes past their bounds are usage errors (exit 2) naming the bound.
 #include <catch2/catch.hpp>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -59,5 +61,38 @@ TEST_CASE("fsdp sweep --out on a full disk exits 1 naming the file and leaves no
     CHECK(e.path().filename().string().rfind("f.h5", 0) == std::string::npos);
   CHECK(run_in(dir, "true", sweep) == 0);
   CHECK(fs::exists(dir / "f.h5"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("fsdp sweep stops at the first OOM and bounds what it sizes", "[fsdp][cli][bounds]") {
+  REQUIRE(fs::exists(fsdp_exe()));
+  const fs::path dir = scratch("bounds");
+  // 1:100000 used to run 100,000 minibatch sizes; it now stops at the first OOM.
+  CHECK(run_in(dir, "true", "sweep --model gpt2-xl --mbs 1:100000 --steps 1 --json") == 0);
+  const std::string out = slurp(dir / "out.txt");
+  INFO(out);
+  const auto j = nlohmann::json::parse(out);
+  REQUIRE(!j["points"].empty());
+  CHECK(j["points"].size() < 100);
+  CHECK(j["points"].back()["oom"] == true);
+  for (size_t i = 0; i + 1 < j["points"].size(); ++i) CHECK(j["points"][i]["oom"] == false);
+  CHECK(j["stopped_at_point_bound"] == false);
+  // Going past the OOM is asked for, and then the range is bounded.
+  CHECK(run_in(dir, "true", "sweep --model gpt2-xl --mbs 1:100000 --past-oom") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("MAX_SWEEP_POINTS") && Catch::Contains("4096"));
+  CHECK(run_in(dir, "true", "sweep --model gpt2-xl --mbs 5:7 --steps 1 --past-oom --json") == 0);
+  CHECK(nlohmann::json::parse(slurp(dir / "out.txt"))["points"].size() == 3);
+  CHECK(run_in(dir, "true", "sweep --model gpt2-xl --mbs 1:2000000") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("MAX_MICRO_BATCH"));
+  CHECK(run_in(dir, "true", "sweep --model gpt2-xl --seq-len 100000000") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("MAX_SEQ_LEN"));
+  // A shapes file whose widths would overflow the parameter count.
+  {
+    std::ofstream(dir / "models.json")
+        << R"({"models": [{"name": "huge", "n_layers": 4, "d_model": 4294967296, "n_heads": 8,)"
+        << R"( "d_ff": 4096, "vocab": 32000, "seq_len": 1024}]})";
+  }
+  CHECK(run_in(dir, "true", "sweep --model huge --models-file models.json") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("models[0].d_model") && Catch::Contains("1048576"));
   fs::remove_all(dir);
 }

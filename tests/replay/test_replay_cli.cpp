@@ -121,3 +121,35 @@ TEST_CASE("replay generate writes through a unique temporary, never a fixed name
   CHECK(static_cast<unsigned>(fs::status(dir / "t.swf").permissions()) == (0666u & ~mask));
   fs::remove_all(dir);
 }
+
+TEST_CASE("replay counts that size memory or work are bounded, and the bound is named",
+          "[replay][cli][bounds]") {
+  REQUIRE(fs::exists(replay_exe()));
+  const fs::path dir = scratch("counts");
+  REQUIRE(run_in(dir, "true", "generate --jobs 200 --seed 3 -q -o t.swf") == 0);
+  // A million time-parallel segments (each a simulator state) for a 200-job trace.
+  CHECK(run_in(dir, "true", "run --trace t.swf --time-parallel --segments 1000000") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--segments") && Catch::Contains("4096"));
+  CHECK(run_in(dir, "true", "run --trace t.swf --time-parallel --segments 4") == 0);
+  // A sweep config asking for 10^12 random windows: refused while reading the file.
+  {
+    std::ofstream(dir / "many.toml") << "[random_windows]\ncount = 1e12\nlen = 10\nseed = 1\n";
+  }
+  CHECK(run_in(dir, "true", "sweep --trace t.swf --config many.toml --out s.h5") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("count") && Catch::Contains("1000000"));
+  // From the command line, and as a product: 2 policies x 1001^2 parameter sets x 1 window.
+  CHECK(run_in(dir, "true", "sweep --trace t.swf --windows 2000000x10 --seed 1 --out s.h5") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("MAX_SWEEP_TASKS"));
+  {
+    std::ofstream o(dir / "grid.toml");
+    o << "policies = [\"fcfs\", \"multifactor\"]\nwindows = [\"0:100\"]\n[multifactor]\nweight_age = [";
+    for (int i = 0; i <= 1000; ++i) o << (i ? ", " : "") << i;
+    o << "]\nweight_fairshare = [";
+    for (int i = 0; i <= 1000; ++i) o << (i ? ", " : "") << i;
+    o << "]\n";
+  }
+  CHECK(run_in(dir, "true", "sweep --trace t.swf --config grid.toml --out s.h5") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"),
+             Catch::Contains("parameter sets") && Catch::Contains("MAX_SWEEP_TASKS"));
+  fs::remove_all(dir);
+}

@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #include "mlprio/io/hdf5.hpp"
+#include "mlprio/util/checked_cast.hpp"
 #include "mlprio/replay/output.hpp"
 
 namespace mlprio::replay::dist {
@@ -47,6 +48,9 @@ std::vector<int64_t> draw_window_starts(int64_t count, int64_t len, int64_t trac
                                         uint64_t seed) {
   if (count <= 0 || len <= 0)
     throw SweepError("--windows COUNTxLEN needs COUNT > 0 and LEN > 0, e.g. 100x1024");
+  if (count > MAX_SWEEP_TASKS)
+    throw SweepError("--windows: " + std::to_string(count) + " windows is more than the bound of " +
+                     std::to_string(MAX_SWEEP_TASKS) + " tasks per sweep (MAX_SWEEP_TASKS)");
   if (len > trace_jobs)
     throw SweepError("--windows: windows of " + std::to_string(len) + " jobs do not fit a trace of " +
                      std::to_string(trace_jobs) + " jobs");
@@ -159,6 +163,31 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
   }
   plan.base.record_jobs = spec.per_job;
   plan.base.record_series = spec.per_job;
+
+  // Every count that sizes the plan is bounded before anything is expanded: the parameter grid,
+  // then the tasks (traces x policies x parameter sets x backfills x windows), in double so the
+  // product itself cannot overflow.
+  const auto over_bound = [](const std::string& what, double n) {
+    if (n > static_cast<double>(MAX_SWEEP_TASKS))
+      throw SweepError("the sweep's " + what + " come to " + number_text(n) +
+                       ", more than the bound of " + std::to_string(MAX_SWEEP_TASKS) +
+                       " (MAX_SWEEP_TASKS); use fewer values or split the sweep");
+  };
+  const double grid = static_cast<double>(spec.weight_age.size()) *
+                      static_cast<double>(spec.weight_job_size.size()) *
+                      static_cast<double>(spec.weight_fairshare.size()) *
+                      static_cast<double>(spec.max_age.size()) *
+                      static_cast<double>(spec.decay_half_life.size());
+  over_bound("multifactor parameter sets (the product of the weight lists' lengths)", grid);
+  {
+    double per_trace = 0;
+    for (const auto& p : spec.policies) per_trace += p == "multifactor" ? grid : 1.0;
+    const double windows = static_cast<double>(spec.windows.size()) +
+                           static_cast<double>(std::max<int64_t>(0, spec.random_count));
+    over_bound("tasks (traces x policies x parameter sets x backfills x windows)",
+               static_cast<double>(spec.traces.size()) * per_trace *
+                   static_cast<double>(spec.backfills.size()) * windows);
+  }
 
   // Parameter sets: the multifactor grid (a single set for orders that take no weights).
   for (double a : spec.weight_age)

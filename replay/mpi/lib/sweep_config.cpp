@@ -179,7 +179,7 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
                "' (top level: traces, policies, backfill, windows, estimate, estimate_quantile, "
                "correction, backfill_order, allocation, too_large, kill_at_limit, per_job)");
     } else if (table == "random_windows") {
-      if (key == "count") spec.random_count = one_int(r, key, v);
+      if (key == "count") spec.random_count = one_int(r, key, v, MAX_SWEEP_TASKS);
       else if (key == "len") spec.random_len = one_int(r, key, v);
       else if (key == "seed") spec.seed = static_cast<uint64_t>(one_int(r, key, v));
       else r.fail("unknown key '" + key + "' in [random_windows] (valid: count, len, seed)");

@@ -20,6 +20,10 @@ namespace mlprio::replay::dist {
 
 std::vector<Segment> split_segments(std::span<const Job> jobs, int count) {
   if (count < 1) throw ConfigError("time-parallel replay needs at least one segment");
+  if (count > MAX_TIME_SEGMENTS)
+    throw ConfigError("time-parallel replay: " + std::to_string(count) +
+                      " segments is more than the bound of " + std::to_string(MAX_TIME_SEGMENTS) +
+                      " (MAX_TIME_SEGMENTS)");
   const auto n = static_cast<int64_t>(jobs.size());
   std::vector<int64_t> cut(static_cast<size_t>(count) + 1, n);
   cut[0] = 0;

@@ -17,6 +17,13 @@ class ModelConfigError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// Bounds on a model-shape file's numbers: parameter counts (layers x d^2) and the step's tensor
+// sizes are products of them, computed in 64 bits.
+inline constexpr int64_t MAX_SHAPE_WIDTH = int64_t{1} << 20;   // d_model, d_attn, d_ff, heads
+inline constexpr int64_t MAX_SHAPE_LAYERS = int64_t{1} << 12;  // n_layers, n_dec_layers
+inline constexpr int64_t MAX_SHAPE_VOCAB = int64_t{1} << 24;
+inline constexpr int64_t MAX_SEQ_LEN = int64_t{1} << 20;       // seq_len, dec_seq_len, --seq-len
+
 struct TransformerShape {
   std::string name;
   int64_t n_layers = 0;      // decoder-only: all layers; encoder-decoder: encoder layers

@@ -61,12 +61,21 @@ struct SweepPoint {
 // with the fragmentation at that moment. Shared by the simulated sweep and the GPU measurement.
 void fold_step_peaks(SweepPoint& p, const StepStats& s);
 
+// Bounds on the work one sweep may ask for: the largest per-GPU minibatch (tensor sizes are
+// products of it, in 64 bits) and the most minibatch sizes run (each point is a fresh run of
+// every step).
+inline constexpr int64_t MAX_MICRO_BATCH = int64_t{1} << 20;
+inline constexpr int64_t MAX_SWEEP_POINTS = 4096;
+
 struct SweepOptions {
   FsdpConfig base;  // micro_batch is overwritten per point
   uint64_t capacity = 0;
   AllocatorSettings settings;
-  int64_t mbs_lo = 1, mbs_hi = 1, mbs_step = 1;
+  int64_t mbs_lo = 1, mbs_hi = 1, mbs_step = 1;  // mbs_hi <= MAX_MICRO_BATCH
   int steps = 3;
+  // Stop at the first minibatch with an OOM (larger ones only OOM more; the CLI's default, unless
+  // --past-oom). Without it the range may hold at most MAX_SWEEP_POINTS sizes; with it the range
+  // may be longer, and the sweep stops after that many points (stopped_at_point_bound).
   bool stop_after_oom = false;
   std::function<void(int64_t mbs, size_t done, size_t total)> progress;
 };
@@ -75,6 +84,7 @@ struct SweepResult {
   std::vector<SweepPoint> points;
   int64_t max_safe_mbs = 0;  // 0: even the smallest minibatch retries or runs out of memory
   int64_t first_bad_mbs = 0;  // 0: none
+  bool stopped_at_point_bound = false;  // MAX_SWEEP_POINTS sizes run, none with an OOM
   // Per-operation memory series for up to two points (the last safe one and the first bad one).
   std::vector<std::pair<int64_t, std::vector<MemorySample>>> series;
 };

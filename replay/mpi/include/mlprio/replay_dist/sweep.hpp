@@ -44,8 +44,14 @@ class SplitMix64 {
   uint64_t state_;
 };
 
+// The most tasks one sweep may expand to (traces x policies x parameter sets x backfills x
+// windows), and so the most random windows or parameter sets: the plan and its results are held
+// in memory, one entry per task.
+inline constexpr int64_t MAX_SWEEP_TASKS = 1'000'000;
+
 // COUNT window starts for windows of LEN jobs in a trace of N jobs: uniform in [0, N - LEN],
-// drawn from SplitMix64(seed) with `below`. Throws SweepError when LEN > N.
+// drawn from SplitMix64(seed) with `below`. Throws SweepError when LEN > N or COUNT is more than
+// MAX_SWEEP_TASKS.
 std::vector<int64_t> draw_window_starts(int64_t count, int64_t len, int64_t trace_jobs,
                                         uint64_t seed);
 

@@ -23,8 +23,13 @@ struct Segment {
   double t_begin = 0, t_end = 0;  // submit-time span [t_begin, t_end); the last ends at +inf
 };
 
+// The most segments a time-parallel replay may use (each holds a simulator state and is re-run
+// in repair rounds).
+inline constexpr int MAX_TIME_SEGMENTS = 4096;
+
 // `count` segments of about equal job counts; a cut never separates jobs with the same submit
-// time (so some segments may be empty on tiny traces).
+// time (so some segments may be empty on tiny traces). Throws ConfigError unless
+// 1 <= count <= MAX_TIME_SEGMENTS.
 std::vector<Segment> split_segments(std::span<const Job> jobs, int count);
 
 std::vector<char> serialize_state(const EngineState& s);
