@@ -1,6 +1,6 @@
 // The FSDP step generator (see step_generator.hpp). What each phase allocates, and on which
 // stream, follows PyTorch's FSDP1 (torch.distributed.fsdp, flat parameters) and FSDP2
-// (fully_shard) implementations as summarised in /work/shared/reference/caching_allocator.md:
+// (fully_shard) implementations as summarised in ../shared/reference/caching_allocator.md:
 //  - FSDP1 all-gathers into a buffer allocated on the unshard stream; it is freed after use with
 //    record_stream on the compute stream, so it lingers until the GPU passes that point. With
 //    limit_all_gathers the CPU waits for the reshard event two units back before the next

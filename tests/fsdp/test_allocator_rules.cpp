@@ -1,5 +1,5 @@
 // Hand-checked scenarios for every rule of the caching-allocator model. Each expected number is
-// worked out from the rules in /work/shared/reference/caching_allocator.md (and PyTorch's
+// worked out from the rules in ../shared/reference/caching_allocator.md (and PyTorch's
 // CUDACachingAllocator.cpp), written in the comment next to it, not read back from the model.
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // Time-parallel exact replay: one segment per rank must give every job the start time of the
 // sequential replay, on a generated trace (several queue orders and backfilling rules, the
 // fair-share order included, whose history never converges from a guess) and on a small real
-// trace when /work/shared/data is present. Also the early-stop repair itself: a re-run rejoins
+// trace when ../shared/data is present. Also the early-stop repair itself: a re-run rejoins
 // its recorded path and splices the recorded outcomes in, which must change nothing; on a trace
 // whose queue drains the repair must be short; on one whose queue never drains it must still be
 // exact (and then cannot stop early). The one-process emulation is checked for N = 1..8.

@@ -1,5 +1,5 @@
 // Cross-check of the STANDARD engine against Batsim + batsched (EASY and conservative
-// backfilling, FCFS order, 801 jobs on 32 machines; /work/shared/reference/batsim_easy_example):
+// backfilling, FCFS order, 801 jobs on 32 machines; ../shared/reference/batsim_easy_example):
 // batsched books reservations on particular machines (lowest ids first), the replayer counts free
 // resources, so the two diverge at the first instant where that matters (job 41, worked through in
 // replay/README.md) and differ afterwards by cascade. The test pins down that: every job before

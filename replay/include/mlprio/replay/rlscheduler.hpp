@@ -1,5 +1,5 @@
 // The rlscheduler compatibility profile: RLScheduler's (SC20) job handling and event loop, copied
-// step by step (see /work/shared/reference/replay_protocols.md §4 and replay/README.md) so that
+// step by step (see ../shared/reference/replay_protocols.md §4 and replay/README.md) so that
 // the published Lublin-1/Lublin-2 table can be reproduced to the printed decimals. Use
 // prepare_rlscheduler_jobs() on a loaded trace, cut windows with select_window(), and run
 // simulate() with SimConfig::profile = Profile::RLSCHEDULER.
