@@ -79,12 +79,7 @@ nlohmann::json train_model(const Trace& trace, const std::string& trace_sha256,
     throw std::invalid_argument("the training slice has " + std::to_string(train.size()) +
                                 " jobs with a known run time; need at least 20");
 
-  nlohmann::json doc;
-  doc["format"] = MODEL_FORMAT;
-  doc["version"] = MODEL_VERSION;
-  doc["kind"] = opt.kind;
-  doc["schema_version"] = SCHEMA_VERSION;
-  doc["schema"] = schema_json();
+  nlohmann::json doc = model_document_header(opt.kind);
   nlohmann::json training;
   training["trace"] = std::filesystem::path(trace.path).filename().string();
   training["trace_sha256"] = trace_sha256;

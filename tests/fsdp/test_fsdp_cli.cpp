@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "../support/process.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -21,28 +23,11 @@ const fs::path& fsdp_exe() {
   return p;
 }
 
-fs::path scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("mlprio_fsdp_cli_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path scratch(const std::string& name) { return mlprio::test::scratch("mlprio_fsdp_cli_", name); }
+using mlprio::test::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs mlprio-fsdp `args` in `dir` under bash with `limits` applied first; returns the exit
-// status (-1 when killed by a signal). stdout goes to out.txt, stderr to err.txt.
 int run_in(const fs::path& dir, const std::string& limits, const std::string& args) {
-  const std::string cmd = "cd '" + dir.string() + "' && bash -c \"trap '' XFSZ; " + limits +
-                          "; exec '" + fsdp_exe().string() + "' " + args +
-                          " > out.txt 2> err.txt\"";
-  const int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return mlprio::test::run_in(fsdp_exe(), dir, limits, args, "out.txt");
 }
 
 }  // namespace

@@ -62,12 +62,7 @@ std::string shared_model(const std::string& trace) {
       const size_t n_train = t.jobs.size() * 8 / 10;
       model::UserHistory history;
       model::build_features(std::span<const Job>(t.jobs.data(), n_train), t.names, 0.0, &history);
-      nlohmann::json doc;
-      doc["format"] = model::MODEL_FORMAT;
-      doc["version"] = model::MODEL_VERSION;
-      doc["kind"] = "formula";
-      doc["schema_version"] = model::SCHEMA_VERSION;
-      doc["schema"] = model::schema_json();
+      nlohmann::json doc = model::model_document_header("formula");
       doc["training"] = {{"trace", "sweep_ml"}, {"n_train", n_train}};
       doc["user_history"] = model::history_to_json(history);
       doc["formula"] = {{"name", "last2_capped_by_request"}, {"default_runtime", 600.0}};

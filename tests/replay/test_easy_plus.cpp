@@ -136,12 +136,7 @@ TEST_CASE("the model's online history changes a prediction after the job ends",
                    ("mlprio_easy_plus_" + std::to_string(static_cast<long>(::getpid())));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "formula.json").string();
-  nlohmann::json doc;
-  doc["format"] = model::MODEL_FORMAT;
-  doc["version"] = model::MODEL_VERSION;
-  doc["kind"] = "formula";
-  doc["schema_version"] = model::SCHEMA_VERSION;
-  doc["schema"] = model::schema_json();
+  nlohmann::json doc = model::model_document_header("formula");
   doc["training"] = {{"trace", "hand"}};
   doc["formula"] = {{"name", "last2_capped_by_request"}, {"default_runtime", 600.0}};
   model::write_model_document(path, doc);

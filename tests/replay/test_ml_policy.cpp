@@ -103,12 +103,7 @@ fs::path train_model_file(const fs::path& dir, const fs::path& trace_path) {
   std::vector<double> runs;
   for (size_t i = 0; i < n_train; ++i) runs.push_back(trace.jobs[i].run);
   std::nth_element(runs.begin(), runs.begin() + static_cast<long>(runs.size() / 2), runs.end());
-  nlohmann::json doc;
-  doc["format"] = model::MODEL_FORMAT;
-  doc["version"] = model::MODEL_VERSION;
-  doc["kind"] = "formula";
-  doc["schema_version"] = model::SCHEMA_VERSION;
-  doc["schema"] = model::schema_json();
+  nlohmann::json doc = model::model_document_header("formula");
   doc["training"] = {{"trace", trace_path.filename().string()}, {"n_train", n_train}};
   doc["user_history"] = model::history_to_json(history);
   doc["formula"] = {{"name", "last2_capped_by_request"}, {"default_runtime", runs[runs.size() / 2]}};

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "../support/process.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -21,28 +23,11 @@ const fs::path& replay_exe() {
   return p;
 }
 
-fs::path scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("mlprio_replay_cli_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path scratch(const std::string& name) { return mlprio::test::scratch("mlprio_replay_cli_", name); }
+using mlprio::test::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs `args` (a shell command tail) in `dir` under bash with `limits` (e.g. "ulimit -f 16")
-// applied first; returns the exit status (-1 when killed by a signal). stderr goes to err.txt.
 int run_in(const fs::path& dir, const std::string& limits, const std::string& args) {
-  const std::string cmd = "cd '" + dir.string() + "' && bash -c \"trap '' XFSZ; " + limits +
-                          "; exec '" + replay_exe().string() + "' " + args +
-                          " > /dev/null 2> err.txt\"";
-  const int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return mlprio::test::run_in(replay_exe(), dir, limits, args, "/dev/null");
 }
 
 }  // namespace

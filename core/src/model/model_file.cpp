@@ -44,6 +44,16 @@ nlohmann::json schema_json() {
   return a;
 }
 
+nlohmann::json model_document_header(const std::string& kind) {
+  nlohmann::json doc;
+  doc["format"] = MODEL_FORMAT;
+  doc["version"] = MODEL_VERSION;
+  doc["kind"] = kind;
+  doc["schema_version"] = SCHEMA_VERSION;
+  doc["schema"] = schema_json();
+  return doc;
+}
+
 void check_model_document(const nlohmann::json& doc, const std::string& origin) {
   if (!doc.is_object()) refuse(origin, "top level is not a JSON object");
   if (!doc.contains("format") || doc["format"] != MODEL_FORMAT)

@@ -30,6 +30,9 @@ inline constexpr int MODEL_MAX_TREE_DEPTH = 64;
 
 // The schema array this build writes and expects.
 nlohmann::json schema_json();
+// A new document of `kind` with what every model file starts with: format, version, kind,
+// schema_version and schema (the fields check_model_document() requires).
+nlohmann::json model_document_header(const std::string& kind);
 
 // Reads and checks a model file (see the file comment); throws ModelError.
 nlohmann::json read_model_document(const std::string& path);
