@@ -10,8 +10,10 @@
  *  ready answers with NO Slurm lock and NO plugin mutex held, then takes the
  *  job write lock and calls set_job_prio() on those jobs, the pattern
  *  job_submit/pbs uses. site_factor_p_update() (only run with slurmdbd) sets
- *  the cached factors of all pending jobs. All logic lives behind
- *  mlprio_abi.h; no C++ exception can reach slurmctld.
+ *  the cached factors of all pending jobs. Every history_period_ms the applier
+ *  also scans the job list under the job read lock for jobs that ended, and
+ *  the live feature store learns their run times (p_update does the same).
+ *  All logic lives behind mlprio_abi.h; no C++ exception can reach slurmctld.
  *
  *  This plugin's context is the one model slot of both mlprio plugins:
  *  job_submit/mlprio decides through the hub exported below (mlprio_hub_v2,
@@ -197,6 +199,101 @@ static void _set_factor(job_record_t *job_ptr)
 	job_ptr->site_factor = (uint32_t) ((int64_t) NICE_OFFSET + f);
 }
 
+/* Jobs that ended before this (less a minute's slack) were offered already. */
+static time_t history_watermark = 0;	/* under slurmctld's job lock */
+static time_t history_logged = 0;
+
+static int _end_state(uint32_t job_state)
+{
+	switch (job_state & JOB_STATE_BASE) {
+	case JOB_COMPLETE:
+		return MLPRIO_END_COMPLETED;
+	case JOB_FAILED:
+		return MLPRIO_END_FAILED;
+	case JOB_TIMEOUT:
+		return MLPRIO_END_TIMEOUT;
+	case JOB_OOM:
+		return MLPRIO_END_OOM;
+	case JOB_NODE_FAIL:
+		return MLPRIO_END_NODE_FAIL;
+	case JOB_CANCELLED:
+		return MLPRIO_END_CANCELLED;
+	default:
+		return MLPRIO_END_OTHER;
+	}
+}
+
+/*
+ * Teaches the live feature store a job that ran and ended (caller holds the
+ * job read or write lock). The ABI learns each job id once; the watermark only
+ * saves calls for jobs offered by an earlier scan.
+ */
+static void _learn_if_finished(job_record_t *job_ptr, size_t *learned)
+{
+	mlprio_finish_t f;
+	size_t n = 0;
+
+	if (!IS_JOB_FINISHED(job_ptr) || !job_ptr->start_time ||
+	    (job_ptr->end_time < job_ptr->start_time) ||
+	    (job_ptr->end_time + 60 < history_watermark))
+		return;
+	_fill_job(job_ptr, &f.job);
+	f.start_time = (double) job_ptr->start_time;
+	f.end_time = (double) job_ptr->end_time;
+	f.state = _end_state(job_ptr->job_state);
+	if (mlprio_observe_finished(ctx, &f, 1, &n) == MLPRIO_OK)
+		*learned += n;
+}
+
+static int _learn_finished(void *x, void *arg)
+{
+	_learn_if_finished(x, arg);
+	return SLURM_SUCCESS;
+}
+
+static void _history_learned(size_t learned, time_t scan_start)
+{
+	time_t now = time(NULL);
+
+	history_watermark = scan_start;
+	if (!learned)
+		return;
+	if (!history_logged || (now - history_logged >= 600)) {
+		info("%s: live history: learned %zu ended jobs (each user's next prediction uses them)",
+		     plugin_type, learned);
+		history_logged = now;
+	} else {
+		debug("%s: live history: learned %zu ended jobs",
+		      plugin_type, learned);
+	}
+}
+
+/*
+ * Scans the job list for ended jobs under the job read lock: this is how the
+ * live history learns without slurmdbd (site_factor_p_update does the same
+ * when it runs). About a microsecond per ended job still in the list.
+ */
+static void _scan_history(void)
+{
+	slurmctld_lock_t job_read_lock = {
+		NO_LOCK, READ_LOCK, NO_LOCK, NO_LOCK, NO_LOCK };
+	size_t learned = 0;
+	time_t start = time(NULL);
+
+	lock_slurmctld(job_read_lock);
+	list_for_each(job_list, _learn_finished, &learned);
+	_history_learned(learned, start);
+	unlock_slurmctld(job_read_lock);
+}
+
+static int64_t _now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static int _reprio_pending(void *x, void *arg)
 {
 	job_record_t *job_ptr = x;
@@ -206,17 +303,22 @@ static int _reprio_pending(void *x, void *arg)
 	return SLURM_SUCCESS;
 }
 
+struct update_counts {
+	int pending;
+	size_t learned;
+};
+
 static int _update_pending(void *x, void *arg)
 {
 	job_record_t *job_ptr = x;
-	int *pending = arg;
+	struct update_counts *c = arg;
 
 	if (IS_JOB_PENDING(job_ptr)) {
 		_set_factor(job_ptr);
-		(*pending)++;
-	}
-	else if (IS_JOB_FINISHED(job_ptr) && ctx)
+		c->pending++;
+	} else if (IS_JOB_FINISHED(job_ptr)) {
 		mlprio_forget(ctx, job_ptr->job_id);
+	}
 	return SLURM_SUCCESS;
 }
 
@@ -231,11 +333,17 @@ static void *_applier(void *arg)
 	slurmctld_lock_t job_write_lock = {
 		READ_LOCK, WRITE_LOCK, READ_LOCK, READ_LOCK, NO_LOCK };
 	uint32_t ids[APPLY_BATCH];
+	int64_t next_scan = _now_ms();
 
 	while (!applier_stop) {
 		size_t n = 0, i;
 		int all = 0;
+		int64_t period = mlprio_history_period_ms(ctx);
 
+		if ((period > 0) && (_now_ms() >= next_scan)) {
+			_scan_history();
+			next_scan = _now_ms() + period;
+		}
 		if (mlprio_take_ready(ctx, ids, APPLY_BATCH, &n, &all, 1000) !=
 		    MLPRIO_OK)
 			continue;
@@ -342,16 +450,22 @@ extern void site_factor_p_set(job_record_t *job_ptr)
 /* Only run by multifactor's decay thread, i.e. with slurmdbd. */
 extern void site_factor_p_update(void)
 {
-	int pending = 0;
+	struct update_counts c = { 0, 0 };
+	time_t start = time(NULL);
 
 	if (!ctx)
 		return;
-	list_for_each(job_list, _update_pending, &pending);
+	/* Ended jobs first, so pending jobs are scored with what they taught. */
+	if (mlprio_history_period_ms(ctx) > 0) {
+		list_for_each(job_list, _learn_finished, &c.learned);
+		_history_learned(c.learned, start);
+	}
+	list_for_each(job_list, _update_pending, &c);
 	/* A changed model file is seen at least every PriorityCalcPeriod. */
 	mlprio_ctx_poke(ctx);
 	/* Once per PriorityCalcPeriod (default 5 min). */
 	info("%s: update: site factor set for %d pending jobs", plugin_type,
-	     pending);
+	     c.pending);
 }
 
 /*

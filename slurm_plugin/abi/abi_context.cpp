@@ -153,6 +153,39 @@ uint64_t fingerprint(const mlprio_job_t& j) {
 
 constexpr size_t CACHE_MAX = 262144;  // cleared when exceeded; entries are recomputed on demand
 
+// One ended job as the live feature store keeps it (enough for UserStats::record_run).
+struct LiveFinish {
+  uint64_t user = 0;
+  double run = 0, end = 0, req_time = -1;
+  int64_t procs = -1;
+  mlprio::JobStatus status = mlprio::JobStatus::COMPLETED;
+  uint64_t seq = 0;
+};
+constexpr size_t LIVE_LOG_MAX = 100000;    // recent finishes re-applied after a model swap
+constexpr size_t LIVE_SEEN_MAX = 1 << 20;  // job ids already learned (FIFO)
+
+// The live feature store: the model's per-user history kept current with the jobs slurmctld
+// reports as ended (mlprio_observe_finished), the same UserStats the replayer feeds from its
+// simulated schedule and training from the recorded one. Lock order: predict_mu, then mu.
+struct LiveHistory {
+  std::mutex mu;
+  mlprio::model::UserHistory hist;
+  double trained_until = -INFINITY;  // latest finish the model's snapshot holds
+  std::deque<LiveFinish> log;
+  uint64_t next_seq = 1;
+  std::unordered_set<uint32_t> seen;
+  std::deque<uint32_t> seen_order;
+  uint64_t learned = 0;  // since the context was created
+};
+
+void live_apply(mlprio::model::UserHistory& h, const LiveFinish& f) {
+  mlprio::Job j;
+  j.req_time = f.req_time;
+  j.req_procs = f.procs;
+  j.status = f.status;
+  h.by_user[f.user].record_run(j, f.run, f.end);
+}
+
 }  // namespace
 
 struct mlprio_ctx {
@@ -173,6 +206,8 @@ struct mlprio_ctx {
 
   std::mutex cache_mu;
   std::unordered_map<uint32_t, CacheEntry> cache;
+
+  LiveHistory live;
 
   std::mutex noted_mu;  // guards noted: jobs whose admin note was logged (mlprio_first_sight)
   std::unordered_set<uint32_t> noted;
@@ -220,6 +255,67 @@ struct mlprio_ctx {
 
 namespace {
 
+// Seeds the live store from a newly loaded model's snapshot, then re-applies the finishes learned
+// live that the snapshot does not hold (ended after its last finish). The copy is made with no
+// lock held (it can be large); finishes learned meanwhile are applied under the lock at the swap.
+void live_reseed(mlprio_ctx& ctx, const model::Predictor& p) {
+  std::deque<LiveFinish> log;
+  uint64_t seq0 = 0;
+  {
+    std::lock_guard<std::mutex> g(ctx.live.mu);
+    log = ctx.live.log;
+    seq0 = ctx.live.next_seq;
+  }
+  model::UserHistory h;
+  if (const model::UserHistory* frozen = p.frozen_history()) h = *frozen;
+  double until = -INFINITY;
+  for (const auto& [key, st] : h.by_user)
+    if (std::isfinite(st.last_end)) until = std::max(until, st.last_end);
+  for (const LiveFinish& f : log)
+    if (f.end > until) live_apply(h, f);
+  {
+    std::lock_guard<std::mutex> g(ctx.live.mu);
+    for (const LiveFinish& f : ctx.live.log)
+      if (f.seq >= seq0 && f.end > until) live_apply(h, f);
+    ctx.live.hist.by_user.swap(h.by_user);
+    ctx.live.trained_until = until;
+  }  // the old history is freed here, outside the lock
+}
+
+// Predicts for jobs (already converted into ctx.names) from the live store. Caller holds
+// predict_mu. `rows` receives the encoded rows (jobs.size() x N_FEATURES).
+void predict_live(mlprio_ctx& ctx, const model::Predictor& p, std::span<const mlprio::Job> jobs,
+                  std::span<model::Prediction> out, std::vector<float>& rows) {
+  rows.resize(jobs.size() * model::N_FEATURES);
+  const model::FeatureEncoder enc(ctx.names, p.epoch_offset());
+  {
+    std::lock_guard<std::mutex> g(ctx.live.mu);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const uint64_t key = enc.user_of(jobs[i]);
+      enc.encode(jobs[i], key ? ctx.live.hist.find(key) : nullptr,
+                 std::span<float>(rows.data() + i * model::N_FEATURES, model::N_FEATURES));
+    }
+  }
+  p.predict_rows(rows, jobs, out);
+}
+
+void predict_live(mlprio_ctx& ctx, const model::Predictor& p, const mlprio::Job& job,
+                  model::Prediction& out) {
+  thread_local std::vector<float> rows;
+  predict_live(ctx, p, {&job, 1}, {&out, 1}, rows);
+}
+
+// The user's finished-job count in the live store: part of a job's cache fingerprint, so a
+// pending job's factor is recomputed once its user's history has moved.
+uint64_t live_version(mlprio_ctx& ctx, const char* user) {
+  if (!user || !*user) return 0;
+  uint64_t key = model::stable_hash(user);
+  if (key == 0) key = 1;
+  std::lock_guard<std::mutex> g(ctx.live.mu);
+  const model::UserStats* s = ctx.live.hist.find(key);
+  return s ? static_cast<uint64_t>(s->count) : 0;
+}
+
 // Builds a new State from params; the model is refused (neutral) when unusable. Returns the
 // error text when refused.
 std::shared_ptr<State> build_state(mlprio_ctx& ctx, Params params, uint64_t conf_epoch,
@@ -258,6 +354,7 @@ std::shared_ptr<State> build_state(mlprio_ctx& ctx, Params params, uint64_t conf
       st->per_job_ns =
           std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / N;
       st->describe = p->describe();
+      live_reseed(ctx, *p);
       st->predictor = std::move(p);
       return st;
     } catch (const std::exception& e) {
@@ -581,7 +678,8 @@ void worker_loop(mlprio_ctx* ctx) {
         std::lock_guard<std::mutex> g(ctx->predict_mu);
         jobs.reserve(batch.size());
         for (auto& b : batch) jobs.push_back(mlprio::plugin::to_core_job(b->view, ctx->names));
-        st->predictor->predict(jobs, ctx->names, preds);
+        std::vector<float> rows;
+        predict_live(*ctx, *st->predictor, jobs, preds, rows);
         for (size_t i = 0; i < batch.size(); ++i) {
           const uint32_t id = batch[i]->view.job_id;
           const uint64_t key = llm_key_for(*ctx, *st, batch[i]->view);
@@ -744,13 +842,13 @@ int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
   const bool failing = [&] {
     std::lock_guard<std::mutex> g(ctx->predict_mu);
     mlprio::Job j = mlprio::plugin::to_core_job(*job, ctx->names);
-    st->predictor->predict({&j, 1}, ctx->names, {&p, 1});
+    std::vector<float> row;
+    predict_live(*ctx, *st->predictor, {&j, 1}, {&p, 1}, row);
     if (!(std::isfinite(p.fail_prob) && p.fail_prob > st->params.refuse_above)) return false;
     // Only for jobs about to be refused or warned: TreeSHAP took 30 us (51 failure trees) to
     // 160 us (400 trees) here, against ~1 us for the prediction.
     std::vector<double> contrib(model::N_FEATURES + 1);
-    std::vector<float> row(model::N_FEATURES);
-    const bool explained = st->predictor->explain_fail(j, ctx->names, contrib, row);
+    const bool explained = st->predictor->explain_fail_row(row, contrib);
     text = mlprio::plugin::failure_text(
         explained ? mlprio::plugin::top_fail_reasons(contrib, row)
                   : std::vector<mlprio::plugin::FailContribution>{},
@@ -828,7 +926,7 @@ int mlprio_predict(mlprio_ctx_t* ctx, const mlprio_job_t* job, mlprio_prediction
   {
     std::lock_guard<std::mutex> g(ctx->predict_mu);
     mlprio::Job j = mlprio::plugin::to_core_job(*job, ctx->names);
-    st->predictor->predict({&j, 1}, ctx->names, {&p, 1});
+    predict_live(*ctx, *st->predictor, j, p);
   }
   out->runtime_s = p.runtime;
   out->runtime_upper_s = p.runtime_upper;
@@ -843,7 +941,9 @@ int mlprio_site_factor(mlprio_ctx_t* ctx, const mlprio_job_t* job, int64_t* fact
   *factor = 0;
   auto st = ctx->snapshot();
   if (!st->predictor) return MLPRIO_NO_MODEL;
-  const uint64_t fp = fingerprint(*job);
+  uint64_t fp = fingerprint(*job);
+  const uint64_t hv = live_version(*ctx, job->user);
+  fp = fnv(fp, &hv, sizeof hv);
   const uint64_t key = llm_key_for(*ctx, *st, *job);
   {
     bool recheck = false;
@@ -871,7 +971,7 @@ int mlprio_site_factor(mlprio_ctx_t* ctx, const mlprio_job_t* job, int64_t* fact
     {
       std::lock_guard<std::mutex> g(ctx->predict_mu);
       mlprio::Job j = mlprio::plugin::to_core_job(*job, ctx->names);
-      st->predictor->predict({&j, 1}, ctx->names, {&p, 1});
+      predict_live(*ctx, *st->predictor, j, p);
       f = factor_from(*st, j, advised(*st, p, has ? &adv : nullptr));
     }
     if (has) ctx->advised_jobs++;
@@ -915,6 +1015,78 @@ void mlprio_forget(mlprio_ctx_t* ctx, uint32_t job_id) {
     std::lock_guard<std::mutex> g(ctx->cache_mu);
     ctx->cache.erase(job_id);
   } catch (...) {
+  }
+}
+
+int mlprio_observe_finished(mlprio_ctx_t* ctx, const mlprio_finish_t* jobs, size_t n,
+                            size_t* learned) {
+  MLPRIO_GUARD_BEGIN
+  if (learned) *learned = 0;
+  if (!ctx || (n && !jobs)) return fail(MLPRIO_ERR_PARAM, "NULL argument");
+  if (ctx->snapshot()->params.history_period_ms == 0) return MLPRIO_OK;
+  struct Item {
+    uint32_t id;
+    LiveFinish f;
+  };
+  std::vector<Item> items;
+  items.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const mlprio_finish_t& in = jobs[i];
+    const char* user = in.job.user;
+    if (!user || !*user || !(in.start_time > 0) || !std::isfinite(in.end_time) ||
+        !(in.end_time >= in.start_time))
+      continue;
+    Item it{in.job.job_id, {}};
+    it.f.user = model::stable_hash(std::string_view(user, ::strnlen(user, 256)));
+    if (it.f.user == 0) it.f.user = 1;
+    it.f.run = in.end_time - in.start_time;
+    it.f.end = in.end_time;
+    it.f.req_time = in.job.time_limit_s > 0 ? in.job.time_limit_s : -1;
+    it.f.procs = in.job.req_cpus > 0 ? in.job.req_cpus : -1;
+    using S = mlprio::JobStatus;
+    switch (in.state) {
+      case MLPRIO_END_COMPLETED: it.f.status = S::COMPLETED; break;
+      case MLPRIO_END_FAILED: it.f.status = S::FAILED; break;
+      case MLPRIO_END_TIMEOUT: it.f.status = S::TIMEOUT; break;
+      case MLPRIO_END_OOM: it.f.status = S::OUT_OF_MEMORY; break;
+      case MLPRIO_END_NODE_FAIL: it.f.status = S::NODE_FAIL; break;
+      case MLPRIO_END_CANCELLED: it.f.status = S::CANCELLED; break;
+      default: it.f.status = S::UNKNOWN_STATE; break;
+    }
+    items.push_back(it);
+  }
+  // In the order they ended, so each user's "last" and "previous" runs are in time order.
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.f.end < b.f.end; });
+  size_t k = 0;
+  LiveHistory& L = ctx->live;
+  std::lock_guard<std::mutex> g(L.mu);
+  for (Item& it : items) {
+    if (!(it.f.end > L.trained_until)) continue;  // the model's snapshot has it
+    if (!L.seen.insert(it.id).second) continue;
+    L.seen_order.push_back(it.id);
+    if (L.seen_order.size() > LIVE_SEEN_MAX) {
+      L.seen.erase(L.seen_order.front());
+      L.seen_order.pop_front();
+    }
+    it.f.seq = L.next_seq++;
+    live_apply(L.hist, it.f);
+    L.log.push_back(it.f);
+    if (L.log.size() > LIVE_LOG_MAX) L.log.pop_front();
+    ++k;
+  }
+  L.learned += k;
+  if (learned) *learned = k;
+  return MLPRIO_OK;
+  MLPRIO_GUARD_END
+}
+
+int64_t mlprio_history_period_ms(mlprio_ctx_t* ctx) {
+  if (!ctx) return 0;
+  try {
+    return ctx->snapshot()->params.history_period_ms;
+  } catch (...) {
+    return 0;
   }
 }
 

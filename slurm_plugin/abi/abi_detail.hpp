@@ -36,6 +36,10 @@ struct Params {
   // reload_wait_ms=N: after slurm.conf was re-read, how long job_submit waits for the model of
   // the new configuration (loaded on the worker) before passing a job unchanged; 0 = never wait
   int64_t reload_wait_ms = 1000;
+  // history_period_ms=N: how often site_factor/mlprio scans slurmctld's job list for ended jobs
+  // and teaches the live feature store their run times (keep it below MinJobAge, 300 s by
+  // default, or ended jobs leave the list unseen); 0 = the model file's snapshot only
+  int64_t history_period_ms = 30000;
   // Ways through a refusal (job_submit only). exempt_qos=a:b, exempt_accounts=x:y: jobs under
   // these QOS/accounts (named or the user's defaults) are never refused or warned, only told.
   std::vector<std::string> exempt_qos;

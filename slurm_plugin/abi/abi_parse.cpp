@@ -235,6 +235,9 @@ ParseResult parse_params(std::string_view text) {
       if (v == "1" || v == "yes" || v == "true") p.allow_override = true;
       else if (v == "0" || v == "no" || v == "false") p.allow_override = false;
       else bad("allow_override=1 or allow_override=0");
+    } else if (key == "history_period_ms") {
+      if (parse_int(val, n) && (n == 0 || (n >= 1000 && n <= 3600000))) p.history_period_ms = n;
+      else bad("history_period_ms=30000 (1000..3600000, or 0 = off)");
     } else if (key == "reload_wait_ms") {
       if (parse_int(val, n) && n >= 0 && n <= 10000) p.reload_wait_ms = n; else bad("reload_wait_ms=1000 (0..10000)");
     } else {
@@ -242,7 +245,8 @@ ParseResult parse_params(std::string_view text) {
                            "' ignored (known: model, weight, max_boost, limit_margin, refuse_above, "
                            "refuse_mode, llm_url, llm_timeout_ms, llm_model, llm_min_factor, "
                            "llm_max_factor, llm_min_confidence, budget_us, check_period_ms, "
-                           "reload_wait_ms, exempt_qos, exempt_accounts, allow_override)");
+                           "reload_wait_ms, exempt_qos, exempt_accounts, allow_override, "
+                           "history_period_ms)");
     }
   }
   return r;
@@ -277,6 +281,7 @@ std::string format_params(const Params& p) {
   s += ",exempt_qos=" + list(p.exempt_qos);
   s += ",exempt_accounts=" + list(p.exempt_accounts);
   s += std::string(",allow_override=") + (p.allow_override ? "1" : "0");
+  s += ",history_period_ms=" + std::to_string(p.history_period_ms);
   s += ",reload_wait_ms=" + std::to_string(p.reload_wait_ms);
   return s;
 }

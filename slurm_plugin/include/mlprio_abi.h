@@ -160,6 +160,42 @@ int mlprio_first_sight(mlprio_ctx_t *ctx, uint32_t job_id);
 /* Forget a job's cached factor (job finished/purged). */
 void mlprio_forget(mlprio_ctx_t *ctx, uint32_t job_id);
 
+/*
+ * The live feature store. A context keeps each user's history (the run times
+ * the model's history features come from) current: it starts from the
+ * snapshot in the model file and learns every job slurmctld reports as ended,
+ * so a user's next prediction follows their latest jobs without retraining.
+ * Lost on restart (it is rebuilt from the model file and the jobs still in
+ * slurmctld's list); re-applied on top of a new model's snapshot on reload.
+ */
+enum mlprio_end_state {
+	MLPRIO_END_COMPLETED = 0,
+	MLPRIO_END_FAILED = 1,
+	MLPRIO_END_TIMEOUT = 2,
+	MLPRIO_END_OOM = 3,
+	MLPRIO_END_NODE_FAIL = 4,
+	MLPRIO_END_CANCELLED = 5,
+	MLPRIO_END_OTHER = 6
+};
+
+typedef struct {
+	mlprio_job_t job;         /* job_id, user, time limit, cpus matter */
+	double start_time;        /* Unix seconds; the job ran end - start */
+	double end_time;
+	int state;                /* enum mlprio_end_state */
+} mlprio_finish_t;
+
+/* Learns ended jobs. Each job id is learned once; jobs that ended before the
+ * model's own history ends, that never started, or of unknown users are
+ * skipped; nothing is learned when history_period_ms=0. No model call, no I/O,
+ * one short lock: safe under slurmctld's job lock. *learned (may be NULL): how
+ * many were new. */
+int mlprio_observe_finished(mlprio_ctx_t *ctx, const mlprio_finish_t *jobs,
+			    size_t n, size_t *learned);
+/* history_period_ms in force: how often the shim should scan slurmctld's job
+ * list for ended jobs (0 = never: the model's snapshot only). */
+int64_t mlprio_history_period_ms(mlprio_ctx_t *ctx);
+
 /* Start/stop the C++ worker: it predicts queued jobs and checks the model
  * file every check_period_ms. */
 int mlprio_worker_start(mlprio_ctx_t *ctx);

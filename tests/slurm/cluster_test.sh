@@ -395,6 +395,38 @@ run)
   done
   grep -c "JobState=COMPLETED" "$CL_DIR/jobcomp.log"
   ;;
+live_history)
+  # The plugin learns jobs as they end (no slurmdbd here: the applier scans the job list every
+  # history_period_ms), so root's next prediction moves from the model's 55 min (its snapshot:
+  # two 3300 s runs) to the mean of the two runs just seen, without retraining.
+  start "model=$M/hist.json,$BASE,history_period_ms=1000"
+  expect_log "site_factor/mlprio: parameters: .*,history_period_ms=1000,"
+  predicted_run() {  # the predicted run job_submit/mlprio reports for a new job of root's
+    sbatch --parsable -p hold -o /dev/null --wrap 'sleep 1' 2>"$M/err" >/dev/null || return 1
+    sed -n 's/.*(predicted run \([0-9:-]*\) + margin.*/\1/p' "$M/err"
+  }
+  p0=$(predicted_run)
+  [ "$p0" = "00:55:00" ] || fail "before any job ended: predicted run $p0, expected 00:55:00"
+  runs=()
+  for i in 1 2; do
+    id=$(sbatch --parsable -p debug -t 5 -o /dev/null --wrap 'sleep 2' 2>"$M/err") || fail "sbatch: $(cat "$M/err")"
+    wait_for 60 grep -q "JobId=$id .*JobState=COMPLETED" "$CL_DIR/jobcomp.log" || fail "job $id did not complete"
+    r=$(scontrol show job "$id" | sed -n 's/.*RunTime=\([0-9:]*\).*/\1/p' | awk -F: '{print $1*3600+$2*60+$3}')
+    runs+=("$r")
+    echo "job $id ran $r s"
+    [ "$i" = 1 ] && expect_log "site_factor/mlprio: live history: learned 1 ended jobs" 20
+    # After the next scan the prediction is the mean of root's last two runs.
+    if [ "$i" = 1 ]; then want=$(( (3300 + r) / 2 )); else want=$(( (runs[0] + r) / 2 )); fi
+    wait_for 20 sh -c "[ \"\$(sbatch --parsable -p hold -o /dev/null --wrap 'sleep 1' 2>&1 >/dev/null | sed -n 's/.*(predicted run \([0-9:]*\) + margin.*/\1/p' | awk -F: '{print \$1*3600+\$2*60+\$3}')\" -le $(( want + 1 )) ]" ||
+      fail "after job $id ended, root's prediction is $(predicted_run), expected about $want s"
+    p=$(predicted_run)
+    echo "root's next predicted run: $p (last-two mean of the runs seen: $want s)"
+  done
+  # The time limit job_submit sets follows: a few seconds' runs give a 1-minute limit.
+  sbatch --parsable -p hold -o /dev/null --wrap 'sleep 1' 2>"$M/err" >/dev/null
+  grep -q "time limit set to 00:01:00" "$M/err" || fail "time limit after two short runs: $(cat "$M/err")"
+  cluster_alive || fail "slurmctld died"
+  ;;
 llm_good)
   # A good endpoint: the answer moves the predicted run (the plain model predicts the request,
   # -t 60 = 3600 s) only within llm_min_factor=0.5 .. llm_max_factor=2, so SITE is exactly the

@@ -232,6 +232,124 @@ TEST_CASE("predictions: history gives the run time and failure probability") {
   mlprio_ctx_free(ctx);
 }
 
+namespace {
+mlprio_finish_t ended(uint32_t id, const char* user, double start, double run,
+                      int state = MLPRIO_END_COMPLETED) {
+  mlprio_finish_t f{};
+  f.job = job(id, 7200);
+  f.job.user = user;
+  f.start_time = start;
+  f.end_time = start + run;
+  f.state = state;
+  return f;
+}
+double predicted(mlprio_ctx_t* ctx, const char* user) {
+  auto j = job(1000, -1);
+  j.user = user;
+  mlprio_prediction_t p;
+  REQUIRE(mlprio_predict(ctx, &j, &p) == MLPRIO_OK);
+  return p.runtime_s;
+}
+}  // namespace
+
+TEST_CASE("live history: a user's next prediction follows the jobs that ended since training") {
+  TempDir d;
+  write_formula(d.file("h.json"), "alice", 3300);  // trained: alice's last two ran 3300 s
+  mlprio_ctx_t* ctx = nullptr;
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("h.json") + ",weight=10000").c_str(), 0, &ctx) ==
+          MLPRIO_OK);
+  CHECK(mlprio_history_period_ms(ctx) == 30000);
+  CHECK(predicted(ctx, "alice") == Approx(3300));
+  // A pending job's factor, cached...
+  auto pending = job(500, -1);
+  int64_t f0 = 0, f1 = 0;
+  REQUIRE(mlprio_site_factor(ctx, &pending, &f0) == MLPRIO_OK);
+
+  size_t learned = 9;
+  auto a = ended(11, "alice", 1.7e9, 60);
+  REQUIRE(mlprio_observe_finished(ctx, &a, 1, &learned) == MLPRIO_OK);
+  CHECK(learned == 1);
+  CHECK(predicted(ctx, "alice") == Approx((3300 + 60) / 2.0));  // last-two mean
+  // ... is recomputed once its user's history moved: shorter predicted run, higher factor.
+  REQUIRE(mlprio_site_factor(ctx, &pending, &f1) == MLPRIO_OK);
+  CHECK(f1 > f0);
+
+  // The same job offered again (every scan sees it until MinJobAge) is learned once.
+  REQUIRE(mlprio_observe_finished(ctx, &a, 1, &learned) == MLPRIO_OK);
+  CHECK(learned == 0);
+  CHECK(predicted(ctx, "alice") == Approx(1680));
+
+  // A batch out of end order is learned in end order; jobs that never ran or have no user are
+  // skipped; bob (unknown to the model) gets a history of his own.
+  mlprio_finish_t batch[4] = {ended(13, "alice", 1.7e9 + 500, 100), ended(12, "alice", 1.7e9 + 100, 40),
+                              ended(14, "bob", 1.7e9, 20, MLPRIO_END_FAILED), ended(15, nullptr, 1.7e9, 5)};
+  batch[3].job.user = nullptr;
+  auto never = ended(16, "alice", 0, 0, MLPRIO_END_CANCELLED);
+  REQUIRE(mlprio_observe_finished(ctx, batch, 4, &learned) == MLPRIO_OK);
+  CHECK(learned == 3);
+  REQUIRE(mlprio_observe_finished(ctx, &never, 1, &learned) == MLPRIO_OK);
+  CHECK(learned == 0);
+  CHECK(predicted(ctx, "alice") == Approx((100 + 40) / 2.0));  // job 13 ended last
+  CHECK(predicted(ctx, "bob") == Approx(20));
+  {
+    auto b = job(1001, -1);
+    b.user = "bob";
+    mlprio_prediction_t p;
+    REQUIRE(mlprio_predict(ctx, &b, &p) == MLPRIO_OK);
+    CHECK(p.fail_prob == Approx(1.0));  // bob's one job failed
+  }
+
+  // A reloaded model keeps what was learned live on top of its own snapshot.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  write_formula(d.file("h.json"), "alice", 5000);
+  int reloaded = 0;
+  REQUIRE(mlprio_ctx_check_reload(ctx, &reloaded) == MLPRIO_OK);
+  CHECK(reloaded == 1);
+  CHECK(predicted(ctx, "alice") == Approx(70));
+  CHECK(predicted(ctx, "bob") == Approx(20));
+  mlprio_ctx_free(ctx);
+}
+
+TEST_CASE("live history: jobs the model's snapshot already holds are not learned twice; off") {
+  TempDir d;
+  // A snapshot whose latest finish is at t = 2e9: jobs that ended before are part of it.
+  {
+    nlohmann::json doc = {{"format", m::MODEL_FORMAT}, {"version", m::MODEL_VERSION},
+                          {"kind", "formula"},        {"schema_version", m::SCHEMA_VERSION},
+                          {"schema", m::schema_json()}};
+    m::UserHistory h;
+    m::UserStats s;
+    s.last_run = s.prev_run = 3300;
+    s.count = 2;
+    s.last_end = 2e9;
+    h.by_user[m::stable_hash("alice")] = s;
+    doc["user_history"] = m::history_to_json(h);
+    m::write_model_document(d.file("h.json"), doc);
+  }
+  mlprio_ctx_t* ctx = nullptr;
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("h.json")).c_str(), 0, &ctx) == MLPRIO_OK);
+  size_t learned = 9;
+  auto old_job = ended(1, "alice", 2e9 - 100, 50);  // ended before the snapshot's last finish
+  REQUIRE(mlprio_observe_finished(ctx, &old_job, 1, &learned) == MLPRIO_OK);
+  CHECK(learned == 0);
+  CHECK(predicted(ctx, "alice") == Approx(3300));
+  auto fresh = ended(2, "alice", 2e9, 100);
+  REQUIRE(mlprio_observe_finished(ctx, &fresh, 1, &learned) == MLPRIO_OK);
+  CHECK(learned == 1);
+  CHECK(predicted(ctx, "alice") == Approx(1700));
+  mlprio_ctx_free(ctx);
+
+  // history_period_ms=0: the snapshot only.
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("h.json") + ",history_period_ms=0").c_str(), 0,
+                            &ctx) == MLPRIO_OK);
+  CHECK(mlprio_history_period_ms(ctx) == 0);
+  REQUIRE(mlprio_observe_finished(ctx, &fresh, 1, &learned) == MLPRIO_OK);
+  CHECK(learned == 0);
+  CHECK(predicted(ctx, "alice") == Approx(3300));
+  CHECK(mlprio_observe_finished(nullptr, &fresh, 1, &learned) == MLPRIO_ERR_PARAM);
+  mlprio_ctx_free(ctx);
+}
+
 TEST_CASE("budget_us=0 queues work for the worker, which reports the ready job") {
   TempDir d;
   write_formula(d.file("m.json"));
@@ -484,7 +602,7 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
       "refuse_mode=refuse,llm_url=http://h:1/v1,llm_timeout_ms=700,llm_model=q,"
       "llm_min_factor=0.25,llm_max_factor=4,llm_min_confidence=0.5,budget_us=30,"
       "check_period_ms=2000,exempt_qos=urgent:ops,exempt_accounts=vip,allow_override=1,"
-      "reload_wait_ms=250";
+      "history_period_ms=5000,reload_wait_ms=250";
   const auto a = parse_params(given);
   REQUIRE(a.warnings.empty());
   CHECK(format_params(a.params) == given);  // non-defaults: every key, in the parser's order
@@ -506,5 +624,5 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
     CHECK(unknown.find(key) != std::string::npos);
     ++keys;
   }
-  CHECK(keys == 18);
+  CHECK(keys == 19);
 }

@@ -47,10 +47,15 @@ class FormulaPredictor final : public Predictor {
                     std::span<float> row) const override {
     if (contrib.size() < N_FEATURES + 1 || row.size() < N_FEATURES) return false;
     encode_with_history({&job, 1}, names, history_, 0.0, row.first(N_FEATURES));
+    return explain_fail_row(row.first(N_FEATURES), contrib);
+  }
+  bool explain_fail_row(std::span<const float> row, std::span<double> contrib) const override {
+    if (contrib.size() < N_FEATURES + 1 || row.size() < N_FEATURES) return false;
     std::fill(contrib.begin(), contrib.end(), 0.0);
     contrib[F_HIST_FAIL_RATE] = row[F_HIST_FAIL_RATE];
     return !std::isnan(row[F_HIST_FAIL_RATE]);
   }
+  const UserHistory* frozen_history() const override { return &history_; }
 
   std::string describe() const override { return description_; }
   std::string kind() const override { return "formula"; }

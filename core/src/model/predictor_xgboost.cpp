@@ -578,9 +578,17 @@ class TreePredictor final : public Predictor {
         row.size() < N_FEATURES)
       return false;
     encode_with_history({&job, 1}, names, history_, epoch_offset_, row.first(N_FEATURES));
+    return explain_fail_row(row.first(N_FEATURES), contrib);
+  }
+  bool explain_fail_row(std::span<const float> row, std::span<double> contrib) const override {
+    if (fail_.empty() || !fail_.explainable() || contrib.size() < N_FEATURES + 1 ||
+        row.size() < N_FEATURES)
+      return false;
     fail_.explain(row.data(), contrib.data());
     return true;
   }
+  const UserHistory* frozen_history() const override { return &history_; }
+  double epoch_offset() const override { return epoch_offset_; }
 
   std::string describe() const override { return description_; }
   std::string kind() const override { return "xgboost"; }

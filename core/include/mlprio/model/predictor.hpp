@@ -18,6 +18,8 @@
 
 namespace mlprio::model {
 
+struct UserHistory;  // features.hpp
+
 inline constexpr double NOT_PREDICTED = std::numeric_limits<double>::quiet_NaN();
 
 struct Prediction {
@@ -105,6 +107,18 @@ class Predictor {
   virtual bool explain_fail(const Job& job, const TraceNames& names, std::span<double> contrib,
                             std::span<float> row) const {
     (void)job, (void)names, (void)contrib, (void)row;
+    return false;
+  }
+
+  // Added for the live feature store (site_factor/mlprio keeps each user's history current with
+  // the finishes slurmctld reports, instead of the snapshot frozen at training): the history the
+  // model file carries (nullptr: none), the epoch offset its rows use, and explain_fail() for a
+  // row the caller encoded from its own history. Predictions from such rows go through
+  // predict_rows_with().
+  virtual const UserHistory* frozen_history() const { return nullptr; }
+  virtual double epoch_offset() const { return 0.0; }
+  virtual bool explain_fail_row(std::span<const float> row, std::span<double> contrib) const {
+    (void)row, (void)contrib;
     return false;
   }
 
