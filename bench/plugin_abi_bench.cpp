@@ -162,6 +162,45 @@ void BM_site_factor_update_10k(benchmark::State& state) {
 }
 BENCHMARK(BM_site_factor_update_10k)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
+// One history scan (_scan_history in site_factor_mlprio.c) over 10,000 ended jobs still in the
+// job list: Arg(1) all new (learned), Arg(0) all offered before (only the dedup), the two costs
+// the job read lock is held for, one ABI call per job as the shim makes them.
+void BM_history_scan_10k(benchmark::State& state) {
+  auto& f = fx();
+  const bool fresh = state.range(0) != 0;
+  std::vector<mlprio_finish_t> ended(f.jobs.size());
+  uint32_t base = 5000000;
+  auto fill = [&] {
+    for (size_t i = 0; i < ended.size(); ++i) {
+      ended[i].job = f.jobs[i];
+      ended[i].job.job_id = base + static_cast<uint32_t>(i);
+      ended[i].start_time = 1.7e9 + static_cast<double>(i);
+      ended[i].end_time = ended[i].start_time + 60 + static_cast<double>(i % 600);
+      ended[i].state = MLPRIO_END_COMPLETED;
+    }
+  };
+  fill();
+  size_t total = 0;
+  for (auto _ : state) {
+    if (fresh) {
+      state.PauseTiming();
+      base += static_cast<uint32_t>(ended.size());
+      fill();
+      state.ResumeTiming();
+    }
+    for (auto& e : ended) {
+      size_t n = 0;
+      mlprio_observe_finished(f.ctx, &e, 1, &n);
+      total += n;
+    }
+  }
+  benchmark::DoNotOptimize(total);
+  state.counters["learned_per_scan"] =
+      static_cast<double>(total) / static_cast<double>(std::max<int64_t>(state.iterations(), 1));
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(ended.size()));
+}
+BENCHMARK(BM_history_scan_10k)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();
