@@ -213,6 +213,30 @@ static uint32_t _max_time(const char *parts)
 	return max;
 }
 
+/*
+ * The DefaultTime Slurm would give the job (minutes), NO_VAL when its
+ * partition (the first listed that exists, else the default) has none.
+ */
+static uint32_t _default_time(const char *parts)
+{
+	uint32_t def = NO_VAL;
+	char *tmp, *tok, *save = NULL;
+	part_record_t *part_ptr;
+
+	if (!parts || !parts[0])
+		return default_part_loc ? default_part_loc->default_time : NO_VAL;
+	tmp = xstrdup(parts);
+	for (tok = strtok_r(tmp, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if ((part_ptr = find_part_record(tok))) {
+			def = part_ptr->default_time;
+			break;
+		}
+	}
+	xfree(tmp);
+	return def;
+}
+
 static double _gpus_in(const char *tres)
 {
 	const char *p;
@@ -322,6 +346,84 @@ static int _decide(const mlprio_job_t *j, mlprio_decision_t *d,
 	return rc;
 }
 
+/*
+ * The limit job_submit would fill (minutes): only when the user gave none and
+ * the model predicted a run time; max(run x (1 + limit_margin), the upper
+ * estimate), at least a minute, clamped to the partition's MaxTime. A
+ * partition's DefaultTime is left to apply unless override_default_time=1
+ * (*def returns it, NO_VAL when the partition has none).
+ */
+static bool _fill_limit(job_desc_msg_t *job_desc, const mlprio_decision_t *d,
+			uint32_t *lim_min, bool *clamped, uint32_t *def)
+{
+	double lim_s;
+	uint32_t max;
+
+	*clamped = false;
+	*def = _default_time(job_desc->partition);
+	if ((job_desc->time_limit != NO_VAL) || !isfinite(d->pred.runtime_s) ||
+	    (d->pred.runtime_s <= 0))
+		return false;
+	if ((*def != NO_VAL) && !d->params.override_default_time)
+		return false;
+	lim_s = d->pred.runtime_s * (1.0 + d->params.limit_margin);
+	*lim_min = (uint32_t) ceil(lim_s / 60.0);
+	if (isfinite(d->pred.runtime_upper_s) && d->pred.runtime_upper_s > lim_s)
+		*lim_min = (uint32_t) ceil(d->pred.runtime_upper_s / 60.0);
+	if (*lim_min < 1)
+		*lim_min = 1;
+	max = _max_time(job_desc->partition);
+	if ((max != INFINITE) && (*lim_min > max)) {
+		*lim_min = max;
+		*clamped = true;
+	}
+	return true;
+}
+
+/*
+ * mode=shadow: what enforce mode would do is logged and recorded in
+ * admin_comment (mlprio_shadow_refuse=P, mlprio_shadow_warn=P,
+ * mlprio_shadow_limit=HH:MM:SS; users cannot set it), where site_factor/mlprio
+ * logs it again with the job id and `mlprio-model shadow-report` reads it.
+ * Nothing reaches the user and the job is not changed.
+ */
+static int _shadow(job_desc_msg_t *job_desc, uint32_t submit_uid,
+		   const mlprio_job_t *j, const mlprio_decision_t *d)
+{
+	char text[256], note[64], d1[32];
+	uint32_t lim_min = 0, def = NO_VAL;
+	bool clamped = false;
+	size_t used = 0;
+	int n;
+
+	text[0] = '\0';
+	if ((d->verdict == MLPRIO_VERDICT_REFUSE) ||
+	    (d->verdict == MLPRIO_VERDICT_WARN)) {
+		snprintf(note, sizeof(note), "mlprio_shadow_%s=%.2f",
+			 (d->verdict == MLPRIO_VERDICT_REFUSE) ? "refuse" : "warn",
+			 d->pred.fail_prob);
+		_append_admin_comment(job_desc, note);
+		n = snprintf(text, sizeof(text), "would %s it (failure probability %.2f)",
+			     (d->verdict == MLPRIO_VERDICT_REFUSE) ? "refuse" : "warn",
+			     d->pred.fail_prob);
+		used = (n > 0) ? (size_t) n : 0;
+	}
+	if (_fill_limit(job_desc, d, &lim_min, &clamped, &def)) {
+		mlprio_format_duration(lim_min * 60.0, d1, sizeof(d1));
+		snprintf(note, sizeof(note), "mlprio_shadow_limit=%s", d1);
+		_append_admin_comment(job_desc, note);
+		if (used < sizeof(text))
+			snprintf(text + used, sizeof(text) - used,
+				 "%swould set time limit %s", used ? ", " : "",
+				 d1);
+	}
+	if (text[0])
+		info("%s: shadow: job from uid %u (%s) name %s: %s", plugin_type,
+		     submit_uid, j->user ? j->user : "?",
+		     job_desc->name ? job_desc->name : "(none)", text);
+	return SLURM_SUCCESS;
+}
+
 extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 		      char **err_msg)
 {
@@ -332,6 +434,8 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	const char *why = "";
 	int nfeat, rc;
 	uint64_t llm_key = 0;
+	uint32_t lim_min = 0, def = NO_VAL;
+	bool clamped = false;
 
 	nfeat = mlprio_extract_features(job_desc->script, job_desc->comment,
 					job_desc->name, feats, sizeof(feats));
@@ -363,7 +467,9 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	/* As the site factor will see them on the job record. */
 	_acct_qos(job_desc, &acct, &qos);
 	j.account = acct;
-	j.partition = job_desc->partition;
+	/* As the job record will name it: the default partition when none. */
+	j.partition = job_desc->partition ? job_desc->partition :
+		default_part_name;
 	j.qos = qos;
 	j.name = job_desc->name;
 	j.comment = job_desc->comment;
@@ -378,6 +484,11 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 		/* Never the old model under the new configuration. */
 		info("%s: uid %u: job passed unchanged: %s", plugin_type,
 		     submit_uid, why);
+		return SLURM_SUCCESS;
+	}
+	if (rc == MLPRIO_OUT_OF_SCOPE) {
+		debug("%s: uid %u: job passed unchanged: %s", plugin_type,
+		      submit_uid, why);
 		return SLURM_SUCCESS;
 	}
 	if (rc != MLPRIO_OK) {
@@ -396,6 +507,9 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 			debug("%s: LLM advisor: %s", plugin_type,
 			      hub->last_error());
 	}
+
+	if (d.params.mode == MLPRIO_MODE_SHADOW)
+		return _shadow(job_desc, submit_uid, &j, &d);
 
 	/*
 	 * No job id exists before job_submit returns: these lines name the
@@ -431,34 +545,25 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 		     job_desc->name ? job_desc->name : "(none)", d.log);
 	}
 
-	if ((job_desc->time_limit == NO_VAL) && isfinite(d.pred.runtime_s) &&
-	    (d.pred.runtime_s > 0)) {
-		double lim_s = d.pred.runtime_s * (1.0 + d.params.limit_margin);
-		uint32_t lim_min = (uint32_t) ceil(lim_s / 60.0);
-		uint32_t max = _max_time(job_desc->partition);
-		bool clamped = false;
-
-		if (isfinite(d.pred.runtime_upper_s) &&
-		    d.pred.runtime_upper_s > lim_s)
-			lim_min = (uint32_t) ceil(d.pred.runtime_upper_s / 60.0);
-		if (lim_min < 1)
-			lim_min = 1;
-		if ((max != INFINITE) && (lim_min > max)) {
-			lim_min = max;
-			clamped = true;
-		}
+	if (_fill_limit(job_desc, &d, &lim_min, &clamped, &def)) {
 		job_desc->time_limit = lim_min;
 		mlprio_format_duration(lim_min * 60.0, d1, sizeof(d1));
 		mlprio_format_duration(d.pred.runtime_s, d2, sizeof(d2));
 		snprintf(text, sizeof(text),
-			 "mlprio: time limit set to %s (predicted run %s + margin%s)",
-			 d1, d2, clamped ? ", clamped to the partition's MaxTime" : "");
+			 "mlprio: time limit set to %s (predicted run %s + margin%s%s)",
+			 d1, d2,
+			 clamped ? ", clamped to the partition's MaxTime" : "",
+			 (def != NO_VAL) ?
+			 ", in place of the partition's DefaultTime" : "");
 		_msg(err_msg, text);
 		info("%s: job from uid %u (%s) name %s: %s", plugin_type,
 		     submit_uid, j.user ? j.user : "?",
 		     job_desc->name ? job_desc->name : "(none)", text);
 		snprintf(text, sizeof(text), "mlprio_limit=%s", d1);
 		_append_admin_comment(job_desc, text);
+	} else if ((job_desc->time_limit == NO_VAL) && (def != NO_VAL)) {
+		debug("%s: uid %u: no limit filled: the partition's DefaultTime applies (override_default_time=0)",
+		      plugin_type, submit_uid);
 	}
 	return SLURM_SUCCESS;
 }

@@ -16,7 +16,7 @@
  *  All logic lives behind mlprio_abi.h; no C++ exception can reach slurmctld.
  *
  *  This plugin's context is the one model slot of both mlprio plugins:
- *  job_submit/mlprio decides through the hub exported below (mlprio_hub_v2,
+ *  job_submit/mlprio decides through the hub exported below (mlprio_hub_v3,
  *  found with dlopen(RTLD_NOLOAD)), so one reload switches both at once. With
  *  llm_url set it also owns the LLM advisor that job_submit hands scripts to;
  *  answers arrive on the advisor's own thread and reach jobs through the same
@@ -139,42 +139,89 @@ static void _fill_job(job_record_t *job_ptr, mlprio_job_t *j)
 	j->script = NULL;
 }
 
+/* The notes job_submit/mlprio left in admin_comment under these keys, as "k=v k=v". */
+static size_t _notes(const char *admin_comment, const char *const *keys,
+		     size_t nkeys, char *notes, size_t len)
+{
+	size_t i, used = 0;
+
+	notes[0] = '\0';
+	if (!admin_comment || !strstr(admin_comment, "mlprio_"))
+		return 0;
+	for (i = 0; i < nkeys; i++) {
+		const char *at = strstr(admin_comment, keys[i]);
+		int n;
+
+		if (!at)
+			continue;
+		n = snprintf(notes + used, len - used, "%s%.*s",
+			     used ? " " : "", (int) strcspn(at, " "), at);
+		if ((n < 0) || ((size_t) n >= len - used))
+			break;
+		used += n;
+	}
+	return used;
+}
+
+/* Submitted in the last 5 minutes: a restart does not log every pending job again. */
+static bool _is_new(job_record_t *job_ptr)
+{
+	return job_ptr->details &&
+	       (job_ptr->details->submit_time + 300 >= time(NULL));
+}
+
 /*
  * What job_submit/mlprio did to this job, from the notes it left in
  * admin_comment (where users cannot write): mlprio_limit= (time limit set),
  * mlprio_warn= (warned), mlprio_exempt=/mlprio_override= with mlprio_fail=
  * (accepted although predicted to fail). job_submit runs before the job has an
- * id, so the id is logged here, once, when the job is new (submitted in the
- * last 5 minutes, so a restart does not log every pending job again).
+ * id, so the id is logged here, once, when the job is new.
  */
 static void _log_admin_note(job_record_t *job_ptr, const char *user)
 {
 	static const char *const keys[] = {
 		"mlprio_limit=", "mlprio_warn=", "mlprio_exempt=",
 		"mlprio_override=", "mlprio_fail=" };
-	char notes[256] = "";
-	size_t i, used = 0;
+	char notes[256];
 
-	if (!job_ptr->admin_comment || !strstr(job_ptr->admin_comment, "mlprio_") ||
-	    !job_ptr->details ||
-	    (job_ptr->details->submit_time + 300 < time(NULL)))
-		return;
-	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		const char *at = strstr(job_ptr->admin_comment, keys[i]);
-		int n;
-
-		if (!at)
-			continue;
-		n = snprintf(notes + used, sizeof(notes) - used, "%s%.*s",
-			     used ? " " : "", (int) strcspn(at, " "), at);
-		if ((n < 0) || ((size_t) n >= sizeof(notes) - used))
-			break;
-		used += n;
-	}
-	if (!used || !mlprio_first_sight(ctx, job_ptr->job_id))
+	if (!_is_new(job_ptr) ||
+	    !_notes(job_ptr->admin_comment, keys, sizeof(keys) / sizeof(keys[0]),
+		    notes, sizeof(notes)) ||
+	    !mlprio_first_sight(ctx, job_ptr->job_id))
 		return;
 	info("%s: JobId=%u user=%s: %s", plugin_type, job_ptr->job_id,
 	     user ? user : "?", notes);
+}
+
+/*
+ * mode=shadow: one line per new job with everything enforce mode would have
+ * done to it: the SITE it would get and job_submit's notes (the limit it
+ * would fill, a refusal or warning). `mlprio-model shadow-report` reads these
+ * lines against sacct.
+ */
+static void _log_shadow(job_record_t *job_ptr, const char *user, int64_t f)
+{
+	static const char *const keys[] = {
+		"mlprio_shadow_limit=", "mlprio_shadow_refuse=",
+		"mlprio_shadow_warn=" };
+	char notes[256];
+
+	if (!_is_new(job_ptr) || !mlprio_first_sight(ctx, job_ptr->job_id))
+		return;
+	_notes(job_ptr->admin_comment, keys, sizeof(keys) / sizeof(keys[0]),
+	       notes, sizeof(notes));
+	info("%s: shadow: JobId=%u user=%s would_site=%"PRId64"%s%s",
+	     plugin_type, job_ptr->job_id, user ? user : "?", f,
+	     notes[0] ? " " : "", notes);
+}
+
+static bool _shadow_mode(void)
+{
+	mlprio_params_t p;
+
+	memset(&p, 0, sizeof(p));
+	mlprio_ctx_params(ctx, &p);
+	return p.mode == MLPRIO_MODE_SHADOW;
 }
 
 /* Caller holds the job write lock. */
@@ -189,12 +236,19 @@ static void _set_factor(job_record_t *job_ptr)
 		return;
 	}
 	_fill_job(job_ptr, &j);
-	_log_admin_note(job_ptr, j.user);
 	rc = mlprio_site_factor(ctx, &j, &f);
 	if (rc == MLPRIO_ERR_INTERNAL) {
 		error("%s: JobId=%u: %s", plugin_type, job_ptr->job_id,
 		      mlprio_last_error());
 		f = 0;
+	}
+	if (_shadow_mode()) {
+		/* Computed and logged, never applied. */
+		if (rc == MLPRIO_OK)
+			_log_shadow(job_ptr, j.user, f);
+		f = 0;
+	} else {
+		_log_admin_note(job_ptr, j.user);
 	}
 	job_ptr->site_factor = (uint32_t) ((int64_t) NICE_OFFSET + f);
 }
@@ -500,8 +554,8 @@ static int _hub_llm_submit(uint64_t key, const mlprio_job_t *job)
 	return rc;
 }
 
-extern const mlprio_hub_t mlprio_hub_v2;
-const mlprio_hub_t mlprio_hub_v2 = {
+extern const mlprio_hub_t mlprio_hub_v3;
+const mlprio_hub_t mlprio_hub_v3 = {
 	.version = MLPRIO_HUB_VERSION,
 	.size = sizeof(mlprio_hub_t),
 	.decide = _hub_decide,

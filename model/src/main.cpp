@@ -80,6 +80,14 @@ int main(int argc, char** argv) {
   explain->add_option("--model", model_path, "model file")->required();
   explain->add_option("--job", job_spec, "key=value,...")->required();
 
+  std::string log_path;
+  auto* shadow = app.add_subcommand(
+      "shadow-report", "what mode=shadow would have done (slurmctld log) against what happened (trace)");
+  shadow->add_option("--log", log_path, "slurmctld log with site_factor/mlprio shadow lines")->required();
+  shadow->add_option("--trace", trace_path, "what the jobs did: sacct dump (or any trace with job ids)")->required();
+  shadow->add_option("--format", format, "swf|sacct|alibaba|auto")->capture_default_str();
+  shadow->add_flag("--json", json, "print the figures as JSON");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -137,6 +145,12 @@ int main(int argc, char** argv) {
       } else {
         throw std::invalid_argument("predict needs --trace FILE or --job key=value,...");
       }
+    } else if (*shadow) {
+      const ShadowLog log = read_shadow_log(log_path);
+      const Trace t = read_trace(trace_path, format);
+      const auto r = shadow_report(log, t);
+      if (json) std::cout << r.dump(2) << "\n";
+      else std::cout << format_shadow_report(r);
     } else if (*explain) {
       const auto doc = read_model_document(model_path);
       std::cout << explain_job(doc, job_from_spec(job_spec)).dump(2) << "\n";

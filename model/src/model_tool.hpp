@@ -4,6 +4,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -70,5 +71,27 @@ nlohmann::json explain_job(const nlohmann::json& model_doc, const Trace& one_job
 
 // Epoch offset for time-of-day features: SWF's UnixStartTime, else 0 (times already absolute).
 double trace_epoch_offset(const Trace& t);
+
+// mode=shadow records (shadow_report.cpp): one per job from site_factor/mlprio's
+// "shadow: JobId=N user=U would_site=F [mlprio_shadow_limit=HH:MM:SS] [mlprio_shadow_refuse=P |
+// mlprio_shadow_warn=P]" log lines (the first line of a job wins).
+struct ShadowRecord {
+  int64_t job_id = 0;
+  std::string user;
+  double site = std::numeric_limits<double>::quiet_NaN();     // the SITE it would have had
+  double limit_s = std::numeric_limits<double>::quiet_NaN();  // the limit it would have got
+  double fail_prob = std::numeric_limits<double>::quiet_NaN();
+  bool flagged = false;                                       // would be refused or warned
+};
+struct ShadowLog {
+  std::vector<ShadowRecord> records;
+  size_t malformed = 0;
+  std::string first_malformed;  // "file:line: field F"
+};
+ShadowLog read_shadow_log(const std::string& path);
+// The records joined with the trace by job id: refusals vs failures, limits vs run times, and
+// Spearman's rho between SITE and run time.
+nlohmann::json shadow_report(const ShadowLog& log, const Trace& trace);
+std::string format_shadow_report(const nlohmann::json& report);
 
 }  // namespace mlprio::model

@@ -543,6 +543,29 @@ void log_llm_stats(mlprio_ctx& ctx, Clock::time_point& last, std::string& last_l
 #endif
 }
 
+// Parameters that can have no effect with this model, each as a warning for the log.
+std::vector<std::string> ineffective_params(const State& st) {
+  std::vector<std::string> w;
+  const Params& p = st.params;
+  if (p.max_boost_given && static_cast<double>(p.max_boost) > p.weight)
+    w.push_back("max_boost=" + std::to_string(p.max_boost) + " has no effect: it is above weight=" +
+                mlprio::plugin::format_number(p.weight) +
+                " and |SITE| <= weight (the score is below 1 at submission)");
+  if (st.predictor && p.refuse_above < 1.0 && st.predictor->kind() == "xgboost") {
+    mlprio::Job probe;
+    probe.req_procs = 1;
+    probe.req_time = 3600;
+    model::Prediction out;
+    mlprio::TraceNames names;
+    st.predictor->predict({&probe, 1}, names, {&out, 1});
+    if (std::isnan(out.fail_prob))
+      w.push_back("refuse_above=" + mlprio::plugin::format_number(p.refuse_above) +
+                  " has no effect: the model has no failure classifier (its training data had "
+                  "no failed jobs, as in every SWF trace), so no job is ever refused or warned");
+  }
+  return w;
+}
+
 // Parses `text` and loads its model as the state of `conf_epoch`. Caller holds reload_mu.
 int apply_params(mlprio_ctx& ctx, const char* text, uint64_t conf_epoch, const char* why) {
   auto parsed = mlprio::plugin::parse_params(text ? text : "");
@@ -556,6 +579,7 @@ int apply_params(mlprio_ctx& ctx, const char* text, uint64_t conf_epoch, const c
   const bool ok = st->predictor != nullptr;
   log_msg(ok ? 1 : 0, std::string(why) + (ok ? "model loaded: " + st->describe
                                              : error + "; factor is neutral"));
+  for (const auto& w : ineffective_params(*st)) log_msg(0, std::string(why) + w);
   ctx.publish(std::move(st));
   return ok ? MLPRIO_OK : fail(MLPRIO_ERR_MODEL, error);
 }
@@ -581,6 +605,7 @@ int check_reload(mlprio_ctx& ctx, int* reloaded) {
   auto st = build_state(ctx, cur->params, cur->conf_epoch, error);
   const bool ok = st->predictor != nullptr;
   log_msg(ok ? 1 : 0, ok ? "model reloaded: " + st->describe : error + "; factor is neutral");
+  for (const auto& w : ineffective_params(*st)) log_msg(0, w);
   ctx.publish(std::move(st));
   if (reloaded) *reloaded = 1;
   return ok ? MLPRIO_OK : fail(MLPRIO_ERR_MODEL, error);
@@ -598,6 +623,8 @@ void fill_params(const Params& p, mlprio_params_t* out) {
   out->reload_wait_ms = p.reload_wait_ms;
   out->have_model_path = !p.model.empty();
   out->have_llm = !p.llm_url.empty();
+  out->mode = p.mode;
+  out->override_default_time = p.override_default_time ? 1 : 0;
 }
 
 void notify_all_changed(mlprio_ctx& ctx) {
@@ -837,6 +864,8 @@ int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
   fill_params(st->params, &out->params);
   out->generation = st->generation;
   if (!st->predictor) return fail(MLPRIO_NO_MODEL, st->describe);
+  if (!mlprio::plugin::in_scope(st->params, job->partition, job->qos, job->account))
+    return fail(MLPRIO_OUT_OF_SCOPE, "outside scope_partitions/scope_qos/scope_accounts");
   model::Prediction p;
   mlprio::plugin::FailText text;
   const bool failing = [&] {
@@ -941,6 +970,8 @@ int mlprio_site_factor(mlprio_ctx_t* ctx, const mlprio_job_t* job, int64_t* fact
   *factor = 0;
   auto st = ctx->snapshot();
   if (!st->predictor) return MLPRIO_NO_MODEL;
+  if (!mlprio::plugin::in_scope(st->params, job->partition, job->qos, job->account))
+    return MLPRIO_OUT_OF_SCOPE;
   uint64_t fp = fingerprint(*job);
   const uint64_t hv = live_version(*ctx, job->user);
   fp = fnv(fp, &hv, sizeof hv);

@@ -22,6 +22,7 @@ struct Params {
   std::string model;              // model=PATH
   double weight = 10000.0;        // weight=N: factor = weight * score (score is in (0, 1] before starvation)
   int64_t max_boost = 100000;     // max_boost=N: |factor| cap
+  bool max_boost_given = false;   // max_boost was in the text (the default is never warned about)
   double limit_margin = 0.25;     // limit_margin=F: time limit = predicted run * (1 + F)
   double refuse_above = 1.0;      // refuse_above=P: failure probability that refuses (1 = never)
   int refuse_mode = MLPRIO_WARN;  // refuse_mode=refuse|warn
@@ -46,8 +47,23 @@ struct Params {
   std::vector<std::string> exempt_accounts;
   // allow_override=1: a job whose --comment holds the word OVERRIDE_TOKEN is accepted (logged).
   bool allow_override = false;
+  // mode=enforce|shadow: shadow computes and logs SITE, limits and refusals, applies none.
+  int mode = MLPRIO_MODE_ENFORCE;
+  // scope_partitions=a:b, scope_qos=..., scope_accounts=...: when set, only jobs in a listed
+  // partition (any of a job's partitions) / QOS / account are touched; others pass unchanged
+  // with SITE 0. Names compared case-insensitively.
+  std::vector<std::string> scope_partitions;
+  std::vector<std::string> scope_qos;
+  std::vector<std::string> scope_accounts;
+  // override_default_time=1: fill a limit even when the job's partition has a DefaultTime
+  // (by default Slurm's DefaultTime is left to apply).
+  bool override_default_time = false;
 };
 inline constexpr const char* OVERRIDE_TOKEN = "mlprio:override";
+
+// Whether a job is inside the parameters' scope_* lists (a comma list of partitions matches when
+// any of them is listed). Empty lists match everything.
+bool in_scope(const Params& p, const char* partitions, const char* qos, const char* account);
 
 // Whether `comment` holds OVERRIDE_TOKEN as a word (delimited by start/end, space, ',' or ';').
 bool has_override_token(const char* comment);
@@ -78,6 +94,8 @@ std::string format_features(const std::vector<std::pair<std::string, double>>& f
 Job to_core_job(const mlprio_job_t& in, TraceNames& names);
 
 std::string format_duration(double seconds);
+// A parameter's number as format_params() writes it ("%.10g").
+std::string format_number(double v);
 
 // The advisor key job_submit/mlprio leaves in AdminComment ("mlprio_llm=<16 hex>"), or 0.
 uint64_t llm_key_of(const char* admin_comment);

@@ -195,7 +195,8 @@ ParseResult parse_params(std::string_view text) {
     } else if (key == "weight") {
       if (parse_number(val, d) && d >= 0) p.weight = d; else bad("weight=1000");
     } else if (key == "max_boost") {
-      if (parse_int(val, n) && n >= 0 && n < 0x7ffffff0LL) p.max_boost = n; else bad("max_boost=100000");
+      if (parse_int(val, n) && n >= 0 && n < 0x7ffffff0LL) p.max_boost = n, p.max_boost_given = true;
+      else bad("max_boost=100000");
     } else if (key == "limit_margin") {
       if (parse_number(val, d) && d >= 0 && d <= 10) p.limit_margin = d; else bad("limit_margin=0.25");
     } else if (key == "refuse_above") {
@@ -235,6 +236,23 @@ ParseResult parse_params(std::string_view text) {
       if (v == "1" || v == "yes" || v == "true") p.allow_override = true;
       else if (v == "0" || v == "no" || v == "false") p.allow_override = false;
       else bad("allow_override=1 or allow_override=0");
+    } else if (key == "mode") {
+      const std::string v = lower(val);
+      if (v == "enforce") p.mode = MLPRIO_MODE_ENFORCE;
+      else if (v == "shadow") p.mode = MLPRIO_MODE_SHADOW;
+      else bad("mode=enforce or mode=shadow");
+    } else if (key == "scope_partitions" || key == "scope_qos" || key == "scope_accounts") {
+      std::vector<std::string> names;
+      auto& dst = key == "scope_partitions" ? p.scope_partitions
+                  : key == "scope_qos"      ? p.scope_qos
+                                            : p.scope_accounts;
+      if (val.empty() || parse_name_list(val, names)) dst = std::move(names);
+      else bad("scope_partitions=gpu:debug, names joined by ':'");
+    } else if (key == "override_default_time") {
+      const std::string v = lower(val);
+      if (v == "1" || v == "yes" || v == "true") p.override_default_time = true;
+      else if (v == "0" || v == "no" || v == "false") p.override_default_time = false;
+      else bad("override_default_time=1 or override_default_time=0");
     } else if (key == "history_period_ms") {
       if (parse_int(val, n) && (n == 0 || (n >= 1000 && n <= 3600000))) p.history_period_ms = n;
       else bad("history_period_ms=30000 (1000..3600000, or 0 = off)");
@@ -246,10 +264,17 @@ ParseResult parse_params(std::string_view text) {
                            "refuse_mode, llm_url, llm_timeout_ms, llm_model, llm_min_factor, "
                            "llm_max_factor, llm_min_confidence, budget_us, check_period_ms, "
                            "reload_wait_ms, exempt_qos, exempt_accounts, allow_override, "
-                           "history_period_ms)");
+                           "history_period_ms, mode, scope_partitions, scope_qos, "
+                           "scope_accounts, override_default_time)");
     }
   }
   return r;
+}
+
+std::string format_number(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.10g", v);
+  return b;
 }
 
 std::string format_params(const Params& p) {
@@ -282,6 +307,11 @@ std::string format_params(const Params& p) {
   s += ",exempt_accounts=" + list(p.exempt_accounts);
   s += std::string(",allow_override=") + (p.allow_override ? "1" : "0");
   s += ",history_period_ms=" + std::to_string(p.history_period_ms);
+  s += std::string(",mode=") + (p.mode == MLPRIO_MODE_SHADOW ? "shadow" : "enforce");
+  s += ",scope_partitions=" + list(p.scope_partitions);
+  s += ",scope_qos=" + list(p.scope_qos);
+  s += ",scope_accounts=" + list(p.scope_accounts);
+  s += std::string(",override_default_time=") + (p.override_default_time ? "1" : "0");
   s += ",reload_wait_ms=" + std::to_string(p.reload_wait_ms);
   return s;
 }
@@ -343,6 +373,26 @@ Job to_core_job(const mlprio_job_t& in, TraceNames& names) {
   j.features.reserve(feats.size());
   for (const auto& [k, v] : feats) j.features.emplace_back(names.features.intern(k), v);
   return j;
+}
+
+bool in_scope(const Params& p, const char* partitions, const char* qos, const char* account) {
+  auto listed = [](const std::vector<std::string>& names, std::string_view v) {
+    return std::find(names.begin(), names.end(), lower(trim(v))) != names.end();
+  };
+  auto bounded = [](const char* v) {
+    return v ? std::string_view(v, ::strnlen(v, 4096)) : std::string_view();
+  };
+  if (!p.scope_qos.empty() && !listed(p.scope_qos, bounded(qos))) return false;
+  if (!p.scope_accounts.empty() && !listed(p.scope_accounts, bounded(account))) return false;
+  if (p.scope_partitions.empty()) return true;
+  const std::string_view parts = bounded(partitions);
+  for (size_t pos = 0; pos <= parts.size();) {
+    size_t comma = parts.find(',', pos);
+    if (comma == std::string_view::npos) comma = parts.size();
+    if (listed(p.scope_partitions, parts.substr(pos, comma - pos))) return true;
+    pos = comma + 1;
+  }
+  return false;
 }
 
 bool has_override_token(const char* comment) {

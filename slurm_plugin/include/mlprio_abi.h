@@ -29,10 +29,14 @@ enum mlprio_status {
 	MLPRIO_ERR_INTERNAL = 3, /* unexpected C++ exception, caught here */
 	MLPRIO_NO_MODEL = 4,     /* no usable model loaded: answer is neutral */
 	MLPRIO_PENDING = 5,      /* answer queued for the worker thread */
-	MLPRIO_TIMEOUT = 6       /* nothing became ready before the timeout */
+	MLPRIO_TIMEOUT = 6,      /* nothing became ready before the timeout */
+	MLPRIO_OUT_OF_SCOPE = 7  /* the job is outside scope_*: left alone */
 };
 
 enum mlprio_refuse_mode { MLPRIO_REFUSE = 0, MLPRIO_WARN = 1 };
+/* mode=enforce applies SITE, limits and refusals; mode=shadow computes and
+ * logs them ("would ...") but applies nothing. */
+enum mlprio_mode { MLPRIO_MODE_ENFORCE = 0, MLPRIO_MODE_SHADOW = 1 };
 
 typedef struct mlprio_ctx mlprio_ctx_t;
 
@@ -75,6 +79,8 @@ typedef struct {
 	int64_t reload_wait_ms;   /* bound on mlprio_decide's wait after a re-read */
 	int have_model_path;
 	int have_llm;             /* llm_url is set */
+	int mode;                 /* enum mlprio_mode */
+	int override_default_time;/* fill limits even where a partition has DefaultTime */
 } mlprio_params_t;
 
 /* Log sink: level 0 = error, 1 = info, 2 = debug. Called from any thread. */
@@ -139,7 +145,8 @@ typedef struct {
 	char admin_note[128];
 } mlprio_decision_t;
 
-/* Decides for a job under slurm.conf reading conf_epoch (params = its
+/* Decides for a job under slurm.conf reading conf_epoch (MLPRIO_OUT_OF_SCOPE:
+ * outside scope_*, pass unchanged; params are filled) (params = its
  * PrioritySiteFactorParameters). When the context's state is older than that
  * reading (slurm.conf re-read, no reconfigure hook has loaded the model yet),
  * the worker loads it while this call waits at most reload_wait_ms; then
@@ -151,7 +158,9 @@ int mlprio_decide(mlprio_ctx_t *ctx, const char *params, uint64_t conf_epoch,
 /* The site factor for a job, as a signed offset (the shim adds NICE_OFFSET).
  * Cached answer or an in-process call within the budget: MLPRIO_OK. Over the
  * budget: *factor = 0 and MLPRIO_PENDING (queued for the worker). No model:
- * *factor = 0 and MLPRIO_NO_MODEL. */
+ * *factor = 0 and MLPRIO_NO_MODEL. Outside scope_*: *factor = 0 and
+ * MLPRIO_OUT_OF_SCOPE. In mode=shadow the factor is computed all the same:
+ * the shim logs it and applies 0. */
 int mlprio_site_factor(mlprio_ctx_t *ctx, const mlprio_job_t *job,
 		       int64_t *factor);
 /* 1 the first time this context sees job_id here, else 0 (bounded memory: a
@@ -240,8 +249,8 @@ typedef struct {
 	int (*llm_submit)(uint64_t key, const mlprio_job_t *job);
 	const char *(*last_error)(void);
 } mlprio_hub_t;
-#define MLPRIO_HUB_SYMBOL "mlprio_hub_v2"
-#define MLPRIO_HUB_VERSION 2
+#define MLPRIO_HUB_SYMBOL "mlprio_hub_v3"
+#define MLPRIO_HUB_VERSION 3
 
 /* LLM fine-tuning parameters found in text (#MLPRIO lines of a script,
  * "key=value" in a comment, hints in a job name) as "k=v k=v". Returns the

@@ -147,6 +147,7 @@ NodeName=mlprionode NodeHostname=$(hostname) NodeAddr=127.0.0.1 CPUs=$(nproc) Re
 PartitionName=debug Nodes=mlprionode Default=YES MaxTime=INFINITE State=UP
 PartitionName=hold Nodes=mlprionode MaxTime=INFINITE State=DOWN
 PartitionName=short Nodes=mlprionode MaxTime=30 State=DOWN
+PartitionName=deftime Nodes=mlprionode DefaultTime=10 MaxTime=INFINITE State=DOWN
 CONF
 }
 

@@ -395,6 +395,58 @@ run)
   done
   grep -c "JobState=COMPLETED" "$CL_DIR/jobcomp.log"
   ;;
+shadow)
+  # mode=shadow: the failing model would refuse root's jobs and fill a 01:09:00 limit, and SITE
+  # would be the score's; nothing is applied (the job is accepted, unchanged, SITE 0, sbatch
+  # silent), and one line per job with its id records what would have been done, which
+  # mlprio-model shadow-report reads against what happened.
+  start "model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=refuse,mode=shadow"
+  expect_log "site_factor/mlprio: parameters: .*,mode=shadow,"
+  id=$(sbatch --parsable -p hold -o /dev/null --wrap 'sleep 1' 2>"$M/err") || fail "shadow mode refused the job: $(cat "$M/err")"
+  [ -s "$M/err" ] && fail "shadow mode told the user something: $(cat "$M/err")"
+  scontrol show job "$id" | grep -q "TimeLimit=UNLIMITED" || fail "shadow mode changed the time limit: $(scontrol show job "$id" | grep -o 'TimeLimit=[^ ]*')"
+  expect_log "job_submit/mlprio: shadow: job from uid 0 (root) name wrap: would refuse it (failure probability 0.90), would set time limit 01:09:00"
+  want=$(expect_site 3300 0.9)
+  expect_log "site_factor/mlprio: shadow: JobId=$id user=root would_site=$want mlprio_shadow_limit=01:09:00 mlprio_shadow_refuse=0.90$"
+  s=$(site_of "$id")
+  [ "$s" = 0 ] || fail "shadow mode applied SITE $s to job $id"
+  # The same job in enforce mode is refused.
+  sed -i "s#,mode=shadow#,mode=enforce#" "$SLURM_CONF"
+  scontrol reconfigure || fail "reconfigure"
+  expect_log "site_factor/mlprio: reconfigure: parameters: .*,mode=enforce,"
+  if sbatch -p hold -o /dev/null --wrap 'sleep 1' 2>"$M/err"; then fail "enforce mode did not refuse"; fi
+  grep -q "predicted to fail with probability 0.90" "$M/err" || fail "no refusal message: $(cat "$M/err")"
+  # The summary of the trial: the shadow lines joined with what happened (a sacct-format dump
+  # written from the cluster's own record: job $id was cancelled after 0 s).
+  scancel "$id"
+  printf 'JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|State|ExitCode|NCPUS|NNodes|ReqMem|JobName\n%s|root|root|hold|2026-01-01T00:00:00|2026-01-01T00:00:10|2026-01-01T00:01:40|00:01:30|UNLIMITED|FAILED|1:0|1|1|1M|wrap\n' "$id" >"$M/sacct.txt"
+  "$MLPRIO_BUILD/bin/mlprio-model" shadow-report --log "$CL_DIR/slurmctld.log" --trace "$M/sacct.txt" --format sacct >"$M/report" || fail "shadow-report failed: $(cat "$M/report")"
+  cat "$M/report"
+  grep -q "jobs recorded in shadow mode: 1, found in the trace: 1" "$M/report" || fail "shadow-report did not find the job"
+  grep -q "would refuse or warn: 1 (of which failed: 1" "$M/report" || fail "shadow-report refusals"
+  grep -q "would fill a time limit: 1 (of which ran past it: 0" "$M/report" || fail "shadow-report limits"
+  ;;
+scope)
+  # scope_partitions: jobs outside pass unchanged (no limit, SITE 0); a partition's DefaultTime
+  # is respected unless override_default_time=1.
+  start "model=$M/hist.json,$BASE,scope_partitions=hold:deftime"
+  id=$(sbatch --parsable -p short -o /dev/null --wrap 'sleep 1' 2>"$M/err") || fail "sbatch -p short"
+  [ -s "$M/err" ] && fail "a job outside the scope got a message: $(cat "$M/err")"
+  scontrol show job "$id" | grep -q "TimeLimit=00:30:00" || fail "out-of-scope job's limit is not the partition's MaxTime"
+  [ "$(site_of "$id")" = 0 ] || fail "out-of-scope job has SITE $(site_of "$id")"
+  id=$(sbatch --parsable -p hold -o /dev/null --wrap 'sleep 1' 2>"$M/err") || fail "sbatch -p hold"
+  grep -q "time limit set to 01:09:00" "$M/err" || fail "in-scope job got no limit: $(cat "$M/err")"
+  [ "$(site_of "$id")" -gt 0 ] || fail "in-scope job has SITE $(site_of "$id")"
+  id=$(sbatch --parsable -p deftime -o /dev/null --wrap 'sleep 1' 2>"$M/err") || fail "sbatch -p deftime"
+  [ -s "$M/err" ] && fail "a job under DefaultTime got a message: $(cat "$M/err")"
+  scontrol show job "$id" | grep -q "TimeLimit=00:10:00" || fail "DefaultTime=10 was not respected: $(scontrol show job "$id" | grep -o 'TimeLimit=[^ ]*')"
+  sed -i "s#scope_partitions=hold:deftime#scope_partitions=hold:deftime,override_default_time=1#" "$SLURM_CONF"
+  scontrol reconfigure || fail "reconfigure"
+  expect_log "site_factor/mlprio: reconfigure: parameters: .*,override_default_time=1,"
+  id=$(sbatch --parsable -p deftime -o /dev/null --wrap 'sleep 1' 2>"$M/err") || fail "sbatch -p deftime"
+  grep -q "time limit set to 01:09:00 (predicted run 00:55:00 + margin, in place of the partition's DefaultTime)" "$M/err" ||
+    fail "override_default_time=1 did not fill: $(cat "$M/err")"
+  ;;
 live_history)
   # The plugin learns jobs as they end (no slurmdbd here: the applier scans the job list every
   # history_period_ms), so root's next prediction moves from the model's 55 min (its snapshot:

@@ -602,7 +602,8 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
       "refuse_mode=refuse,llm_url=http://h:1/v1,llm_timeout_ms=700,llm_model=q,"
       "llm_min_factor=0.25,llm_max_factor=4,llm_min_confidence=0.5,budget_us=30,"
       "check_period_ms=2000,exempt_qos=urgent:ops,exempt_accounts=vip,allow_override=1,"
-      "history_period_ms=5000,reload_wait_ms=250";
+      "history_period_ms=5000,mode=shadow,scope_partitions=gpu:debug,scope_qos=normal,"
+      "scope_accounts=ml,override_default_time=1,reload_wait_ms=250";
   const auto a = parse_params(given);
   REQUIRE(a.warnings.empty());
   CHECK(format_params(a.params) == given);  // non-defaults: every key, in the parser's order
@@ -624,5 +625,71 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
     CHECK(unknown.find(key) != std::string::npos);
     ++keys;
   }
-  CHECK(keys == 19);
+  CHECK(keys == 24);
+}
+
+TEST_CASE("scope: only listed partitions, QOS and accounts are touched; the rest pass unchanged") {
+  using namespace mlprio::plugin;
+  Params p;
+  CHECK(in_scope(p, nullptr, nullptr, nullptr));  // no scope: everything
+  auto r = parse_params("scope_partitions=GPU:debug,scope_accounts=ml");
+  REQUIRE(r.warnings.empty());
+  CHECK(in_scope(r.params, "gpu", nullptr, "ML"));
+  CHECK(in_scope(r.params, "cpu,debug", "normal", "ml"));  // any of a job's partitions
+  CHECK_FALSE(in_scope(r.params, "cpu", nullptr, "ml"));
+  CHECK_FALSE(in_scope(r.params, "gpu", nullptr, "physics"));
+  CHECK_FALSE(in_scope(r.params, "gpu", nullptr, nullptr));
+  CHECK_FALSE(in_scope(r.params, nullptr, nullptr, "ml"));
+  CHECK(parse_params("scope_partitions=a b").warnings.size() == 1);
+  CHECK(parse_params("mode=dry").warnings.size() == 1);
+  CHECK(parse_params("mode=SHADOW").params.mode == MLPRIO_MODE_SHADOW);
+
+  TempDir d;
+  write_formula(d.file("h.json"), "alice", 3300, 0.9);
+  mlprio_ctx_t* ctx = nullptr;
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("h.json") +
+                             ",scope_partitions=gpu,refuse_above=0.5,refuse_mode=refuse,mode=shadow")
+                                .c_str(),
+                            0, &ctx) == MLPRIO_OK);
+  auto in = job(1, 600);  // partition gpu
+  auto out = job(2, 600);
+  out.partition = "cpu";
+  int64_t f = 7;
+  CHECK(mlprio_site_factor(ctx, &out, &f) == MLPRIO_OUT_OF_SCOPE);
+  CHECK(f == 0);
+  CHECK(mlprio_site_factor(ctx, &in, &f) == MLPRIO_OK);
+  CHECK(f > 0);  // shadow mode still computes the factor; the shim applies 0
+  mlprio_decision_t dec;
+  CHECK(mlprio_decide(ctx, nullptr, 0, &out, &dec) == MLPRIO_OUT_OF_SCOPE);
+  CHECK(dec.verdict == MLPRIO_VERDICT_PASS);
+  CHECK(dec.params.mode == MLPRIO_MODE_SHADOW);
+  REQUIRE(mlprio_decide(ctx, nullptr, 0, &in, &dec) == MLPRIO_OK);
+  CHECK(dec.verdict == MLPRIO_VERDICT_REFUSE);  // what enforce mode would do
+  mlprio_ctx_free(ctx);
+}
+
+TEST_CASE("parameters that can have no effect are warned about at load") {
+  TempDir d;
+  write_formula(d.file("m.json"));
+  std::vector<std::string> lines;
+  static std::vector<std::string>* sink = nullptr;
+  sink = &lines;
+  mlprio_set_log([](int level, const char* msg) {
+    if (level == 0 && sink) sink->push_back(msg);
+  });
+  mlprio_ctx_t* ctx = nullptr;
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json") + ",weight=1000").c_str(), 0, &ctx) ==
+          MLPRIO_OK);
+  mlprio_ctx_free(ctx);
+  for (const auto& l : lines) CHECK(l.find("has no effect") == std::string::npos);  // defaults
+  lines.clear();
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json") + ",weight=1000,max_boost=5000").c_str(),
+                            0, &ctx) == MLPRIO_OK);
+  mlprio_ctx_free(ctx);
+  mlprio_set_log(nullptr);
+  sink = nullptr;
+  bool warned = false;
+  for (const auto& l : lines)
+    warned |= l.find("max_boost=5000 has no effect: it is above weight=1000") != std::string::npos;
+  CHECK(warned);
 }
