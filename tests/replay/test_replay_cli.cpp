@@ -174,3 +174,26 @@ TEST_CASE("replay inspect --user-stats reports a hand-made trace's known figures
   CHECK_THAT(slurp(dir / "g.json"), Catch::Contains("\"users\":0") && Catch::Contains("\"top10_share\":null"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("replay generate --users: a user model, its header note, and refused combinations",
+          "[replay][cli][generate]") {
+  REQUIRE(fs::exists(replay_exe()));
+  const fs::path dir = scratch("gen_users");
+  REQUIRE(run_in(dir, "true", "generate --jobs 500 --seed 4 --users 7 -q -o a.swf") == 0);
+  REQUIRE(run_in(dir, "true", "generate --jobs 500 --seed 4 --users 7 -q -o b.swf") == 0);
+  const std::string a = slurp(dir / "a.swf");
+  CHECK(a == slurp(dir / "b.swf"));
+  CHECK_THAT(a, Catch::Contains("; Note: user model version 1: 7 users") &&
+                    Catch::Contains("; Note: requested time user"));
+  // Plain (no --users): no user-model note, requests unknown as before.
+  REQUIRE(run_in(dir, "true", "generate --jobs 50 --seed 4 -q -o p.swf") == 0);
+  const std::string p = slurp(dir / "p.swf");
+  CHECK_THAT(p, Catch::Contains("; Note: requested time unknown") && !Catch::Contains("user model"));
+  // The user request model needs users; bad user-model values are usage errors naming them.
+  CHECK(run_in(dir, "true", "generate --jobs 5 --req-time user -o u.swf") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("users > 0"));
+  CHECK(run_in(dir, "true", "generate --jobs 5 --users 3 --user-stickiness 1 -o u.swf") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("stickiness"));
+  CHECK_FALSE(fs::exists(dir / "u.swf"));
+  fs::remove_all(dir);
+}
