@@ -38,7 +38,7 @@ struct GenerateArgs {
   int64_t jobs = 0;
   std::string output;
   std::string types = "batch";
-  std::string req_time = "unknown";
+  std::string req_time = "auto";
   LublinOptions lublin;
   bool quiet = false;
 };
@@ -85,6 +85,16 @@ TraceHeader make_header(const GenerateArgs& a, const LublinOptions& o) {
   if (o.req_time == LublinReqTime::FACTOR)
     req += " (run x " + num_text(o.req_time_factor) + " rounded up to " + num_text(o.req_time_round) + " s)";
   add("Note", req);
+  if (o.user_model.users > 0) {
+    const LublinUserModel& u = o.user_model;
+    add("Note", "user model version " + std::string(LUBLIN_USER_MODEL_VERSION) + ": " +
+                    std::to_string(u.users) + " users, activity exponent " + num_text(u.activity_exponent) +
+                    ", stickiness " + num_text(u.stickiness) + ", repeat " + num_text(u.repeat_prob) +
+                    ", new-application weight " + num_text(u.new_app_weight) + ", burst mean " +
+                    num_text(u.burst_mean) + ", run spread " + num_text(u.runtime_spread) + ", crash " +
+                    num_text(u.crash_prob) + ", hang " + num_text(u.hang_prob) + ", limit habit " + num_text(u.habit_share) +
+                    ", over-estimation " + num_text(u.factor_min) + ".." + num_text(u.factor_max));
+  }
   // No command line here: the options above are all there is, and leaving out the output name
   // keeps files from the same options byte-identical.
   return h;
@@ -147,7 +157,9 @@ void run_generate(const GenerateArgs& a) {
     try {
       LublinOptions o = a.lublin;
       o.types = parse_lublin_job_types(a.types);
-      o.req_time = parse_lublin_req_time(a.req_time);
+      o.req_time = a.req_time == "auto"
+                       ? (o.user_model.users > 0 ? LublinReqTime::USER : LublinReqTime::NONE)
+                       : parse_lublin_req_time(a.req_time);
       return LublinGenerator(o);
     } catch (const std::invalid_argument& e) {
       throw CLI::ValidationError(std::string("generate: ") + e.what());
@@ -167,7 +179,8 @@ void run_generate(const GenerateArgs& a) {
   if (!a.quiet)
     std::cerr << "mlprio-replay generate: wrote " << a.jobs << " jobs (lublin99 v"
               << LUBLIN_GENERATOR_VERSION << ", seed " << o.seed << ", "
-              << lublin_job_types_name(o.types) << ", " << o.nodes << " nodes) to "
+              << lublin_job_types_name(o.types) << ", " << o.nodes << " nodes"
+              << (o.user_model.users > 0 ? ", " + std::to_string(o.user_model.users) + " users" : "") << ") to "
               << (a.output == "-" ? "stdout" : a.output) << " in " << secs << " s ("
               << (secs > 0 ? static_cast<double>(a.jobs) / secs : 0.0) << " jobs/s)\n";
 }
@@ -206,13 +219,49 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::Range(1e-3, 1e3))
       ->capture_default_str();
   cmd->add_option("--req-time", args->req_time,
-                  "Requested time: unknown (-1, as the published Lublin traces), exact (= run time), or "
-                  "factor (run x --req-time-factor rounded up to --req-time-round)")
-      ->check(CLI::IsMember({"unknown", "exact", "factor"}))
+                  "Requested time: unknown (-1, as the published Lublin traces), exact (= run time), "
+                  "factor (run x --req-time-factor rounded up to --req-time-round), user (the user model's "
+                  "habits; needs --users), or auto (user with --users, else unknown)")
+      ->check(CLI::IsMember({"auto", "unknown", "exact", "factor", "user"}))
       ->capture_default_str();
   cmd->add_option("--req-time-factor", args->lublin.req_time_factor, "Over-estimation factor for --req-time factor (>= 1)")
       ->capture_default_str();
   cmd->add_option("--req-time-round", args->lublin.req_time_round, "Round requested times up to this many seconds")
+      ->capture_default_str();
+  // The user model (core's lublin.hpp, LublinUserModel); its defaults are the calibrated ones.
+  LublinUserModel& um = args->lublin.user_model;
+  cmd->add_option("--users", um.users,
+                  "Users with repeating behaviour (0 = none, the plain model): Zipf activity, sessions, "
+                  "resubmitted applications, bursts, request habits, crashes")
+      ->check(CLI::Range(int64_t{0}, LUBLIN_MAX_USERS))
+      ->capture_default_str();
+  cmd->add_option("--user-activity", um.activity_exponent, "Zipf exponent of the users' activity (with --users)")
+      ->capture_default_str();
+  cmd->add_option("--user-stickiness", um.stickiness,
+                  "Probability that a submission is by the previous submission's user")
+      ->capture_default_str();
+  cmd->add_option("--app-repeat", um.repeat_prob,
+                  "Probability that a submission resubmits the user's previous application")
+      ->capture_default_str();
+  cmd->add_option("--app-new-weight", um.new_app_weight,
+                  "Concentration of a user's repertoire: a new application w.p. W / (W + submissions so far)")
+      ->capture_default_str();
+  cmd->add_option("--burst-mean", um.burst_mean, "Mean jobs per submission (copies at the same second)")
+      ->capture_default_str();
+  cmd->add_option("--run-spread", um.runtime_spread,
+                  "Laplace scale of ln(run time) of a job around its application's (mean |deviation|)")
+      ->capture_default_str();
+  cmd->add_option("--crash-prob", um.crash_prob, "Probability that a job crashes within a minute")
+      ->capture_default_str();
+  cmd->add_option("--hang-prob", um.hang_prob,
+                  "Probability that a job hangs until killed at its request (--req-time user)")
+      ->capture_default_str();
+  cmd->add_option("--limit-habit", um.habit_share,
+                  "Share of users who keep a default time limit unless a job needs more")
+      ->capture_default_str();
+  cmd->add_option("--overestimate-min", um.factor_min, "Smallest user over-estimation factor (>= 1)")
+      ->capture_default_str();
+  cmd->add_option("--overestimate-max", um.factor_max, "Largest user over-estimation factor")
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", args->quiet, "Do not print the summary line to stderr");
   cmd->callback([args]() { run_generate(*args); });

@@ -1,5 +1,7 @@
 // `mlprio-replay inspect`: what a trace holds — jobs, time span, machine size from the header,
-// how many jobs lack requested time or processors, skipped lines — as text or one JSON object.
+// how many jobs lack requested time or processors, skipped lines — as text or one JSON object;
+// with --user-stats also how users behave (mlprio/jobs/user_stats.hpp), the figures the
+// generator's user model is calibrated on.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +12,7 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "mlprio/jobs/user_stats.hpp"
 #include "mlprio/util/checked_cast.hpp"
 
 namespace mlprio::cli {
@@ -19,7 +22,50 @@ namespace {
 struct InspectArgs {
   TraceOptions trace;
   bool json = false;
+  bool user_stats = false;
 };
+
+nlohmann::json user_stats_json(const UserBehaviourStats& u) {
+  return {{"jobs", u.jobs},
+          {"jobs_with_user", u.jobs_with_user},
+          {"users", u.users},
+          {"top10_share", u.top10_share},
+          {"pairs", u.pairs},
+          {"same_request_size", u.same_request_size},
+          {"gap_within_10s", u.gap_within_10s},
+          {"gap_within_1h", u.gap_within_1h},
+          {"run_pairs", u.run_pairs},
+          {"run_within_2x", u.run_within_2x},
+          {"median_abs_log2_ratio", u.median_abs_log2_ratio},
+          {"request_jobs", u.request_jobs},
+          {"mean_run_over_request", u.mean_run_over_request},
+          {"run_at_limit_share", u.run_at_limit_share},
+          {"run_jobs", u.run_jobs},
+          {"short_run_share", u.short_run_share}};
+}
+
+// "0.123", or "-" for a figure without data (NaN).
+std::string figure(double v) {
+  if (std::isnan(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+void print_user_stats(const UserBehaviourStats& u) {
+  std::cout << "users        " << u.users << " (" << u.jobs_with_user << " of " << u.jobs
+            << " jobs have a user id); top 10 % of users submit " << figure(u.top10_share) << " of them\n"
+            << "repeats      of " << u.pairs << " jobs with a previous job by the same user: "
+            << figure(u.same_request_size) << " same (request, size), submitted within 10 s "
+            << figure(u.gap_within_10s) << ", within 1 h " << figure(u.gap_within_1h) << "\n"
+            << "run locality of " << u.run_pairs << " such pairs with run times: " << figure(u.run_within_2x)
+            << " within 2x of the previous run, median |log2(run / previous run)| "
+            << figure(u.median_abs_log2_ratio) << "\n"
+            << "requests     of " << u.request_jobs << " jobs with a request: mean run / request "
+            << figure(u.mean_run_over_request) << ", run >= request " << figure(u.run_at_limit_share) << "\n"
+            << "short runs   of " << u.run_jobs << " jobs with a run time: " << figure(u.short_run_share)
+            << " ran under 60 s\n";
+}
 
 std::string duration_text(double s) {
   char buf[64];
@@ -82,6 +128,8 @@ void run_inspect(const InspectArgs& a) {
   for (const auto& e : r.first_errors)
     errs.push_back({{"file", e.file}, {"line", e.line}, {"field", e.field}, {"message", e.message}});
   j["first_errors"] = errs;
+  const UserBehaviourStats ustats = a.user_stats ? user_behaviour_stats(t.jobs) : UserBehaviourStats{};
+  if (a.user_stats) j["user_stats"] = user_stats_json(ustats);
   if (a.json) {
     std::cout << j.dump() << "\n";
     return;
@@ -99,6 +147,7 @@ void run_inspect(const InspectArgs& a) {
             << "lines        " << r.lines << " read, " << r.skipped << " skipped, " << r.blank_lines << " blank, "
             << r.ignored << " ignored (job steps)\n"
             << "order        " << (r.was_sorted ? "sorted by submit time" : "was not sorted by submit time; sorted") << "\n";
+  if (a.user_stats) print_user_stats(ustats);
 }
 
 }  // namespace
@@ -108,6 +157,9 @@ void add_inspect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Show what a trace holds: jobs, span, machine size, missing fields, skipped lines");
   add_trace_options(*cmd, args->trace);
   cmd->add_flag("--json", args->json, "Print one JSON object (at least \"jobs\")");
+  cmd->add_flag("--user-stats", args->user_stats,
+                "Also how users behave: activity concentration, repeats of the previous job, run-time "
+                "locality, run/request, short runs (JSON: \"user_stats\"; NaN figures are null)");
   cmd->callback([args]() { run_inspect(*args); });
 }
 

@@ -20,7 +20,13 @@ for f in ["workload.swf", "inspect.json", "replay.json", "fsdp.json", "demo.h5"]
     need(os.path.exists(os.path.join(out, f)), f"missing {f}")
 
 if not errors:
-    total = json.load(open(os.path.join(out, "inspect.json")))["jobs"]
+    inspect = json.load(open(os.path.join(out, "inspect.json")))
+    total = inspect["jobs"]
+    # The built-in workload has users (the generator's user model): the statistics are there.
+    ustats = inspect.get("user_stats") or {}
+    need(ustats.get("users", 0) > 1, f"inspect.json: expected user_stats with users, got {ustats}")
+    need(ustats.get("pairs", 0) > 0 and 0.0 <= ustats.get("same_request_size", -1.0) <= 1.0,
+         "inspect.json: user_stats lacks repeat figures")
     test_len = total - total * 7 // 10
     runs = json.load(open(os.path.join(out, "replay.json")))["runs"]
     need(len(runs) >= 4, f"expected at least 4 replay runs, got {len(runs)}")

@@ -138,3 +138,62 @@ TEST_CASE("replay counts that size memory or work are bounded, and the bound is 
              Catch::Contains("parameter sets") && Catch::Contains("MAX_SWEEP_TASKS"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("replay inspect --user-stats reports a hand-made trace's known figures",
+          "[replay][cli][inspect]") {
+  REQUIRE(fs::exists(replay_exe()));
+  const fs::path dir = scratch("user_stats");
+  {
+    // The trace of tests/core/test_user_stats.cpp ("a hand-made trace gives the worked-out
+    // figures"): id submit wait run procs cpu mem req_procs req_time req_mem status user ...
+    std::ofstream t(dir / "t.swf");
+    t << "; MaxProcs: 16\n"
+         "1 0 -1 100 4 -1 -1 4 600 -1 1 1 -1 -1 -1 -1 -1 -1\n"
+         "2 5 -1 120 4 -1 -1 4 600 -1 1 1 -1 -1 -1 -1 -1 -1\n"
+         "3 10 -1 30 1 -1 -1 1 300 -1 1 2 -1 -1 -1 -1 -1 -1\n"
+         "4 20 -1 15 1 -1 -1 1 300 -1 1 2 -1 -1 -1 -1 -1 -1\n"
+         "5 30 -1 -1 2 -1 -1 2 900 -1 1 3 -1 -1 -1 -1 -1 -1\n"
+         "6 40 -1 50 1 -1 -1 1 100 -1 1 -1 -1 -1 -1 -1 -1 -1\n"
+         "7 4000 -1 1000 8 -1 -1 8 3600 -1 1 1 -1 -1 -1 -1 -1 -1\n"
+         "8 7300 -1 400 1 -1 -1 1 300 -1 1 2 -1 -1 -1 -1 -1 -1\n";
+  }
+  REQUIRE(mlprio::test::run_in(replay_exe(), dir, "true", "inspect --trace t.swf --user-stats --json", "out.json") == 0);
+  const std::string out = slurp(dir / "out.json");
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("\"user_stats\":{") && Catch::Contains("\"users\":3") &&
+                      Catch::Contains("\"pairs\":4") && Catch::Contains("\"same_request_size\":0.75") &&
+                      Catch::Contains("\"gap_within_10s\":0.5") && Catch::Contains("\"run_within_2x\":0.5") &&
+                      Catch::Contains("\"request_jobs\":7"));
+  // Text: the same figures, three decimals.
+  REQUIRE(mlprio::test::run_in(replay_exe(), dir, "true", "inspect --trace t.swf --user-stats", "out.txt") == 0);
+  CHECK_THAT(slurp(dir / "out.txt"), Catch::Contains("top 10 % of users submit 0.429") &&
+                                         Catch::Contains("0.750 same (request, size)"));
+  // Without user ids (a generated plain trace) the per-user figures are null.
+  REQUIRE(run_in(dir, "true", "generate --jobs 100 --seed 1 -q -o g.swf") == 0);
+  REQUIRE(mlprio::test::run_in(replay_exe(), dir, "true", "inspect --trace g.swf --user-stats --json", "g.json") == 0);
+  CHECK_THAT(slurp(dir / "g.json"), Catch::Contains("\"users\":0") && Catch::Contains("\"top10_share\":null"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("replay generate --users: a user model, its header note, and refused combinations",
+          "[replay][cli][generate]") {
+  REQUIRE(fs::exists(replay_exe()));
+  const fs::path dir = scratch("gen_users");
+  REQUIRE(run_in(dir, "true", "generate --jobs 500 --seed 4 --users 7 -q -o a.swf") == 0);
+  REQUIRE(run_in(dir, "true", "generate --jobs 500 --seed 4 --users 7 -q -o b.swf") == 0);
+  const std::string a = slurp(dir / "a.swf");
+  CHECK(a == slurp(dir / "b.swf"));
+  CHECK_THAT(a, Catch::Contains("; Note: user model version 1: 7 users") &&
+                    Catch::Contains("; Note: requested time user"));
+  // Plain (no --users): no user-model note, requests unknown as before.
+  REQUIRE(run_in(dir, "true", "generate --jobs 50 --seed 4 -q -o p.swf") == 0);
+  const std::string p = slurp(dir / "p.swf");
+  CHECK_THAT(p, Catch::Contains("; Note: requested time unknown") && !Catch::Contains("user model"));
+  // The user request model needs users; bad user-model values are usage errors naming them.
+  CHECK(run_in(dir, "true", "generate --jobs 5 --req-time user -o u.swf") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("users > 0"));
+  CHECK(run_in(dir, "true", "generate --jobs 5 --users 3 --user-stickiness 1 -o u.swf") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("stickiness"));
+  CHECK_FALSE(fs::exists(dir / "u.swf"));
+  fs::remove_all(dir);
+}

@@ -56,6 +56,19 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument("Lublin generator: " + message);
 }
 
+bool in_range(double v, double lo, double hi) { return std::isfinite(v) && v >= lo && v <= hi; }
+
+// The user model's draws come from a second xoshiro stream, seeded from the same seed.
+constexpr uint64_t USER_STREAM = 0x7573657273ULL;  // "users"
+
+constexpr double MINUTE = 60.0, HOUR = 3600.0, DAY = 86400.0;
+constexpr std::array<double, 20> ROUND_LIMITS = {
+    5 * MINUTE, 10 * MINUTE, 15 * MINUTE, 20 * MINUTE, 30 * MINUTE, 45 * MINUTE, 1 * HOUR,
+    2 * HOUR,   3 * HOUR,    4 * HOUR,    6 * HOUR,    8 * HOUR,    12 * HOUR,   18 * HOUR,
+    1 * DAY,    2 * DAY,     3 * DAY,     4 * DAY,     5 * DAY,     7 * DAY};
+
+constexpr double HABIT_MIN = 1 * HOUR, HABIT_MAX = 4 * DAY;  // default limits, log-uniform
+
 }  // namespace
 
 std::string_view lublin_job_types_name(LublinJobTypes t) {
@@ -81,15 +94,16 @@ std::string_view lublin_req_time_name(LublinReqTime r) {
     case LublinReqTime::NONE: return "unknown";
     case LublinReqTime::EXACT: return "exact";
     case LublinReqTime::FACTOR: return "factor";
+    case LublinReqTime::USER: return "user";
   }
   return "?";
 }
 
 LublinReqTime parse_lublin_req_time(std::string_view s) {
-  for (auto r : {LublinReqTime::NONE, LublinReqTime::EXACT, LublinReqTime::FACTOR})
+  for (auto r : {LublinReqTime::NONE, LublinReqTime::EXACT, LublinReqTime::FACTOR, LublinReqTime::USER})
     if (s == lublin_req_time_name(r)) return r;
   throw std::invalid_argument("unknown requested-time model '" + std::string(s) +
-                              "' (valid: unknown, exact, factor)");
+                              "' (valid: unknown, exact, factor, user)");
 }
 
 // Constants of m_lublin99.c (SERIAL_PROB_BATCH ... ARAR_BATCH and their _ACTIVE / plain twins).
@@ -112,6 +126,12 @@ LublinParams lublin_typeless_params() {
           .ulow = 0.8, .umed = 4.5, .uhi = 7.0, .uprob = 0.86,
           .a1 = 4.2, .b1 = 0.94, .a2 = 312.0, .b2 = 0.03, .pa = -0.0054, .pb = 0.78,
           .aarr = 10.2303, .barr = 0.4871, .arar = 1.0225, .anum = 8.1737, .bnum = 3.9631};
+}
+
+double lublin_round_limit(double seconds) {
+  for (double limit : ROUND_LIMITS)
+    if (seconds <= limit) return limit;
+  return std::ceil(seconds / DAY) * DAY;
 }
 
 // ---- PRNG and samplers ------------------------------------------------------------------------
@@ -173,7 +193,8 @@ double LublinGenerator::Rng::gamma(double shape, double scale) {
 
 // ---- the generator ------------------------------------------------------------------------------
 
-LublinGenerator::LublinGenerator(const LublinOptions& opts) : opts_(opts), rng_(opts.seed) {
+LublinGenerator::LublinGenerator(const LublinOptions& opts)
+    : opts_(opts), rng_(opts.seed), user_rng_(opts.seed ^ USER_STREAM), arrival_scale_(opts.load_scale) {
   require(opts.nodes >= 1 && opts.nodes <= MAX_NODES,
           "nodes must be in [1, 2^40], got " + std::to_string(opts.nodes));
   require(opts.procs_per_node >= 1 && opts.procs_per_node <= MAX_NODES / opts.nodes,
@@ -191,6 +212,54 @@ LublinGenerator::LublinGenerator(const LublinOptions& opts) : opts_(opts), rng_(
                 std::to_string(opts.req_time_factor));
     require(std::isfinite(opts.req_time_round) && opts.req_time_round > 0.0,
             "req_time_round must be > 0 seconds, got " + std::to_string(opts.req_time_round));
+  }
+
+  const LublinUserModel& um = opts.user_model;
+  require(um.users >= 0 && um.users <= LUBLIN_MAX_USERS,
+          "users must be in [0, " + std::to_string(LUBLIN_MAX_USERS) + "] (0 = no user model), got " +
+              std::to_string(um.users));
+  require(opts.req_time != LublinReqTime::USER || um.users > 0,
+          "the 'user' requested-time model needs users > 0");
+  if (um.users > 0) {
+    require(in_range(um.activity_exponent, 0, 10), "user activity exponent must be in [0, 10], got " +
+                                                       std::to_string(um.activity_exponent));
+    require(in_range(um.stickiness, 0, 1) && um.stickiness < 1,
+            "user stickiness must be in [0, 1), got " + std::to_string(um.stickiness));
+    require(in_range(um.repeat_prob, 0, 1), "repeat probability must be in [0, 1], got " +
+                                                std::to_string(um.repeat_prob));
+    require(in_range(um.new_app_weight, 0, 1e6) && um.new_app_weight > 0,
+            "new-application weight must be in (0, 1e6], got " + std::to_string(um.new_app_weight));
+    require(in_range(um.burst_mean, 1, 1000), "burst mean must be in [1, 1000] jobs, got " +
+                                                  std::to_string(um.burst_mean));
+    require(in_range(um.runtime_spread, 0, 5), "run-time spread must be in [0, 5], got " +
+                                                  std::to_string(um.runtime_spread));
+    require(in_range(um.crash_prob, 0, 1), "crash probability must be in [0, 1], got " +
+                                               std::to_string(um.crash_prob));
+    require(in_range(um.hang_prob, 0, 1), "hang probability must be in [0, 1], got " +
+                                              std::to_string(um.hang_prob));
+    require(in_range(um.habit_share, 0, 1), "habit share must be in [0, 1], got " +
+                                                std::to_string(um.habit_share));
+    require(in_range(um.factor_min, 1, 1000) && in_range(um.factor_max, um.factor_min, 1000),
+            "over-estimation factors need 1 <= min <= max <= 1000, got " + std::to_string(um.factor_min) +
+                " and " + std::to_string(um.factor_max));
+    // Each submission carries burst_mean jobs on average: submissions arrive burst_mean times
+    // less often, jobs at the published rate.
+    arrival_scale_ = opts.load_scale / um.burst_mean;
+    require(arrival_scale_ >= MIN_LOAD_SCALE,
+            "load_scale / burst mean (the submission rate) must be >= 0.001, got " +
+                std::to_string(arrival_scale_));
+    user_cdf_.resize(static_cast<size_t>(um.users));
+    users_.resize(static_cast<size_t>(um.users));
+    double total = 0;
+    for (int64_t k = 0; k < um.users; ++k) {
+      total += std::pow(static_cast<double>(k + 1), -um.activity_exponent);
+      user_cdf_[static_cast<size_t>(k)] = total;
+      User& u = users_[static_cast<size_t>(k)];
+      u.factor = um.factor_min * std::pow(um.factor_max / um.factor_min, user_rng_.uniform());
+      const double habit = user_rng_.uniform();  // drawn for every user: one stream position each
+      if (user_rng_.uniform() < um.habit_share)
+        u.habit_limit = lublin_round_limit(HABIT_MIN * std::pow(HABIT_MAX / HABIT_MIN, habit));
+    }
   }
 
   switch (opts.types) {
@@ -258,7 +327,7 @@ void LublinGenerator::advance(int type) {
   do {
     gam = rng_.gamma(p.aarr * p.arar, p.barr);
   } while (gam > LUBLIN_MAX_LOG_INTERARRIVAL);
-  s.points += std::exp(gam) / LUBLIN_SECONDS_IN_BUCKET / opts_.load_scale;
+  s.points += std::exp(gam) / LUBLIN_SECONDS_IN_BUCKET / arrival_scale_;
   double elapsed = 0;
   while (s.points > w[s.bucket]) {
     s.points -= w[s.bucket];
@@ -308,6 +377,10 @@ double LublinGenerator::draw_runtime(int type, int64_t size) {
 }
 
 bool LublinGenerator::next(Job& job) {
+  if (submission_.left > 0) {  // the rest of a submission's burst
+    fill_user_job(job);
+    return true;
+  }
   // arrive(): the stream whose next arrival is earlier; interactive wins ties, as in the reference.
   int type = INTERACTIVE;
   if (streams_[BATCH].active &&
@@ -315,9 +388,26 @@ bool LublinGenerator::next(Job& job) {
     type = BATCH;
   const double submit = std::floor(streams_[type].time);
   advance(type);
+  if (!users_.empty()) {
+    start_submission(type, submit);
+    fill_user_job(job);
+    return true;
+  }
   const int64_t size = draw_size(type);
   const double run = draw_runtime(type, size);
+  fill_job(job, type, submit, size, run);
+  switch (opts_.req_time) {
+    case LublinReqTime::NONE: job.req_time = UNKNOWN; break;
+    case LublinReqTime::EXACT: job.req_time = run; break;
+    case LublinReqTime::FACTOR:
+      job.req_time = std::ceil(run * opts_.req_time_factor / opts_.req_time_round) * opts_.req_time_round;
+      break;
+    case LublinReqTime::USER: break;  // refused without users by the constructor
+  }
+  return true;
+}
 
+void LublinGenerator::fill_job(Job& job, int type, double submit, int64_t size, double run) {
   job = Job{};
   job.id = next_id_++;
   job.submit = submit;
@@ -326,14 +416,90 @@ bool LublinGenerator::next(Job& job) {
   job.alloc_procs = job.req_procs = size * opts_.procs_per_node;
   job.status = JobStatus::COMPLETED;
   job.queue = opts_.types == LublinJobTypes::TYPELESS ? -1 : type;
+}
+
+// Who submits, which application, how many copies (LublinUserModel).
+void LublinGenerator::start_submission(int type, double submit) {
+  const LublinUserModel& um = opts_.user_model;
+  int64_t user = last_user_;
+  if (user < 0 || !(user_rng_.uniform() < um.stickiness)) {
+    const double x = user_rng_.uniform() * user_cdf_.back();
+    user = std::upper_bound(user_cdf_.begin(), user_cdf_.end(), x) - user_cdf_.begin();
+    user = std::min<int64_t>(user, um.users - 1);
+  }
+  last_user_ = user;
+  User& u = users_[static_cast<size_t>(user)];
+  auto& apps = u.apps[type];
+  int app = u.last_app[type];
+  if (app < 0 || !(user_rng_.uniform() < um.repeat_prob)) {
+    const double n = static_cast<double>(u.submissions[type]);
+    double x = user_rng_.uniform() * (um.new_app_weight + n);
+    app = -1;
+    for (size_t i = 0; i < apps.size() && x >= um.new_app_weight; ++i) {
+      x -= static_cast<double>(apps[i].uses);
+      if (x < um.new_app_weight) app = static_cast<int>(i);
+    }
+    if (app < 0) {  // a new application: a size and run time from the Lublin model of the class
+      App a;
+      a.size = draw_size(type);
+      a.run = draw_runtime(type, a.size);
+      a.req = lublin_round_limit(std::max(a.run * u.factor, u.habit_limit));
+      apps.push_back(a);
+      app = static_cast<int>(apps.size()) - 1;
+    }
+  }
+  ++apps[static_cast<size_t>(app)].uses;
+  ++u.submissions[type];
+  u.last_app[type] = app;
+  // 1 + geometric number of further copies with mean burst_mean - 1.
+  int64_t jobs = 1;
+  if (um.burst_mean > 1) {
+    const double q = (um.burst_mean - 1.0) / um.burst_mean;
+    const double extra = std::floor(std::log(user_rng_.uniform_pos()) / std::log(q));
+    jobs += static_cast<int64_t>(std::min(extra, static_cast<double>(LUBLIN_MAX_BURST - 1)));
+  }
+  submission_ = {.type = type, .submit = submit, .user = user, .app = app, .left = jobs};
+}
+
+void LublinGenerator::fill_user_job(Job& job) {
+  const LublinUserModel& um = opts_.user_model;
+  Submission& s = submission_;
+  --s.left;
+  const App& a = users_[static_cast<size_t>(s.user)].apps[s.type][static_cast<size_t>(s.app)];
+  const double max_run = std::floor(std::exp(LUBLIN_MAX_LOG_RUNTIME));
+  double run = 0;
+  JobStatus status = JobStatus::COMPLETED;
+  const double crash = user_rng_.uniform();
+  const double hang = user_rng_.uniform();
+  // Laplace(0, 1): an exponential with a random sign; drawn for every job (one stream position).
+  const double sign = user_rng_.uniform() < 0.5 ? -1.0 : 1.0;
+  const double spread = sign * -std::log(user_rng_.uniform_pos());
+  if (crash < um.crash_prob) {
+    run = std::floor(std::exp(user_rng_.uniform() * std::log(60.0)));
+    status = JobStatus::FAILED;
+  } else {
+    run = std::clamp(std::floor(a.run * std::exp(um.runtime_spread * spread)), 1.0, max_run);
+  }
+  double req = UNKNOWN;
   switch (opts_.req_time) {
-    case LublinReqTime::NONE: job.req_time = UNKNOWN; break;
-    case LublinReqTime::EXACT: job.req_time = run; break;
+    case LublinReqTime::NONE: break;
+    case LublinReqTime::EXACT: req = run; break;
     case LublinReqTime::FACTOR:
-      job.req_time = std::ceil(run * opts_.req_time_factor / opts_.req_time_round) * opts_.req_time_round;
+      req = std::ceil(run * opts_.req_time_factor / opts_.req_time_round) * opts_.req_time_round;
+      break;
+    case LublinReqTime::USER:
+      req = a.req;
+      if (status == JobStatus::COMPLETED && hang < um.hang_prob) run = req;  // hangs until killed
+      if (run >= req) {  // killed at the limit
+        run = req;
+        status = JobStatus::TIMEOUT;
+      }
       break;
   }
-  return true;
+  fill_job(job, s.type, s.submit, a.size, run);
+  job.req_time = req;
+  job.status = status;
+  job.user = static_cast<int32_t>(s.user + 1);
 }
 
 std::vector<Job> generate_lublin(const LublinOptions& opts, int64_t n_jobs) {
