@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "mlprio/jobs/trace.hpp"
@@ -104,6 +105,9 @@ struct SweepPlan {
   std::vector<Trace> traces;
   std::vector<replay::PolicyOptions> params;
   std::vector<SweepTask> tasks;   // by id
+  // Task id by key, built once with the tasks: the journal reader and the MPI master look every
+  // record up here (the index used to be rebuilt per journal line, which made resume quadratic).
+  std::unordered_map<std::string, int64_t> task_ids;
   std::string fingerprint;        // the settings every task shares; a journal must match it
   replay::SimConfig base;         // machine etc. (per trace machine when nodes == 0)
   std::vector<replay::Machine> machines;  // per trace
@@ -114,6 +118,9 @@ struct SweepPlan {
 
 // Loads the traces and expands the tasks. Throws SweepError, InputError, ConfigError.
 SweepPlan make_sweep_plan(const SweepSpec& spec);
+
+// The id of the task named `key`, or -1 (plan.task_ids).
+int64_t find_task(const SweepPlan& plan, const std::string& key);
 
 // Task ids in dispatch order: largest cost first, ties by id.
 std::vector<int64_t> dispatch_order(const SweepPlan& plan);
@@ -146,7 +153,7 @@ std::string started_line(const SweepPlan& plan, int64_t task, int rank);
 
 // The journal beside the output (<out>.journal): records appended with one write() each and
 // fsync'd, so a killed run leaves every finished task recorded. Reading keeps the last record of
-// each task and the tasks that were started but never finished.
+// each task and the tasks that were started but never finished, in time linear in its length.
 class Journal {
  public:
   Journal(const std::string& path, const SweepPlan& plan);  // opens, checks the header, reads

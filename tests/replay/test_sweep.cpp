@@ -1,0 +1,144 @@
+// The MPI-free half of `mlprio-replay sweep` (replay/mpi/lib/sweep.cpp) on hand-made traces: a
+// resume of 5000 tasks read through the plan's one task index (it used to be rebuilt for every
+// journal line), and journal lines whose fields do not read back. The MPI tests (tests/mpi) cover
+// the rest.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../support/process.hpp"
+#include "mlprio/jobs/trace.hpp"
+#include "mlprio/replay_dist/sweep.hpp"
+
+using namespace mlprio;
+using namespace mlprio::replay::dist;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch(const std::string& name) { return mlprio::test::scratch("mlprio_sweep_", name); }
+
+// n one-processor jobs of 10 s, one a second, on a 4-processor machine.
+std::string small_trace(const fs::path& dir, int64_t n) {
+  const fs::path p = dir / "t.swf";
+  std::ofstream out(p);
+  out << "; MaxNodes: 4\n; MaxProcs: 4\n";
+  for (int64_t i = 1; i <= n; ++i)
+    out << i << " " << i << " 0 10 1 -1 -1 1 20 -1 1 1 1 -1 1 -1 -1 -1\n";
+  return p.string();
+}
+
+SweepSpec random_spec(const std::string& trace, int64_t count, int64_t len, uint64_t seed) {
+  SweepSpec s;
+  s.traces = {trace};
+  s.policies = {"fcfs"};
+  s.backfills = {"none"};
+  s.random_count = count;
+  s.random_len = len;
+  s.seed = seed;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("resuming 5000 tasks reads each journal line once through the plan's index",
+          "[replay][sweep][journal]") {
+  const fs::path dir = scratch("resume");
+  const std::string trace = small_trace(dir, 5010);
+  SweepSpec spec = random_spec(trace, 0, 0, 1);
+  for (int64_t i = 0; i < 5000; ++i) spec.windows.emplace_back(i, 10);
+  SweepPlan plan = make_sweep_plan(spec);
+  REQUIRE(plan.tasks.size() == 5000);
+  REQUIRE(plan.task_ids.size() == 5000);
+  for (const auto& t : plan.tasks) REQUIRE(find_task(plan, t.key) == t.id);
+  CHECK(find_task(plan, "trace=nowhere") == -1);
+
+  // A complete journal written as the sweep writes it (no replay needed): a start and a result
+  // per task, the results' numbers distinct per task, plus a torn line.
+  const std::string journal = (dir / "s.h5.journal").string();
+  { Journal j(journal, plan); }  // writes the header
+  {
+    // Appended here without the journal's fdatasync per record (10,000 of them).
+    std::ofstream j(journal, std::ios::app);
+    for (const auto& t : plan.tasks) {
+      TaskResult r;
+      r.task = t.id;
+      r.ok = true;
+      r.summary.jobs = 10;
+      r.summary.avg_wait = 0.5 * static_cast<double>(t.id);
+      j << started_line(plan, t.id, 0) << result_line(plan, r);
+    }
+    j << "R\ttorn";
+  }
+  SweepOutcome out;
+  {
+    Journal j(journal, plan);
+    REQUIRE(j.done().size() == 5000);
+    CHECK(j.interrupted().empty());
+    CHECK(resume_tasks(plan, j, out).empty());
+  }
+  CHECK(out.resumed == 5000);
+  for (const auto& t : plan.tasks) {
+    const TaskResult& r = out.results[static_cast<size_t>(t.id)];
+    REQUIRE(r.ok);
+    CHECK(r.summary.avg_wait == 0.5 * static_cast<double>(t.id));
+  }
+  // The reader looks keys up in plan.task_ids (built once by make_sweep_plan), not in an index
+  // of its own: a key taken out of it is no longer recognised.
+  const std::string gone = plan.tasks[1234].key;
+  plan.task_ids.erase(gone);
+  {
+    Journal j(journal, plan);
+    CHECK(j.done().size() == 4999);
+    CHECK(j.done().count(1234) == 0);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("journal records whose fields do not read back are ignored, not fatal",
+          "[replay][sweep][journal]") {
+  const fs::path dir = scratch("fields");
+  SweepSpec spec = random_spec(small_trace(dir, 20), 0, 0, 1);
+  spec.windows = {{0, 10}};
+  const SweepPlan plan = make_sweep_plan(spec);
+  TaskResult r;
+  r.task = 0;
+  r.ok = true;
+  r.summary.jobs = 10;
+  const std::string good = result_line(plan, r);
+  REQUIRE(Journal::parse_result(plan, good));
+  // Sealed (so the checksum passes) but with a count or a number that is not one: std::stoll
+  // used to throw a bare "stoll" out of the reader.
+  const auto seal_body = [&](std::string body) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (unsigned char c : body) h = (h ^ c) * 0x100000001b3ULL;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return body + "\t" + hex + "\n";
+  };
+  std::string body = good.substr(0, good.rfind('\t'));
+  const auto field = [&](const std::string& b, size_t k, const std::string& v) {
+    std::vector<std::string> f;
+    size_t at = 0;
+    for (size_t next; (next = b.find('\t', at)) != std::string::npos; at = next + 1)
+      f.push_back(b.substr(at, next - at));
+    f.push_back(b.substr(at));
+    f.at(k) = v;
+    std::string out;
+    for (const auto& x : f) out += (out.empty() ? "" : "\t") + x;
+    return out;
+  };
+  REQUIRE(Journal::parse_result(plan, seal_body(body)));
+  for (const auto& [k, v] : std::vector<std::pair<size_t, std::string>>{
+           {3, "ten"}, {3, ""}, {4, "99999999999999999999"}, {7, "0x1p0junk"}, {8, ""}}) {
+    INFO("field " << k << " = '" << v << "'");
+    CHECK_FALSE(Journal::parse_result(plan, seal_body(field(body, k, v))));
+  }
+  fs::remove_all(dir);
+}
