@@ -1,5 +1,7 @@
-// The MPI-free half of `mlprio-replay sweep` (replay/mpi/lib/sweep.cpp) on hand-made traces: a
-// resume of 5000 tasks read through the plan's one task index (it used to be rebuilt for every
+// The MPI-free half of `mlprio-replay sweep` (replay/mpi/lib/sweep.cpp) on hand-made traces:
+// random windows drawn without replacement (100x1024 on hpc2n_subset used to fail with "the sweep
+// lists the same task twice"), a clear error when more distinct windows are asked for than exist,
+// a resume of 5000 tasks read through the plan's one task index (it used to be rebuilt for every
 // journal line), and journal lines whose fields do not read back. The MPI tests (tests/mpi) cover
 // the rest.
 #include <catch2/catch.hpp>
@@ -45,7 +47,77 @@ SweepSpec random_spec(const std::string& trace, int64_t count, int64_t len, uint
   return s;
 }
 
+// The plain draw of earlier versions (with replacement), for comparison.
+std::vector<int64_t> plain_draw(int64_t count, int64_t positions, uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < count; ++i)
+    out.push_back(static_cast<int64_t>(rng.below(static_cast<uint64_t>(positions))));
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("random windows are drawn without replacement", "[replay][sweep][windows]") {
+  // 10 windows of 8 jobs in 20 jobs: 13 starts exist, and the plain draw repeats one.
+  const auto plain = plain_draw(10, 13, 1);
+  REQUIRE(std::set<int64_t>(plain.begin(), plain.end()).size() < plain.size());
+  const auto starts = draw_window_starts(10, 8, 20, 1);
+  CHECK(starts.size() == 10);
+  CHECK(std::set<int64_t>(starts.begin(), starts.end()).size() == 10);
+  for (int64_t s : starts) CHECK((s >= 0 && s <= 12));
+  // Up to the first repeat the draw is the plain one, so earlier sweeps keep their windows.
+  CHECK(starts.front() == plain.front());
+  // Without a repeat it is exactly the plain draw (these are the MPI tests' pinned values).
+  CHECK(draw_window_starts(5, 100, 10000, 42) == std::vector<int64_t>{6260, 7413, 6159, 143, 7353});
+  CHECK(draw_window_starts(5, 100, 10000, 42) == plain_draw(5, 9901, 42));
+  // Every start exists once when all are asked for; the same seed gives the same order.
+  auto all = draw_window_starts(13, 8, 20, 5);
+  CHECK(all == draw_window_starts(13, 8, 20, 5));
+  std::sort(all.begin(), all.end());
+  for (int64_t i = 0; i < 13; ++i) CHECK(all[static_cast<size_t>(i)] == i);
+  // Starts already taken (explicit windows) are avoided.
+  const auto avoid = draw_window_starts(11, 8, 20, 5, {0, 12, 99});
+  CHECK(std::count(avoid.begin(), avoid.end(), 0) == 0);
+  CHECK(std::count(avoid.begin(), avoid.end(), 12) == 0);
+}
+
+TEST_CASE("asking for more distinct windows than exist is a clear error",
+          "[replay][sweep][windows]") {
+  CHECK_THROWS_WITH(draw_window_starts(14, 8, 20, 1),
+                    Catch::Contains("only 13 distinct windows of 8 jobs fit a trace of 20 jobs") &&
+                        Catch::Contains("ask for at most 13"));
+  CHECK_THROWS_WITH(draw_window_starts(12, 8, 20, 1, {3, 4}),
+                    Catch::Contains("2 of them already given by --window") &&
+                        Catch::Contains("ask for at most 11"));
+  CHECK_THROWS_AS(draw_window_starts(1, 21, 20, 1), SweepError);
+}
+
+TEST_CASE("a sweep whose random windows would collide builds distinct tasks",
+          "[replay][sweep][windows]") {
+  const fs::path dir = scratch("collide");
+  const std::string trace = small_trace(dir, 20);
+  // As `--windows 10x8 --seed 1`: this used to stop with "the sweep lists the same task twice".
+  const SweepPlan plan = make_sweep_plan(random_spec(trace, 10, 8, 1));
+  REQUIRE(plan.tasks.size() == 10);
+  std::set<int64_t> starts;
+  for (const auto& t : plan.tasks) starts.insert(t.window_start);
+  CHECK(starts.size() == 10);
+  CHECK(plan.task_ids.size() == 10);
+  // An explicit window of the same length is never drawn again.
+  SweepSpec with_explicit = random_spec(trace, 12, 8, 1);
+  with_explicit.windows = {{0, 8}};
+  CHECK(make_sweep_plan(with_explicit).tasks.size() == 13);
+  // One window too many.
+  CHECK_THROWS_WITH(make_sweep_plan(random_spec(trace, 14, 8, 1)),
+                    Catch::Contains("only 13 distinct windows"));
+  // A window given twice is still refused, and the message says how it can happen.
+  SweepSpec twice = random_spec(trace, 0, 0, 1);
+  twice.windows = {{2, 5}, {2, 5}};
+  CHECK_THROWS_WITH(make_sweep_plan(twice), Catch::Contains("the same task twice") &&
+                                                Catch::Contains("window=2:5"));
+  fs::remove_all(dir);
+}
 
 TEST_CASE("resuming 5000 tasks reads each journal line once through the plan's index",
           "[replay][sweep][journal]") {

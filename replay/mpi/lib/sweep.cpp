@@ -23,6 +23,7 @@
 #include <span>
 #include <sstream>
 #include <type_traits>
+#include <unordered_set>
 
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/util/checked_cast.hpp"
@@ -46,7 +47,7 @@ uint64_t SplitMix64::below(uint64_t bound) {
 }
 
 std::vector<int64_t> draw_window_starts(int64_t count, int64_t len, int64_t trace_jobs,
-                                        uint64_t seed) {
+                                        uint64_t seed, const std::vector<int64_t>& taken) {
   if (count <= 0 || len <= 0)
     throw SweepError("--windows COUNTxLEN needs COUNT > 0 and LEN > 0, e.g. 100x1024");
   if (count > MAX_SWEEP_TASKS)
@@ -55,10 +56,30 @@ std::vector<int64_t> draw_window_starts(int64_t count, int64_t len, int64_t trac
   if (len > trace_jobs)
     throw SweepError("--windows: windows of " + std::to_string(len) + " jobs do not fit a trace of " +
                      std::to_string(trace_jobs) + " jobs");
+  const int64_t positions = trace_jobs - len + 1;  // starts 0 .. N - LEN
+  std::unordered_set<int64_t> used;
+  for (int64_t t : taken)
+    if (t >= 0 && t < positions) used.insert(t);
+  const auto given = static_cast<int64_t>(used.size());
+  if (count > positions - given)
+    throw SweepError("--windows " + std::to_string(count) + "x" + std::to_string(len) + ": only " +
+                     std::to_string(positions) + " distinct windows of " + std::to_string(len) +
+                     " jobs fit a trace of " + std::to_string(trace_jobs) + " jobs (starts 0.." +
+                     std::to_string(positions - 1) + ")" +
+                     (given > 0 ? ", " + std::to_string(given) + " of them already given by --window"
+                                : std::string()) +
+                     "; ask for at most " + std::to_string(positions - given) +
+                     " or for shorter windows");
+  // Rejection of repeats: at most `positions` distinct values exist and count <= positions, so
+  // the expected number of draws is at most positions x H(positions) (14 M for a million).
   SplitMix64 rng(seed);
   std::vector<int64_t> starts;
-  for (int64_t i = 0; i < count; ++i)
-    starts.push_back(static_cast<int64_t>(rng.below(static_cast<uint64_t>(trace_jobs - len + 1))));
+  starts.reserve(static_cast<size_t>(count));
+  used.reserve(static_cast<size_t>(count + given));
+  while (static_cast<int64_t>(starts.size()) < count) {
+    const auto s = static_cast<int64_t>(rng.below(static_cast<uint64_t>(positions)));
+    if (used.insert(s).second) starts.push_back(s);
+  }
   return starts;
 }
 
@@ -225,9 +246,14 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
   for (size_t t = 0; t < plan.traces.size(); ++t) {
     const auto n = static_cast<int64_t>(plan.traces[t].jobs.size());
     std::vector<std::pair<int64_t, int64_t>> windows = spec.windows;
-    if (spec.random_count > 0)
-      for (int64_t s : draw_window_starts(spec.random_count, spec.random_len, n, spec.seed))
+    if (spec.random_count > 0) {
+      // Random windows avoid each other and the explicit windows of the same length.
+      std::vector<int64_t> taken;
+      for (const auto& [start, len] : spec.windows)
+        if (len == spec.random_len) taken.push_back(start);
+      for (int64_t s : draw_window_starts(spec.random_count, spec.random_len, n, spec.seed, taken))
         windows.emplace_back(s, spec.random_len);
+    }
     for (const auto& policy : spec.policies) {
       const int nparams = policy == "multifactor" ? static_cast<int>(plan.params.size()) : 1;
       for (int p = 0; p < nparams; ++p)

@@ -50,11 +50,14 @@ class SplitMix64 {
 // in memory, one entry per task.
 inline constexpr int64_t MAX_SWEEP_TASKS = 1'000'000;
 
-// COUNT window starts for windows of LEN jobs in a trace of N jobs: uniform in [0, N - LEN],
-// drawn from SplitMix64(seed) with `below`. Throws SweepError when LEN > N or COUNT is more than
-// MAX_SWEEP_TASKS.
+// COUNT distinct window starts for windows of LEN jobs in a trace of N jobs: uniform in
+// [0, N - LEN], drawn from SplitMix64(seed) with `below`, without replacement (a start already
+// drawn, or listed in `taken`, is drawn again), in draw order. A draw with no repeat gives the
+// same starts as the plain draw of earlier versions, so their journals stay valid. Throws
+// SweepError when LEN > N, when COUNT is more than MAX_SWEEP_TASKS, or when COUNT is more than
+// the distinct starts there are (N - LEN + 1, less those in `taken`).
 std::vector<int64_t> draw_window_starts(int64_t count, int64_t len, int64_t trace_jobs,
-                                        uint64_t seed);
+                                        uint64_t seed, const std::vector<int64_t>& taken = {});
 
 // What the user asked for (command line and/or TOML config).
 struct SweepSpec {
