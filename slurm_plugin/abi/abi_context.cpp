@@ -300,10 +300,7 @@ int64_t factor_from(const State& st, const mlprio::Job& job, const model::Predic
   const double now = job.submit >= 0 ? job.submit : 0;
   double s = model::score(job, p, now, model::ClusterState{}, cfg);
   if (!std::isfinite(s)) return 0;
-  double f = st.params.weight * s;
-  const auto cap = static_cast<double>(st.params.max_boost);
-  f = std::clamp(f, -cap, cap);
-  return static_cast<int64_t>(std::llround(f));
+  return mlprio::plugin::factor_value(st.params.weight * s, st.params.max_boost);
 }
 
 void cache_put(mlprio_ctx& ctx, uint32_t id, const CacheEntry& e) {

@@ -73,7 +73,14 @@ std::string format_features(const std::vector<std::pair<std::string, double>>& f
 // The job as the core sees it; strings are interned into `names`.
 Job to_core_job(const mlprio_job_t& in, TraceNames& names);
 
+// "1-02:03:04" (days-hh:mm:ss) or "02:03:04"; "unknown" for a negative, non-finite or
+// unrepresentable number of seconds.
 std::string format_duration(double seconds);
+
+// The site factor for `weight * score`: clamped to [-max_boost, max_boost] and rounded; 0 for a
+// non-finite product. Never converts an out-of-range double (a max_boost beyond 2^53 is only
+// approximately reached, never overflowed).
+int64_t factor_value(double weighted_score, int64_t max_boost);
 
 // The advisor key job_submit/mlprio leaves in AdminComment ("mlprio_llm=<16 hex>"), or 0.
 uint64_t llm_key_of(const char* admin_comment);

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "abi_detail.hpp"
+#include "mlprio/util/checked_cast.hpp"
 
 namespace mlprio::plugin {
 namespace {
@@ -363,8 +364,10 @@ uint64_t llm_key_of(const char* admin_comment) {
 }
 
 std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "unknown";
-  auto s = static_cast<int64_t>(std::llround(seconds));
+  // Range-checked: llround of 1e300 is undefined (in practice INT64_MIN, printed as nonsense).
+  const auto rounded = to_integer<int64_t>(std::round(seconds), 0);
+  if (!rounded) return "unknown";
+  int64_t s = *rounded;
   const int64_t d = s / 86400;
   s %= 86400;
   char buf[48];
@@ -376,6 +379,16 @@ std::string format_duration(double seconds) {
     std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld", static_cast<long long>(s / 3600),
                   static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
   return buf;
+}
+
+int64_t factor_value(double weighted_score, int64_t max_boost) {
+  if (!std::isfinite(weighted_score)) return 0;
+  const int64_t cap = std::max<int64_t>(max_boost, 0);
+  const double f = std::round(std::clamp(weighted_score, -static_cast<double>(cap),
+                                         static_cast<double>(cap)));
+  // (double)cap rounds up to 2^63 for a cap near INT64_MAX: saturate instead of casting.
+  if (const auto v = to_integer<int64_t>(f)) return std::clamp(*v, -cap, cap);
+  return f > 0 ? cap : -cap;
 }
 
 }  // namespace mlprio::plugin

@@ -1,9 +1,9 @@
-// The MPI-free half of `mlprio-replay sweep` (replay/mpi/lib/sweep.cpp) on hand-made traces:
-// random windows drawn without replacement (100x1024 on hpc2n_subset used to fail with "the sweep
-// lists the same task twice"), a clear error when more distinct windows are asked for than exist,
-// a resume of 5000 tasks read through the plan's one task index (it used to be rebuilt for every
-// journal line), and journal lines whose fields do not read back. The MPI tests (tests/mpi) cover
-// the rest.
+// The MPI-free half of `mlprio-replay sweep` (replay/mpi/lib/sweep.cpp, sweep_config.cpp) on
+// hand-made traces: random windows drawn without replacement (100x1024 on hpc2n_subset used to
+// fail with "the sweep lists the same task twice"), a clear error when more distinct windows are
+// asked for than exist, a resume of 5000 tasks read through the plan's one task index (it used
+// to be rebuilt for every journal line), journal lines whose fields do not read back, and sweep
+// config numbers that are not finite or not exact. The MPI tests (tests/mpi) cover the rest.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -212,5 +212,34 @@ TEST_CASE("journal records whose fields do not read back are ignored, not fatal"
     INFO("field " << k << " = '" << v << "'");
     CHECK_FALSE(Journal::parse_result(plan, seal_body(field(body, k, v))));
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sweep config numbers must be finite and exact", "[replay][sweep][config]") {
+  const fs::path dir = scratch("config");
+  const auto read = [&](const std::string& text) {
+    std::ofstream(dir / "s.toml") << text;
+    SweepSpec spec;
+    apply_sweep_config((dir / "s.toml").string(), spec);
+    return spec;
+  };
+  CHECK(read("[multifactor]\nweight_age = [1_000, 2.5e3]\n").weight_age ==
+        std::vector<double>{1000, 2500});
+  CHECK(read("[random_windows]\nseed = 9007199254740991\n").seed == 9007199254740991ULL);
+  for (const char* bad : {"[multifactor]\nweight_age = nan\n", "[multifactor]\nweight_age = inf\n",
+                          "[multifactor]\nweight_age = [1, -inf]\n",
+                          "[multifactor]\nweight_age = 0x10\n"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(read(bad),
+                      Catch::Contains("s.toml:2") && Catch::Contains("cannot read value"));
+  }
+  CHECK_THROWS_WITH(read("[multifactor]\nweight_age = 1e999\n"),
+                    Catch::Contains("s.toml:2") && Catch::Contains("out of range"));
+  // 2^53 + 1 is not a double: the seed would silently have been 2^53.
+  CHECK_THROWS_WITH(read("[random_windows]\nseed = 9007199254740993\n"),
+                    Catch::Contains("s.toml:2") && Catch::Contains("9007199254740991"));
+  SweepSpec spec;
+  CHECK_THROWS_WITH(apply_sweep_config((dir / "missing.toml").string(), spec),
+                    Catch::Contains("missing.toml") && Catch::Contains("No such file"));
   fs::remove_all(dir);
 }

@@ -156,6 +156,33 @@ TEST_CASE("durations are formatted as Slurm prints them") {
   CHECK(std::string(b) == "01:20:00");
   mlprio_format_duration(90061, b, sizeof b);
   CHECK(std::string(b) == "1-01:01:01");
+  // Out of range for a 64-bit count of seconds: llround used to be undefined here (1e300 printed
+  // as a negative number of days).
+  using mlprio::plugin::format_duration;
+  CHECK(format_duration(1e300) == "unknown");
+  CHECK(format_duration(0x1p63) == "unknown");
+  CHECK(format_duration(std::nan("")) == "unknown");
+  CHECK(format_duration(-1) == "unknown");
+  CHECK(format_duration(0x1p62).find("-") != std::string::npos);
+  mlprio_format_duration(1e300, b, sizeof b);
+  CHECK(std::string(b) == "unknown");
+}
+
+TEST_CASE("the site factor is clamped to max_boost and never converts out of range") {
+  using mlprio::plugin::factor_value;
+  CHECK(factor_value(1234.4, 100000) == 1234);
+  CHECK(factor_value(-1234.6, 100000) == -1235);
+  CHECK(factor_value(1e300, 100000) == 100000);
+  CHECK(factor_value(-1e300, 100000) == -100000);
+  CHECK(factor_value(std::nan(""), 100000) == 0);
+  CHECK(factor_value(HUGE_VAL, 100000) == 0);
+  // A max_boost whose double rounds up past INT64_MAX (2^63): llround of the clamped value was
+  // undefined (INT64_MIN in practice: the highest factor became the lowest).
+  constexpr int64_t huge = INT64_MAX;
+  CHECK(factor_value(1e300, huge) == huge);
+  CHECK(factor_value(-1e300, huge) == -huge);
+  CHECK(factor_value(0x1p63, huge) == huge);
+  CHECK(factor_value(5, -3) == 0);  // a negative cap is no boost at all
 }
 
 TEST_CASE("unusable model files give a neutral context, never a failure to create") {
