@@ -82,6 +82,15 @@ std::string format_duration(double seconds);
 // approximately reached, never overflowed).
 int64_t factor_value(double weighted_score, int64_t max_boost);
 
+// GPUs asked for by a Slurm TRES/GRES request string (job_desc tres_per_job or tres_per_node):
+// comma- or semicolon-separated entries "gres:gpu:2", "gres/gpu:2", "gres:gpu:a100:2",
+// "gres/gpu:a100=2", "gres/gpu=2", "gpu:2", "gres:gpu" or "gres:gpu:a100" (a count of 1), with
+// Slurm's count suffixes (k = 1024, kb = 1000, ...). The counts of every "gpu" entry are summed;
+// other GRES ("gres:gpumem:...", "gres:mps:100") and TRES ("cpu=4") are ignored. -1 when no entry
+// asks for GPUs, when a GPU entry cannot be parsed ("gres:gpu:", "gres:gpu:a100:x") or when the
+// total is above JOB_MAX_COUNT: unknown, never a guess. mlprio_tres_gpus() is its C face.
+double tres_gpus(std::string_view tres);
+
 // The advisor key job_submit/mlprio leaves in AdminComment ("mlprio_llm=<16 hex>"), or 0.
 uint64_t llm_key_of(const char* admin_comment);
 

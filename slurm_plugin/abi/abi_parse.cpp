@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "abi_detail.hpp"
 #include "mlprio/util/checked_cast.hpp"
@@ -391,4 +392,92 @@ int64_t factor_value(double weighted_score, int64_t max_boost) {
   return f > 0 ? cap : -cap;
 }
 
+namespace {
+
+// A GRES count as Slurm reads it (gres.c _is_valid_number + suffix_mult): decimal digits, then
+// nothing or one of k/kib (1024), kb (1000), m, mib, mb, g, ..., p, pb, any case.
+std::optional<int64_t> gres_count(std::string_view s) {
+  size_t digits = 0;
+  while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits]))) ++digits;
+  if (digits == 0 || digits > 18) return std::nullopt;
+  int64_t v = 0;
+  std::from_chars(s.data(), s.data() + digits, v);
+  const std::string suffix = lower(s.substr(digits));
+  int64_t mult = 1;
+  if (!suffix.empty()) {
+    static const char* const UNITS = "kmgtp";
+    const char* u = std::strchr(UNITS, suffix[0]);
+    if (!u || suffix[0] == '\0') return std::nullopt;
+    const bool si = suffix.size() == 2 && suffix[1] == 'b';
+    const bool bin = suffix.size() == 1 || suffix.substr(1) == "ib";
+    if (!si && !bin) return std::nullopt;
+    for (const char* k = UNITS; k <= u; ++k) mult *= si ? 1000 : 1024;
+  }
+  const auto total = checked_mul(v, mult);
+  if (!total || *total > JOB_MAX_COUNT) return std::nullopt;
+  return total;
+}
+
+}  // namespace
+
+double tres_gpus(std::string_view tres) {
+  int64_t total = 0;
+  bool any = false;
+  size_t pos = 0;
+  while (pos <= tres.size()) {
+    size_t end = tres.find_first_of(",;", pos);
+    if (end == std::string_view::npos) end = tres.size();
+    std::string_view e = trim(tres.substr(pos, end - pos));
+    pos = end + 1;
+    if (e.size() >= 5 && (lower(e.substr(0, 5)) == "gres:" || lower(e.substr(0, 5)) == "gres/"))
+      e.remove_prefix(5);
+    const size_t name_end = std::min(e.find(':'), e.find('='));
+    if (e.substr(0, name_end) != "gpu") continue;  // another GRES or TRES: not ours
+    any = true;
+    std::string_view rest =
+        name_end == std::string_view::npos ? std::string_view() : e.substr(name_end);
+    std::optional<int64_t> n;
+    if (rest.empty()) {
+      n = 1;  // "gres:gpu": one
+    } else if (rest.front() == '=') {
+      n = gres_count(rest.substr(1));  // TRES form "gres/gpu=2"
+    } else {
+      rest.remove_prefix(1);  // after "gpu:"
+      const size_t eq = rest.find('=');
+      const size_t colon = rest.find(':');
+      if (eq != std::string_view::npos) {
+        // "gres/gpu:a100=2": a type, then the count
+        const std::string_view type = rest.substr(0, eq);
+        if (!type.empty() && type.find(':') == std::string_view::npos)
+          n = gres_count(rest.substr(eq + 1));
+      } else if (colon == std::string_view::npos) {
+        // "gpu:2" a count, or "gpu:a100" a type with an implicit count of 1 (digits too many
+        // to count are not a type)
+        n = gres_count(rest);
+        const bool digits = std::all_of(rest.begin(), rest.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c)) != 0;
+        });
+        if (!n && !rest.empty() && !digits) n = 1;
+      } else {
+        // "gpu:a100:2": a type and a count
+        const std::string_view type = rest.substr(0, colon), count = rest.substr(colon + 1);
+        if (!type.empty() && count.find(':') == std::string_view::npos) n = gres_count(count);
+      }
+    }
+    if (!n) return -1;  // a GPU entry we cannot read: unknown, not a guess
+    total += *n;
+    if (total > JOB_MAX_COUNT) return -1;
+  }
+  return any ? static_cast<double>(total) : -1.0;
+}
+
 }  // namespace mlprio::plugin
+
+extern "C" double mlprio_tres_gpus(const char* tres) {
+  if (!tres) return -1;
+  try {
+    return mlprio::plugin::tres_gpus(std::string_view(tres, ::strnlen(tres, 65536)));
+  } catch (...) {
+    return -1;
+  }
+}

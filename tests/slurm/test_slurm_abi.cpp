@@ -185,6 +185,52 @@ TEST_CASE("the site factor is clamped to max_boost and never converts out of ran
   CHECK(factor_value(5, -3) == 0);  // a negative cap is no boost at all
 }
 
+TEST_CASE("GPUs are read from Slurm TRES/GRES strings, not guessed") {
+  using mlprio::plugin::tres_gpus;
+  // The forms 22.05 and later write (tres_per_job / tres_per_node), with and without a type.
+  CHECK(tres_gpus("gres:gpu:2") == 2);
+  CHECK(tres_gpus("gres/gpu:2") == 2);
+  CHECK(tres_gpus("gres:gpu:a100:2") == 2);
+  CHECK(tres_gpus("gres/gpu:a100:4") == 4);
+  CHECK(tres_gpus("gres/gpu=2") == 2);
+  CHECK(tres_gpus("gres/gpu:a100=3") == 3);
+  CHECK(tres_gpus("gpu:2") == 2);
+  CHECK(tres_gpus("gres:gpu") == 1);        // no count: one
+  CHECK(tres_gpus("gres:gpu:a100") == 1);   // a type, no count: one
+  CHECK(tres_gpus("gres:gpu:1080:2") == 2); // a numeric type name
+  CHECK(tres_gpus("gres:gpu:0") == 0);
+  CHECK(tres_gpus("gres:gpu:2k") == 2048);  // Slurm's suffixes
+  CHECK(tres_gpus("GRES:gpu:2") == 2);
+  // Lists: GPU entries summed, everything else ignored.
+  CHECK(tres_gpus("cpu=4,mem=8G,gres/gpu=2") == 2);
+  CHECK(tres_gpus("gres:gpu:a100:1,gres:gpu:v100:2") == 3);
+  CHECK(tres_gpus("gres:mps:100;gres:gpu:2") == 2);
+  CHECK(tres_gpus(" gres:gpu:2 , gres:nic:1") == 2);
+  // "gpu" inside another name used to be taken for a GPU request ("gres:gpumem:..." gave 16384,
+  // a type name "gres:nic:gpudirect" gave 1).
+  CHECK(tres_gpus("gres:gpumem:16384") == -1);
+  CHECK(tres_gpus("gres:nic:gpudirect") == -1);
+  CHECK(tres_gpus("gres:gpumem:16384,gres:gpu:1") == 1);
+  CHECK(tres_gpus("license/gpu_sim:1") == -1);
+  // Nothing about GPUs, or a GPU entry that is not readable: unknown (-1), never 1.
+  CHECK(tres_gpus("") == -1);
+  CHECK(tres_gpus("cpu=4") == -1);
+  CHECK(tres_gpus("gres:gpu:") == -1);
+  CHECK(tres_gpus("gres:gpu::1") == -1);
+  CHECK(tres_gpus("gres:gpu:a100:x") == -1);
+  CHECK(tres_gpus("gres:gpu:a100:2:3") == -1);
+  CHECK(tres_gpus("gres/gpu=") == -1);
+  CHECK(tres_gpus("gres/gpu=-1") == -1);
+  CHECK(tres_gpus("gres/gpu=1.5") == -1);
+  CHECK(tres_gpus("gres:gpu:99999999999999999999") == -1);  // over JOB_MAX_COUNT
+  CHECK(tres_gpus("gres:gpu:17592186044416,gres:gpu:1") == -1);
+  CHECK(tres_gpus("gres:gpu:2,gres:gpu:") == -1);
+  // The C face both shims call.
+  CHECK(mlprio_tres_gpus(nullptr) == -1);
+  CHECK(mlprio_tres_gpus("gres/gpu:a100:2") == 2);
+  CHECK(mlprio_tres_gpus("gres:gpumem:1") == -1);
+}
+
 TEST_CASE("unusable model files give a neutral context, never a failure to create") {
   TempDir d;
   write_formula(d.file("gw.json"));
