@@ -26,6 +26,11 @@ struct Params {
   double refuse_above = 1.0;      // refuse_above=P: failure probability that refuses (1 = never)
   int refuse_mode = MLPRIO_WARN;  // refuse_mode=refuse|warn
   std::string llm_url;            // llm_url=URL: OpenAI-compatible endpoint of the LLM advisor
+  // llm_api_key_file=PATH: the endpoint's API key, sent as "Authorization: Bearer"; the file must
+  // belong to root or to the user slurmctld runs as, with mode 0600 or 0400, or the advisor does
+  // not start (slurm.conf is world-readable, so the key itself never goes there).
+  std::string llm_api_key_file;
+  std::string llm_ca_file;        // llm_ca_file=PATH: CA bundle (PEM) to verify an https endpoint
   int64_t llm_timeout_ms = 2000;  // llm_timeout_ms=N: whole request, connect included
   std::string llm_model = "default";  // llm_model=NAME: the request's "model" field
   double llm_min_factor = 0.5;    // llm_min_factor=F: advice never moves the estimate below x F

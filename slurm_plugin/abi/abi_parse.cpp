@@ -71,6 +71,22 @@ bool parse_name_list(std::string_view s, std::vector<std::string>& out) {
   return !out.empty();
 }
 
+// Whether an http(s) URL's host is the loopback interface (127.x, localhost, [::1]).
+bool loopback_url(std::string_view url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return false;
+  std::string_view host = url.substr(scheme + 3);
+  host = host.substr(0, host.find('/'));
+  if (host.rfind("[::1]", 0) == 0) return true;
+  host = host.substr(0, host.find(':'));
+  return host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+// A path made of printable ASCII (no control characters that could forge log lines).
+bool printable_path(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+}
+
 bool parse_int(std::string_view s, int64_t& out) {
   s = trim(s);
   auto r = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -211,6 +227,14 @@ ParseResult parse_params(std::string_view text) {
       if (val.empty()) p.llm_url.clear();
       else if (val.rfind("http://", 0) == 0 || val.rfind("https://", 0) == 0) p.llm_url = std::string(val);
       else bad("llm_url=http://127.0.0.1:8080/v1");
+    } else if (key == "llm_api_key_file" || key == "llm_ca_file") {
+      std::string& path = key == "llm_api_key_file" ? p.llm_api_key_file : p.llm_ca_file;
+      if (val.empty()) path.clear();
+      else if (val.front() == '/' && val.size() <= 4096 && printable_path(val))
+        path = std::string(val);
+      else
+        bad(key == "llm_api_key_file" ? "llm_api_key_file=/etc/slurm/mlprio/llm.key, an absolute path"
+                                      : "llm_ca_file=/etc/slurm/mlprio/llm-ca.pem, an absolute path");
     } else if (key == "llm_timeout_ms") {
       if (parse_int(val, n) && n > 0 && n <= 600000) p.llm_timeout_ms = n; else bad("llm_timeout_ms=2000");
     } else if (key == "llm_model") {
@@ -242,11 +266,16 @@ ParseResult parse_params(std::string_view text) {
     } else {
       r.warnings.push_back("unknown parameter '" + key +
                            "' ignored (known: model, weight, max_boost, limit_margin, refuse_above, "
-                           "refuse_mode, llm_url, llm_timeout_ms, llm_model, llm_min_factor, "
+                           "refuse_mode, llm_url, llm_api_key_file, llm_ca_file, llm_timeout_ms, "
+                           "llm_model, llm_min_factor, "
                            "llm_max_factor, llm_min_confidence, budget_us, check_period_ms, "
                            "reload_wait_ms, exempt_qos, exempt_accounts, allow_override)");
     }
   }
+  if (!p.llm_api_key_file.empty() && p.llm_url.rfind("http://", 0) == 0 &&
+      !loopback_url(p.llm_url))
+    r.warnings.push_back("llm_api_key_file is set but llm_url is http://: the API key travels "
+                         "unencrypted to " + p.llm_url + "; use https:// (and llm_ca_file)");
   return r;
 }
 
@@ -269,6 +298,8 @@ std::string format_params(const Params& p) {
   s += ",refuse_above=" + num(p.refuse_above);
   s += std::string(",refuse_mode=") + (p.refuse_mode == MLPRIO_REFUSE ? "refuse" : "warn");
   s += ",llm_url=" + p.llm_url;
+  s += ",llm_api_key_file=" + p.llm_api_key_file;  // the path only: the key is never logged
+  s += ",llm_ca_file=" + p.llm_ca_file;
   s += ",llm_timeout_ms=" + std::to_string(p.llm_timeout_ms);
   s += ",llm_model=" + p.llm_model;
   s += ",llm_min_factor=" + num(p.llm_min_factor);
