@@ -379,7 +379,8 @@ void sync_llm(mlprio_ctx& ctx, const Params& p) {
   }
   const std::string sig = p.llm_url.empty() ? std::string() :
       p.llm_url + "\n" + p.llm_model + "\n" + std::to_string(p.llm_timeout_ms) + "\n" +
-      p.llm_ca_file + "\n" + std::to_string(std::hash<std::string>{}(api_key));
+      p.llm_ca_file + "\n" + p.llm_api_key_file + "\n" + key_error + "\n" +
+      std::to_string(std::hash<std::string>{}(api_key));
   {
     std::lock_guard<std::mutex> g(ctx.llm_mu);
     if (sig == ctx.llm_sig) return;
