@@ -237,22 +237,6 @@ static uint32_t _default_time(const char *parts)
 	return def;
 }
 
-static double _gpus_in(const char *tres)
-{
-	const char *p;
-
-	if (!tres || !(p = strstr(tres, "gpu")))
-		return -1;
-	while ((p = strchr(p, ':'))) {
-		char *end = NULL;
-		double v = strtod(p + 1, &end);
-		if (end != p + 1 && (!*end || *end == ',' || *end == ';'))
-			return v;
-		p++;
-	}
-	return 1;
-}
-
 static void _msg(char **err_msg, const char *text)
 {
 	if (*err_msg)
@@ -458,9 +442,9 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 		(int64_t) job_desc->min_cpus;
 	j.req_nodes = (job_desc->min_nodes == NO_VAL) ? -1 :
 		(int64_t) job_desc->min_nodes;
-	j.req_gpus = _gpus_in(job_desc->tres_per_job);
+	j.req_gpus = mlprio_tres_gpus(job_desc->tres_per_job);
 	if (j.req_gpus < 0)
-		j.req_gpus = _gpus_in(job_desc->tres_per_node);
+		j.req_gpus = mlprio_tres_gpus(job_desc->tres_per_node);
 	j.req_mem_bytes = -1;
 	/* Cached: slurmctld resolves this uid for the job record anyway. */
 	j.user = uid_to_string_cached((uid_t) job_desc->user_id);

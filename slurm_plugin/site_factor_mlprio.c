@@ -87,25 +87,6 @@ static int64_t _job_mem_bytes(job_record_t *job_ptr)
 	       << 20;
 }
 
-/* "gres:gpu:2" or "gres:gpu:a100:2" in a TRES string -> 2. */
-static double _gpus_in(const char *tres)
-{
-	const char *p;
-	const char *last;
-
-	if (!tres || !(p = strstr(tres, "gpu")))
-		return -1;
-	last = strchr(p, ',');
-	while ((p = strchr(p, ':')) && (!last || p < last)) {
-		char *end = NULL;
-		double v = strtod(p + 1, &end);
-		if (end != p + 1 && (!*end || *end == ',' || *end == ';'))
-			return v;
-		p++;
-	}
-	return 1;
-}
-
 static void _fill_job(job_record_t *job_ptr, mlprio_job_t *j)
 {
 	struct job_details *d = job_ptr->details;
@@ -119,8 +100,9 @@ static void _fill_job(job_record_t *job_ptr, mlprio_job_t *j)
 		-1 : (double) job_ptr->time_limit * 60.0;
 	j->req_cpus = d ? (int64_t) d->min_cpus : -1;
 	j->req_nodes = d ? (int64_t) d->min_nodes : -1;
-	j->req_gpus = _gpus_in(job_ptr->tres_per_job);
-	if (j->req_gpus < 0 && (gpn = _gpus_in(job_ptr->tres_per_node)) >= 0)
+	j->req_gpus = mlprio_tres_gpus(job_ptr->tres_per_job);
+	if ((j->req_gpus < 0) &&
+	    ((gpn = mlprio_tres_gpus(job_ptr->tres_per_node)) >= 0))
 		j->req_gpus = gpn * (d ? MAX(d->min_nodes, 1) : 1);
 	j->req_mem_bytes = _job_mem_bytes(job_ptr);
 	/*

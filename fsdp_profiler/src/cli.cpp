@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -42,22 +43,22 @@ ordered_json stats_json(const MemoryStats& s) {
 
 void parse_range(const std::string& text, int64_t& lo, int64_t& hi, int64_t& step) {
   const std::string hint = "--mbs: expected LO:HI or LO:HI:STEP with 1 <= LO <= HI, e.g. 1:64";
-  size_t a = text.find(':');
-  try {
-    if (a == std::string::npos) {
-      lo = hi = std::stoll(text);
-    } else {
-      size_t b = text.find(':', a + 1);
-      size_t used = 0;
-      lo = std::stoll(text.substr(0, a), &used);
-      if (used != a) throw std::invalid_argument("x");
-      const std::string hs = text.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
-      hi = std::stoll(hs, &used);
-      if (used != hs.size()) throw std::invalid_argument("x");
-      if (b != std::string::npos) step = std::stoll(text.substr(b + 1));
-    }
-  } catch (const std::logic_error&) {
-    throw SettingsError(hint + " (got '" + text + "')");
+  // Each part whole, decimal and in range: "4abc", "1:64:2x" or 1e3 are not numbers here.
+  const auto whole = [&](const std::string& part) {
+    int64_t v = 0;
+    const auto r = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (part.empty() || r.ec != std::errc() || r.ptr != part.data() + part.size())
+      throw SettingsError(hint + " (got '" + text + "': '" + part + "' is not a whole number)");
+    return v;
+  };
+  const size_t a = text.find(':');
+  if (a == std::string::npos) {
+    lo = hi = whole(text);
+  } else {
+    const size_t b = text.find(':', a + 1);
+    lo = whole(text.substr(0, a));
+    hi = whole(text.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1));
+    if (b != std::string::npos) step = whole(text.substr(b + 1));
   }
   if (lo < 1 || hi < lo || step < 1) throw SettingsError(hint + " (got '" + text + "')");
   if (hi > MAX_MICRO_BATCH)

@@ -1,6 +1,8 @@
 // Built-in transformer shapes (public Hugging Face configs) and the JSON loader for others.
 #include "mlprio/fsdp/model_shapes.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -69,7 +71,7 @@ std::vector<TransformerShape> from_file(const std::string& path) {
   std::vector<TransformerShape> out;
   if (path.empty()) return out;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ModelConfigError(path + ": cannot open models file");
+  if (!in) throw ModelConfigError(path + ": cannot open models file: " + std::strerror(errno));
   std::stringstream text;
   text << in.rdbuf();
   nlohmann::json doc;

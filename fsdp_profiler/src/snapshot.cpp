@@ -3,6 +3,8 @@
 // name device_traces[d][i] and the field.
 #include "mlprio/fsdp/snapshot.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -108,7 +110,7 @@ Snapshot parse_snapshot(std::string_view text, const std::string& src) {
 
 Snapshot read_snapshot(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw SnapshotError(path + ": cannot open snapshot file");
+  if (!in) throw SnapshotError(path + ": cannot open snapshot file: " + std::strerror(errno));
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_snapshot(ss.str(), path);

@@ -4,8 +4,10 @@
 // the last-two formula. --plot writes per-method relative errors and has Debian's python3 with
 // matplotlib draw their CDFs.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -152,7 +154,8 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace, con
       dump("request", request);
       dump("last2", last2);
       std::ofstream(script) << PLOT_SCRIPT;
-      if (!f) throw std::runtime_error("cannot write " + csv.string());
+      if (!f)
+        throw std::runtime_error("cannot write " + csv.string() + ": " + std::strerror(errno));
     }
     auto quote = [](const std::string& s) {
       std::string q = "'";

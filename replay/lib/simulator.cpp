@@ -22,6 +22,7 @@
 #include "mlprio/jobs/trace.hpp"
 #include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/segment.hpp"
+#include "mlprio/util/checked_cast.hpp"
 
 namespace mlprio::replay {
 
@@ -599,14 +600,20 @@ class StandardEngine {
     need.units = m.allocation == Allocation::NODES ? (procs + m.cores_per_node - 1) / m.cores_per_node
                                                    : procs;
     const double gpus = job.req_gpus > 0 ? job.req_gpus : (job.alloc_gpus > 0 ? job.alloc_gpus : 0);
-    need.gpus = static_cast<int64_t>(std::ceil(gpus));
+    // Range-checked: a cast of 1e300 GPUs is undefined (in practice INT64_MIN: no GPUs at all).
+    const auto gpu_need = to_integer<int64_t>(std::ceil(gpus), 0, JOB_MAX_COUNT);
+    need.gpus = gpu_need.value_or(0);
     if (need.gpus > 0 && m.allocation == Allocation::NODES && m.gpus_per_node > 0)
       need.units = std::max(need.units, (need.gpus + m.gpus_per_node - 1) / m.gpus_per_node);
-    if (!need.fits_in(total_)) {
+    if (!gpu_need || !need.fits_in(total_)) {
       if (cfg_.too_large == TooLarge::SKIP) {
         ++skipped_;
         return;
       }
+      if (!gpu_need)
+        throw JobTooLargeError("job " + std::to_string(job.id) + " asks for " + number_text(gpus) +
+                               " GPUs, more than any job may ask for (" +
+                               std::to_string(JOB_MAX_COUNT) + "); use --too-large skip");
       throw JobTooLargeError(
           "job " + std::to_string(job.id) + " asks for " + std::to_string(procs) + " processors" +
           (need.gpus > 0 ? " and " + std::to_string(need.gpus) + " GPUs" : std::string()) +

@@ -12,6 +12,7 @@
 // them to job ids and publishes those, and the factor applies model::combine() to the model's
 // estimate, so an answer moves SITE only within llm_min_factor..llm_max_factor.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -21,6 +22,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -33,6 +35,7 @@
 #ifdef MLPRIO_HAVE_CURL
 #include "mlprio/model/llm_advisor.hpp"
 #endif
+#include "mlprio/util/secret_file.hpp"
 
 namespace {
 
@@ -397,10 +400,7 @@ int64_t factor_from(const State& st, const mlprio::Job& job, const model::Predic
   const double now = job.submit >= 0 ? job.submit : 0;
   double s = model::score(job, p, now, model::ClusterState{}, cfg);
   if (!std::isfinite(s)) return 0;
-  double f = st.params.weight * s;
-  const auto cap = static_cast<double>(st.params.max_boost);
-  f = std::clamp(f, -cap, cap);
-  return static_cast<int64_t>(std::llround(f));
+  return mlprio::plugin::factor_value(st.params.weight * s, st.params.max_boost);
 }
 
 void cache_put(mlprio_ctx& ctx, uint32_t id, const CacheEntry& e) {
@@ -464,8 +464,20 @@ std::string advisor_base(std::string url) {
 // (in-flight request aborted, thread joined) outside every plugin lock.
 void sync_llm(mlprio_ctx& ctx, const Params& p) {
   if (!ctx.llm_enabled.load()) return;
+  // The API key is read, owner and mode checked, at every parameter change, so a fixed or
+  // rotated key file takes effect at the next reconfigure. The key is never logged.
+  std::string api_key, key_error;
+  if (!p.llm_url.empty() && !p.llm_api_key_file.empty()) {
+    try {
+      api_key = mlprio::read_secret_file(p.llm_api_key_file, ::geteuid());
+    } catch (const std::exception& e) {
+      key_error = std::string("llm_api_key_file ") + e.what();
+    }
+  }
   const std::string sig = p.llm_url.empty() ? std::string() :
-      p.llm_url + "\n" + p.llm_model + "\n" + std::to_string(p.llm_timeout_ms);
+      p.llm_url + "\n" + p.llm_model + "\n" + std::to_string(p.llm_timeout_ms) + "\n" +
+      p.llm_ca_file + "\n" + p.llm_api_key_file + "\n" + key_error + "\n" +
+      std::to_string(std::hash<std::string>{}(api_key));
   {
     std::lock_guard<std::mutex> g(ctx.llm_mu);
     if (sig == ctx.llm_sig) return;
@@ -478,13 +490,18 @@ void sync_llm(mlprio_ctx& ctx, const Params& p) {
     c.model = p.llm_model;
     c.timeout_ms = p.llm_timeout_ms;
     c.connect_timeout_ms = std::min<int64_t>(500, p.llm_timeout_ms);
+    c.api_key = api_key;
+    c.ca_file = p.llm_ca_file;
     try {
+      if (!key_error.empty()) throw model::AdvisorError(key_error);
       mlprio_ctx* raw = &ctx;
       fresh = std::make_shared<model::LlmAdvisor>(
           c, [raw](uint64_t key, const model::AdviceResult& r) { on_advice(raw, key, r); });
       log_msg(1, "LLM advisor started: " + c.base_url + "/v1/chat/completions, model " + c.model +
                      ", timeout " + std::to_string(c.timeout_ms) + " ms, bounds x" +
-                     std::to_string(p.llm_min_factor) + "..x" + std::to_string(p.llm_max_factor));
+                     std::to_string(p.llm_min_factor) + "..x" + std::to_string(p.llm_max_factor) +
+                     (c.api_key.empty() ? "" : ", API key from " + p.llm_api_key_file) +
+                     (c.ca_file.empty() ? "" : ", CA file " + c.ca_file));
     } catch (const std::exception& e) {
       log_msg(0, std::string("LLM advisor not started: ") + e.what());
     }
@@ -493,8 +510,9 @@ void sync_llm(mlprio_ctx& ctx, const Params& p) {
   {
     std::lock_guard<std::mutex> g(ctx.llm_mu);
     old = std::move(ctx.llm);
+    // After a failed start the next reconfigure tries again (a key file fixed in between).
+    ctx.llm_sig = fresh || sig.empty() ? sig : std::string();
     ctx.llm = std::move(fresh);
-    ctx.llm_sig = sig;
   }
   if (old) {
     old->stop();

@@ -27,6 +27,11 @@ struct Params {
   double refuse_above = 1.0;      // refuse_above=P: failure probability that refuses (1 = never)
   int refuse_mode = MLPRIO_WARN;  // refuse_mode=refuse|warn
   std::string llm_url;            // llm_url=URL: OpenAI-compatible endpoint of the LLM advisor
+  // llm_api_key_file=PATH: the endpoint's API key, sent as "Authorization: Bearer"; the file must
+  // belong to root or to the user slurmctld runs as, with mode 0600 or 0400, or the advisor does
+  // not start (slurm.conf is world-readable, so the key itself never goes there).
+  std::string llm_api_key_file;
+  std::string llm_ca_file;        // llm_ca_file=PATH: CA bundle (PEM) to verify an https endpoint
   int64_t llm_timeout_ms = 2000;  // llm_timeout_ms=N: whole request, connect included
   std::string llm_model = "default";  // llm_model=NAME: the request's "model" field
   double llm_min_factor = 0.5;    // llm_min_factor=F: advice never moves the estimate below x F
@@ -93,9 +98,25 @@ std::string format_features(const std::vector<std::pair<std::string, double>>& f
 // The job as the core sees it; strings are interned into `names`.
 Job to_core_job(const mlprio_job_t& in, TraceNames& names);
 
+// "1-02:03:04" (days-hh:mm:ss) or "02:03:04"; "unknown" for a negative, non-finite or
+// unrepresentable number of seconds.
 std::string format_duration(double seconds);
 // A parameter's number as format_params() writes it ("%.10g").
 std::string format_number(double v);
+
+// The site factor for `weight * score`: clamped to [-max_boost, max_boost] and rounded; 0 for a
+// non-finite product. Never converts an out-of-range double (a max_boost beyond 2^53 is only
+// approximately reached, never overflowed).
+int64_t factor_value(double weighted_score, int64_t max_boost);
+
+// GPUs asked for by a Slurm TRES/GRES request string (job_desc tres_per_job or tres_per_node):
+// comma- or semicolon-separated entries "gres:gpu:2", "gres/gpu:2", "gres:gpu:a100:2",
+// "gres/gpu:a100=2", "gres/gpu=2", "gpu:2", "gres:gpu" or "gres:gpu:a100" (a count of 1), with
+// Slurm's count suffixes (k = 1024, kb = 1000, ...). The counts of every "gpu" entry are summed;
+// other GRES ("gres:gpumem:...", "gres:mps:100") and TRES ("cpu=4") are ignored. -1 when no entry
+// asks for GPUs, when a GPU entry cannot be parsed ("gres:gpu:", "gres:gpu:a100:x") or when the
+// total is above JOB_MAX_COUNT: unknown, never a guess. mlprio_tres_gpus() is its C face.
+double tres_gpus(std::string_view tres);
 
 // The advisor key job_submit/mlprio leaves in AdminComment ("mlprio_llm=<16 hex>"), or 0.
 uint64_t llm_key_of(const char* admin_comment);

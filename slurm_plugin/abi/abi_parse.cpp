@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "abi_detail.hpp"
+#include "mlprio/util/checked_cast.hpp"
 
 namespace mlprio::plugin {
 namespace {
@@ -67,6 +69,22 @@ bool parse_name_list(std::string_view s, std::vector<std::string>& out) {
     out.emplace_back(lower(name));  // Slurm compares account and QOS names case-insensitively
   }
   return !out.empty();
+}
+
+// Whether an http(s) URL's host is the loopback interface (127.x, localhost, [::1]).
+bool loopback_url(std::string_view url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return false;
+  std::string_view host = url.substr(scheme + 3);
+  host = host.substr(0, host.find('/'));
+  if (host.rfind("[::1]", 0) == 0) return true;
+  host = host.substr(0, host.find(':'));
+  return host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+// A path made of printable ASCII (no control characters that could forge log lines).
+bool printable_path(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c > 0x20 && c < 0x7f; });
 }
 
 bool parse_int(std::string_view s, int64_t& out) {
@@ -210,6 +228,14 @@ ParseResult parse_params(std::string_view text) {
       if (val.empty()) p.llm_url.clear();
       else if (val.rfind("http://", 0) == 0 || val.rfind("https://", 0) == 0) p.llm_url = std::string(val);
       else bad("llm_url=http://127.0.0.1:8080/v1");
+    } else if (key == "llm_api_key_file" || key == "llm_ca_file") {
+      std::string& path = key == "llm_api_key_file" ? p.llm_api_key_file : p.llm_ca_file;
+      if (val.empty()) path.clear();
+      else if (val.front() == '/' && val.size() <= 4096 && printable_path(val))
+        path = std::string(val);
+      else
+        bad(key == "llm_api_key_file" ? "llm_api_key_file=/etc/slurm/mlprio/llm.key, an absolute path"
+                                      : "llm_ca_file=/etc/slurm/mlprio/llm-ca.pem, an absolute path");
     } else if (key == "llm_timeout_ms") {
       if (parse_int(val, n) && n > 0 && n <= 600000) p.llm_timeout_ms = n; else bad("llm_timeout_ms=2000");
     } else if (key == "llm_model") {
@@ -261,13 +287,18 @@ ParseResult parse_params(std::string_view text) {
     } else {
       r.warnings.push_back("unknown parameter '" + key +
                            "' ignored (known: model, weight, max_boost, limit_margin, refuse_above, "
-                           "refuse_mode, llm_url, llm_timeout_ms, llm_model, llm_min_factor, "
+                           "refuse_mode, llm_url, llm_api_key_file, llm_ca_file, llm_timeout_ms, "
+                           "llm_model, llm_min_factor, "
                            "llm_max_factor, llm_min_confidence, budget_us, check_period_ms, "
                            "reload_wait_ms, exempt_qos, exempt_accounts, allow_override, "
                            "history_period_ms, mode, scope_partitions, scope_qos, "
                            "scope_accounts, override_default_time)");
     }
   }
+  if (!p.llm_api_key_file.empty() && p.llm_url.rfind("http://", 0) == 0 &&
+      !loopback_url(p.llm_url))
+    r.warnings.push_back("llm_api_key_file is set but llm_url is http://: the API key travels "
+                         "unencrypted to " + p.llm_url + "; use https:// (and llm_ca_file)");
   return r;
 }
 
@@ -296,6 +327,8 @@ std::string format_params(const Params& p) {
   s += ",refuse_above=" + num(p.refuse_above);
   s += std::string(",refuse_mode=") + (p.refuse_mode == MLPRIO_REFUSE ? "refuse" : "warn");
   s += ",llm_url=" + p.llm_url;
+  s += ",llm_api_key_file=" + p.llm_api_key_file;  // the path only: the key is never logged
+  s += ",llm_ca_file=" + p.llm_ca_file;
   s += ",llm_timeout_ms=" + std::to_string(p.llm_timeout_ms);
   s += ",llm_model=" + p.llm_model;
   s += ",llm_min_factor=" + num(p.llm_min_factor);
@@ -418,8 +451,10 @@ uint64_t llm_key_of(const char* admin_comment) {
 }
 
 std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "unknown";
-  auto s = static_cast<int64_t>(std::llround(seconds));
+  // Range-checked: llround of 1e300 is undefined (in practice INT64_MIN, printed as nonsense).
+  const auto rounded = to_integer<int64_t>(std::round(seconds), 0);
+  if (!rounded) return "unknown";
+  int64_t s = *rounded;
   const int64_t d = s / 86400;
   s %= 86400;
   char buf[48];
@@ -433,4 +468,102 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+int64_t factor_value(double weighted_score, int64_t max_boost) {
+  if (!std::isfinite(weighted_score)) return 0;
+  const int64_t cap = std::max<int64_t>(max_boost, 0);
+  const double f = std::round(std::clamp(weighted_score, -static_cast<double>(cap),
+                                         static_cast<double>(cap)));
+  // (double)cap rounds up to 2^63 for a cap near INT64_MAX: saturate instead of casting.
+  if (const auto v = to_integer<int64_t>(f)) return std::clamp(*v, -cap, cap);
+  return f > 0 ? cap : -cap;
+}
+
+namespace {
+
+// A GRES count as Slurm reads it (gres.c _is_valid_number + suffix_mult): decimal digits, then
+// nothing or one of k/kib (1024), kb (1000), m, mib, mb, g, ..., p, pb, any case.
+std::optional<int64_t> gres_count(std::string_view s) {
+  size_t digits = 0;
+  while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits]))) ++digits;
+  if (digits == 0 || digits > 18) return std::nullopt;
+  int64_t v = 0;
+  std::from_chars(s.data(), s.data() + digits, v);
+  const std::string suffix = lower(s.substr(digits));
+  int64_t mult = 1;
+  if (!suffix.empty()) {
+    static const char* const UNITS = "kmgtp";
+    const char* u = std::strchr(UNITS, suffix[0]);
+    if (!u || suffix[0] == '\0') return std::nullopt;
+    const bool si = suffix.size() == 2 && suffix[1] == 'b';
+    const bool bin = suffix.size() == 1 || suffix.substr(1) == "ib";
+    if (!si && !bin) return std::nullopt;
+    for (const char* k = UNITS; k <= u; ++k) mult *= si ? 1000 : 1024;
+  }
+  const auto total = checked_mul(v, mult);
+  if (!total || *total > JOB_MAX_COUNT) return std::nullopt;
+  return total;
+}
+
+}  // namespace
+
+double tres_gpus(std::string_view tres) {
+  int64_t total = 0;
+  bool any = false;
+  size_t pos = 0;
+  while (pos <= tres.size()) {
+    size_t end = tres.find_first_of(",;", pos);
+    if (end == std::string_view::npos) end = tres.size();
+    std::string_view e = trim(tres.substr(pos, end - pos));
+    pos = end + 1;
+    if (e.size() >= 5 && (lower(e.substr(0, 5)) == "gres:" || lower(e.substr(0, 5)) == "gres/"))
+      e.remove_prefix(5);
+    const size_t name_end = std::min(e.find(':'), e.find('='));
+    if (e.substr(0, name_end) != "gpu") continue;  // another GRES or TRES: not ours
+    any = true;
+    std::string_view rest =
+        name_end == std::string_view::npos ? std::string_view() : e.substr(name_end);
+    std::optional<int64_t> n;
+    if (rest.empty()) {
+      n = 1;  // "gres:gpu": one
+    } else if (rest.front() == '=') {
+      n = gres_count(rest.substr(1));  // TRES form "gres/gpu=2"
+    } else {
+      rest.remove_prefix(1);  // after "gpu:"
+      const size_t eq = rest.find('=');
+      const size_t colon = rest.find(':');
+      if (eq != std::string_view::npos) {
+        // "gres/gpu:a100=2": a type, then the count
+        const std::string_view type = rest.substr(0, eq);
+        if (!type.empty() && type.find(':') == std::string_view::npos)
+          n = gres_count(rest.substr(eq + 1));
+      } else if (colon == std::string_view::npos) {
+        // "gpu:2" a count, or "gpu:a100" a type with an implicit count of 1 (digits too many
+        // to count are not a type)
+        n = gres_count(rest);
+        const bool digits = std::all_of(rest.begin(), rest.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c)) != 0;
+        });
+        if (!n && !rest.empty() && !digits) n = 1;
+      } else {
+        // "gpu:a100:2": a type and a count
+        const std::string_view type = rest.substr(0, colon), count = rest.substr(colon + 1);
+        if (!type.empty() && count.find(':') == std::string_view::npos) n = gres_count(count);
+      }
+    }
+    if (!n) return -1;  // a GPU entry we cannot read: unknown, not a guess
+    total += *n;
+    if (total > JOB_MAX_COUNT) return -1;
+  }
+  return any ? static_cast<double>(total) : -1.0;
+}
+
 }  // namespace mlprio::plugin
+
+extern "C" double mlprio_tres_gpus(const char* tres) {
+  if (!tres) return -1;
+  try {
+    return mlprio::plugin::tres_gpus(std::string_view(tres, ::strnlen(tres, 65536)));
+  } catch (...) {
+    return -1;
+  }
+}

@@ -261,6 +261,13 @@ int mlprio_extract_features(const char *script, const char *comment,
 /* "HH:MM:SS" or "D-HH:MM:SS" for a number of seconds. */
 void mlprio_format_duration(double seconds, char *buf, size_t len);
 
+/* GPUs a Slurm TRES/GRES request string asks for (tres_per_job or
+ * tres_per_node): "gres:gpu:2", "gres/gpu:2", "gres:gpu:a100:2",
+ * "gres/gpu=2", "gpu:2", comma or semicolon lists (gpu entries summed; a GPU
+ * type alone counts 1; other GRES such as "gres:gpumem:..." ignored). -1 when
+ * the string names no GPU or a GPU entry cannot be parsed. Never fails. */
+double mlprio_tres_gpus(const char *tres);
+
 #ifdef __cplusplus
 }
 #endif

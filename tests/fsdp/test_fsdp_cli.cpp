@@ -69,6 +69,13 @@ TEST_CASE("fsdp sweep stops at the first OOM and bounds what it sizes", "[fsdp][
   CHECK(nlohmann::json::parse(slurp(dir / "out.txt"))["points"].size() == 3);
   CHECK(run_in(dir, "true", "sweep --model gpt2-xl --mbs 1:2000000") == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("MAX_MICRO_BATCH"));
+  // Trailing text in a part is an error naming it (std::stoll used to read "4abc" as 4).
+  for (const char* bad : {"4abc", "1:8:2x", "1:8x", "1.5:8", ":8", "1::2"}) {
+    INFO(bad);
+    CHECK(run_in(dir, "true", std::string("sweep --model gpt2-xl --steps 1 --mbs ") + bad) == 2);
+    CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--mbs") && Catch::Contains(bad) &&
+                                           Catch::Contains("is not a whole number"));
+  }
   CHECK(run_in(dir, "true", "sweep --model gpt2-xl --seq-len 100000000") == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("MAX_SEQ_LEN"));
   // A shapes file whose widths would overflow the parameter count.

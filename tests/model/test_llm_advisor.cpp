@@ -1,18 +1,27 @@
 // The LLM advisor (core/src/model/llm_advisor.cpp) against a tiny OpenAI-compatible HTTP server
 // written here on plain sockets (127.0.0.1, ephemeral port, one connection at a time, counts
-// requests, keeps the last request body). It proves: a normal answer; time-outs that neither
+// requests, keeps the last request's headers and body). It proves: a normal answer; time-outs that neither
 // block submit() nor stop(); the breaker opening after K HTTP 500s, refusing to call while open
 // and half-opening later; garbage, wrong-schema, oversized and cut-off answers refused and
 // counted; the cache answering a repeated prompt without a request; hostile scripts staying
 // fenced, truncated and stripped; and combine() keeping the estimate, and so the score, within
-// bounds whatever the server says. Built only with libcurl (MLPRIO_HAVE_CURL).
+// bounds whatever the server says; the API key sent as a Bearer token (never in the body), a key
+// that would forge headers refused, and https verified against ca_file, host name included
+// (tests/slurm/fake_llm.py serving TLS). Built only with libcurl (MLPRIO_HAVE_CURL).
 #ifdef MLPRIO_HAVE_CURL
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +30,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -78,6 +88,11 @@ class FakeLlmServer {
     std::lock_guard lock(mu_);
     return last_body_;
   }
+  // The last request's header block, as sent (names in their original case).
+  std::string last_headers() {
+    std::lock_guard lock(mu_);
+    return last_headers_;
+  }
   void set_handler(Handler h) {
     std::lock_guard lock(mu_);
     handler_ = std::move(h);
@@ -109,7 +124,8 @@ class FakeLlmServer {
     size_t header_end;
     while ((header_end = buf.find("\r\n\r\n")) == std::string::npos)
       if (!read_more(c, buf)) return;
-    std::string headers = buf.substr(0, header_end);
+    const std::string raw_headers = buf.substr(0, header_end);
+    std::string headers = raw_headers;
     std::transform(headers.begin(), headers.end(), headers.begin(),
                    [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
     size_t content_length = 0;
@@ -126,6 +142,7 @@ class FakeLlmServer {
     {
       std::lock_guard lock(mu_);
       last_body_ = body;
+      last_headers_ = raw_headers;
       h = handler_;
     }
     const Reply r = h(body);
@@ -151,7 +168,7 @@ class FakeLlmServer {
 
   Handler handler_;
   std::mutex mu_;
-  std::string last_body_;
+  std::string last_body_, last_headers_;
   int fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
@@ -570,6 +587,41 @@ TEST_CASE("advisor: bad configurations are refused with the field's name", "[mod
   c = AdvisorConfig{};
   c.queue_capacity = 0;
   CHECK_THROWS_AS(LlmAdvisor{c}, AdvisorError);
+  // A key that would forge headers is refused, and the message does not show it.
+  c = AdvisorConfig{};
+  c.api_key = "sk-secret\r\nX-Injected: 1";
+  try {
+    LlmAdvisor a{c};
+    FAIL("accepted an API key with CR LF");
+  } catch (const AdvisorError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("api_key") && !Catch::Contains("sk-secret"));
+  }
+  c = AdvisorConfig{};
+  c.ca_file = "/nonexistent/ca.pem";
+  CHECK_THROWS_WITH(LlmAdvisor{c}, Catch::Contains("ca_file") && Catch::Contains("/nonexistent/ca.pem") &&
+                                       Catch::Contains("No such file"));
+}
+
+TEST_CASE("advisor: the API key is sent as a Bearer token, and only when set", "[model][llm]") {
+  FakeLlmServer server(answer(200, chat(advice_json(600, 0.5))));
+  {
+    AdvisorConfig cfg = config_for(server);
+    LlmAdvisor advisor(cfg);
+    REQUIRE(run_one(advisor, 1, "#!/bin/bash\necho no key\n").status == AdviceStatus::OK);
+    const std::string h = server.last_headers();
+    INFO(h);
+    CHECK(h.find("Authorization") == std::string::npos);
+  }
+  AdvisorConfig cfg = config_for(server);
+  cfg.api_key = "sk-local-0123456789abcdef";
+  LlmAdvisor advisor(cfg);
+  REQUIRE(run_one(advisor, 2, "#!/bin/bash\necho with key\n").status == AdviceStatus::OK);
+  const std::string h = server.last_headers();
+  INFO(h);
+  CHECK(h.find("\r\nAuthorization: Bearer sk-local-0123456789abcdef") != std::string::npos);
+  CHECK(count(h, "Authorization") == 1);
+  // Not in the body either (the prompt never carries it).
+  CHECK(server.last_body().find("sk-local") == std::string::npos);
 }
 
 TEST_CASE("advisor: finished results are bounded and a throwing callback is contained",
@@ -591,6 +643,110 @@ TEST_CASE("advisor: finished results are bounded and a throwing callback is cont
   CHECK_FALSE(advisor.poll(1).has_value());
   CHECK(advisor.poll(4).has_value());
   CHECK(server.requests() == 1);  // three came from the cache
+}
+
+namespace {
+
+// tests/slurm/fake_llm.py serving https with a certificate made here by openssl (skipped, with a
+// warning, when python3 or openssl is missing).
+struct TlsFakeLlm {
+  pid_t pid = -1;
+  int port = 0;
+  TlsFakeLlm(const std::filesystem::path& dir, const std::string& cert, const std::string& key) {
+    const std::string script = std::string(MLPRIO_TEST_DATA) + "/../slurm/fake_llm.py";
+    const std::string port_file =
+        (dir / ("port." + std::filesystem::path(cert).stem().string())).string();
+    std::filesystem::remove(port_file);
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const int out = ::open((dir / "fake_llm.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (out < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) ::_exit(126);
+      ::execl("/usr/bin/python3", "python3", script.c_str(), "good", port_file.c_str(), "--tls",
+              cert.c_str(), key.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 500 && port == 0; ++i) {
+      std::ifstream in(port_file);
+      if (!(in >> port)) port = 0;
+      if (port == 0) std::this_thread::sleep_for(10ms);
+    }
+    REQUIRE(port > 0);
+  }
+  ~TlsFakeLlm() {
+    if (pid > 0) {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  std::string url() const { return "https://127.0.0.1:" + std::to_string(port); }
+};
+
+// A self-signed certificate (its own CA) for subjectAltName `san`; false when openssl fails.
+bool make_cert(const std::filesystem::path& dir, const std::string& name, const std::string& san) {
+  const std::string cmd = "cd '" + dir.string() +
+                          "' && openssl req -x509 -newkey rsa:2048 -nodes " +
+                          "-keyout " + name + ".key -out " + name + ".pem -days 2 " +
+                          "-subj /CN=mlprio-test -addext subjectAltName=" + san + " 2>/dev/null";
+  return std::system(cmd.c_str()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("advisor: https verifies the server's certificate and host name, with ca_file",
+          "[model][llm][tls]") {
+  if (::access("/usr/bin/python3", X_OK) != 0 ||
+      std::system("openssl version >/dev/null 2>&1") != 0) {
+    WARN("skipped: needs /usr/bin/python3 and openssl");
+    return;
+  }
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "mlprio_llm_tls";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  REQUIRE(make_cert(dir, "good", "IP:127.0.0.1"));
+  REQUIRE(make_cert(dir, "other", "DNS:elsewhere.invalid"));
+  const std::string good = (dir / "good.pem").string(), other = (dir / "other.pem").string();
+  TlsFakeLlm server(dir, good, (dir / "good.key").string());
+  AdvisorConfig cfg;
+  cfg.base_url = server.url();
+  cfg.timeout_ms = 3000;
+  cfg.connect_timeout_ms = 3000;
+  cfg.api_key = "sk-tls-test-key";
+  {
+    // No CA given: the self-signed certificate is not trusted, and nothing is sent.
+    LlmAdvisor advisor(cfg);
+    const AdviceResult r = run_one(advisor, 1, "#!/bin/bash\necho untrusted\n");
+    INFO(r.error);
+    CHECK(r.status == AdviceStatus::TRANSPORT_ERROR);
+    CHECK_THAT(r.error, Catch::Contains("certificate", Catch::CaseSensitive::No));
+  }
+  {
+    // The certificate as ca_file: verified, answered.
+    cfg.ca_file = good;
+    LlmAdvisor advisor(cfg);
+    const AdviceResult r = run_one(advisor, 2, "#!/bin/bash\necho WANT_RT=42\n");
+    INFO(r.error);
+    REQUIRE(r.status == AdviceStatus::OK);
+    CHECK(r.advice.runtime_seconds == 42);
+  }
+  {
+    // A trusted certificate for another host name: refused (host name verification is on).
+    TlsFakeLlm elsewhere(dir, other, (dir / "other.key").string());
+    cfg.base_url = elsewhere.url();
+    cfg.ca_file = other;
+    LlmAdvisor advisor(cfg);
+    const AdviceResult r = run_one(advisor, 3, "#!/bin/bash\necho wrong host\n");
+    INFO(r.error);
+    CHECK(r.status == AdviceStatus::TRANSPORT_ERROR);
+  }
+  // The fake server logged one request, with the key's hash, never the key.
+  std::ifstream log_in(dir / "fake_llm.log");
+  const std::string text((std::istreambuf_iterator<char>(log_in)),
+                         std::istreambuf_iterator<char>());
+  INFO(text);
+  CHECK(count(text, "request ") == 1);
+  CHECK(text.find("sk-tls-test-key") == std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 #endif  // MLPRIO_HAVE_CURL

@@ -48,6 +48,27 @@ TEST_CASE("a good formula model file loads", "[model][file]") {
   std::filesystem::remove(p);
 }
 
+TEST_CASE("a model file that cannot be renamed into place says why", "[model][file]") {
+  // The target is a non-empty directory: rename() fails with EISDIR. The message used to be
+  // "write failed: Is a directory", without saying which step failed.
+  const std::string p = tmp("rename_target.json");
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p + "/inside");
+  try {
+    write_model_document(p, formula_doc());
+    FAIL("wrote over a directory");
+  } catch (const ModelError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("cannot rename " + p + ".tmp.") != std::string::npos);
+    CHECK(what.find(" to " + p + ": Is a directory") != std::string::npos);
+  }
+  // The temporary was removed.
+  for (const auto& f : std::filesystem::directory_iterator(std::filesystem::path(p).parent_path()))
+    CHECK(f.path().string().rfind(p + ".tmp.", 0) == std::string::npos);
+  std::filesystem::remove_all(p);
+}
+
 TEST_CASE("model files are refused with a reason", "[model][file]") {
   const auto doc = formula_doc();
   const std::string p = tmp("bad.json");

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -115,6 +116,36 @@ TEST_CASE("a job larger than the machine is an error unless skipped", "[replay][
   cfg.backfill = Backfill::RLSCHEDULER;
   cfg.too_large = TooLarge::ERROR;
   CHECK_THROWS_AS(simulate(prepare_rlscheduler_jobs(trace.jobs), cfg), JobTooLargeError);
+}
+
+TEST_CASE("a job asking for out-of-range GPUs is too large, never free", "[replay][exact]") {
+  // 1e300 GPUs used to be cast to int64_t (undefined; INT64_MIN in practice), so the job ran at
+  // once as if it needed no GPU at all.
+  Job big;
+  big.id = 7;
+  big.submit = 0;
+  big.run = 10;
+  big.req_time = 20;
+  big.req_procs = 1;
+  Job small = big;
+  small.id = 8;
+  small.req_gpus = 1;
+  SimConfig cfg;
+  cfg.machine = {4, 1, 2, Allocation::NODES};
+  for (double gpus : {1e300, std::numeric_limits<double>::infinity(), 0x1p63, 0x1p44 + 1}) {
+    INFO(gpus);
+    big.req_gpus = gpus;
+    cfg.too_large = TooLarge::ERROR;
+    CHECK_THROWS_WITH(simulate(std::vector<Job>{big, small}, cfg),
+                      Catch::Contains("job 7 asks for") && Catch::Contains("GPUs, more than any job"));
+    cfg.too_large = TooLarge::SKIP;
+    const SimResult r = simulate(std::vector<Job>{big, small}, cfg);
+    CHECK(r.summary.skipped == 1);
+    CHECK(r.summary.jobs == 1);
+  }
+  big.req_gpus = 0x1p44;  // the largest count a job may ask for: only too large for this machine
+  cfg.too_large = TooLarge::ERROR;
+  CHECK_THROWS_WITH(simulate(std::vector<Job>{big}, cfg), Catch::Contains("but the machine has"));
 }
 
 TEST_CASE("metrics of a hand-worked run", "[replay][exact]") {

@@ -6,7 +6,8 @@
 #                                            refuse_history refuse_xgb exempt exempt_default
 #                                            warn reconfig
 #                                            reconfig_now reconfig_js_only badmodel async run
-#                                            llm_good llm_{down,slow,500,garbage,huge,hostile}
+#                                            llm_good llm_key
+#                                            llm_{down,slow,500,garbage,huge,hostile}
 #                                            dbd_update dbd_loop
 # The llm_* cases run tests/slurm/fake_llm.py (an OpenAI-compatible fake on 127.0.0.1) with
 # /usr/bin/python3; the dbd_* cases add MariaDB + slurmdbd (CLUSTER_DBD=1 in cluster.sh).
@@ -515,6 +516,35 @@ llm_good)
     fail "advisor counters not as expected: $(llm_stats)"
   llm_stats
   [ "$(grep -c '^request' "$M/llm.log")" -eq 5 ] || fail "fake server saw $(grep -c '^request' "$M/llm.log") requests, expected 5"
+  ;;
+llm_key)
+  # llm_api_key_file: a group-readable key file is refused (logged; slurmctld runs on, jobs are
+  # accepted, nothing is sent); made private (0600), it is read at the next reconfigure and sent
+  # as "Authorization: Bearer <key>", which the fake server logs as a hash. No log holds the key.
+  start_llm good
+  key="sk-cluster-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+  printf '%s\n' "$key" >"$M/llm.key"
+  chmod 640 "$M/llm.key"
+  start "model=$M/plain.json,$BASE,llm_url=http://127.0.0.1:$LLM_PORT/v1,llm_timeout_ms=2000,llm_api_key_file=$M/llm.key"
+  expect_log "site_factor/mlprio: LLM advisor not started: llm_api_key_file '$M/llm.key': mode 0640 is not 0600 or 0400"
+  submit -p hold -t 60 >/dev/null || fail "sbatch without an advisor: $(cat "$M/sbatch.err")"
+  cluster_alive || fail "slurmctld died after refusing the key file"
+  sleep 1
+  [ "$(grep -c '^request' "$M/llm.log")" -eq 0 ] || fail "a request was sent without a usable key"
+  chmod 600 "$M/llm.key"
+  scontrol reconfigure || fail "scontrol reconfigure"
+  expect_log "site_factor/mlprio: LLM advisor started: http://127.0.0.1:$LLM_PORT/v1/chat/completions.*, API key from $M/llm.key$" 30
+  id=$(sbatch --parsable -p hold -t 60 -o /dev/null --wrap "sleep 1 # WANT_RT=2000" 2>"$M/err") ||
+    fail "sbatch: $(cat "$M/err")"
+  want=$(expect_site 2000)
+  wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" = $want ]" ||
+    fail "job $id: SITE $(site_of "$id"), expected $want (advised)"
+  cat "$M/llm.log"
+  auth=$(printf 'Bearer %s' "$key" | sha256sum | cut -c1-16)
+  grep -q "^request .* auth=$auth$" "$M/llm.log" ||
+    fail "the fake server did not receive 'Authorization: Bearer <key>'"
+  if grep -rqF -- "$key" "$CL_DIR" "$M/llm.log"; then fail "the key appears in a log"; fi
+  cluster_alive || fail "slurmctld not alive at the end"
   ;;
 llm_down|llm_slow|llm_500|llm_garbage|llm_huge|llm_hostile)
   # A bad endpoint: 100 submissions stay fast, nothing is advised, SITE is the model's alone.

@@ -6,12 +6,17 @@ It binds an ephemeral port, writes it to PORT_FILE, and answers every POST to
 job's `WANT_RT=N` marker, default 1 s, confidence 1; a job containing `WANT_FAIL` gets HTTP 500),
 `slow` (waits 30 s), `500`, `garbage` (bytes that are not JSON), `huge` (an 8 MiB body) and
 `hostile` (well-formed envelopes whose content breaks the schema: extra keys, negative or
-absurd run times, prompt-injection prose). Each request is logged as one line on stdout.
-Usage: fake_llm.py MODE PORT_FILE
+absurd run times, prompt-injection prose). Each request is logged as one line on stdout, with
+`auth=` the first 16 hex digits of the SHA-256 of its Authorization header's value (`auth=none`
+without one), so a test can check the key that was sent without the log holding the key.
+With `--tls CERT KEY` it serves https with that certificate (PEM) instead of http.
+Usage: fake_llm.py MODE PORT_FILE [--tls CERT KEY]
 """
+import hashlib
 import itertools
 import json
 import re
+import ssl
 import sys
 import threading
 import time
@@ -60,8 +65,11 @@ class Handler(BaseHTTPRequestHandler):
         n = next(COUNT)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(min(length, 1 << 22)).decode("utf-8", "replace")
+        auth = self.headers.get("Authorization")
+        auth = hashlib.sha256(auth.encode()).hexdigest()[:16] if auth is not None else "none"
         with LOCK:
-            print(f"request {n} mode={MODE} path={self.path} bytes={length}", flush=True)
+            print(f"request {n} mode={MODE} path={self.path} bytes={length} auth={auth}",
+                  flush=True)
         if self.path != "/v1/chat/completions":
             return self.reply(404, '{"error": "not found"}')
         if MODE == "good":
@@ -93,6 +101,12 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if len(sys.argv) >= 6 and sys.argv[3] == "--tls":
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[4], sys.argv[5])
+        # A client that refuses the certificate fails the handshake in accept(): an OSError
+        # that the server ignores, as it should.
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     with open(PORT_FILE + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
     import os

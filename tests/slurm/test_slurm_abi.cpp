@@ -1,9 +1,14 @@
 // Unit tests of the plugin C ABI (slurm_plugin/include/mlprio_abi.h) without a cluster: the
 // parameter parser, the LLM parameter extractor, refusal of unusable model files (neutral
 // factor, never a crash), the cached/inline/async site factor paths and reload on file change.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -12,8 +17,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "abi_detail.hpp"
 #include "mlprio/model/model_file.hpp"
@@ -132,6 +139,180 @@ TEST_CASE("without an advisor, submitting to it is refused quickly, never an err
   mlprio_ctx_free(ctx);
 }
 
+TEST_CASE("the LLM key and CA file parameters: absolute paths, and a warning for plain http") {
+  using mlprio::plugin::parse_params;
+  auto r = parse_params("llm_url=https://llm.example:8443/v1,llm_api_key_file=/etc/slurm/llm.key,"
+                        "llm_ca_file=/etc/slurm/llm-ca.pem");
+  CHECK(r.warnings.empty());
+  CHECK(r.params.llm_api_key_file == "/etc/slurm/llm.key");
+  CHECK(r.params.llm_ca_file == "/etc/slurm/llm-ca.pem");
+  auto bad = parse_params("llm_api_key_file=llm.key,llm_ca_file=/etc/a\tb");
+  REQUIRE(bad.warnings.size() == 2);
+  CHECK(bad.warnings[0].find("an absolute path") != std::string::npos);
+  CHECK(bad.params.llm_api_key_file.empty());
+  CHECK(bad.params.llm_ca_file.empty());
+  // A key sent over plain http to another host is allowed, with a warning; loopback is quiet.
+  auto plain = parse_params("llm_url=http://llm.example/v1,llm_api_key_file=/etc/k");
+  REQUIRE(plain.warnings.size() == 1);
+  CHECK(plain.warnings[0].find("unencrypted") != std::string::npos);
+  CHECK(parse_params("llm_url=http://127.0.0.1:8080/v1,llm_api_key_file=/etc/k").warnings.empty());
+  CHECK(parse_params("llm_url=http://localhost/v1,llm_api_key_file=/etc/k").warnings.empty());
+}
+
+#ifdef MLPRIO_HAVE_CURL
+namespace {
+
+// Everything the plugin logs, for checks that the key never appears.
+std::mutex g_log_mu;
+std::vector<std::string> g_log_lines;
+void capture_log(int, const char* msg) {
+  std::lock_guard<std::mutex> g(g_log_mu);
+  g_log_lines.emplace_back(msg);
+}
+std::vector<std::string> logged() {
+  std::lock_guard<std::mutex> g(g_log_mu);
+  return g_log_lines;
+}
+
+// An OpenAI-compatible endpoint on 127.0.0.1 that keeps each request's header block and answers
+// every request with a valid advice.
+class RecordingLlm {
+ public:
+  RecordingLlm() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd_, 8) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~RecordingLlm() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+  std::vector<std::string> headers() {
+    std::lock_guard<std::mutex> g(mu_);
+    return headers_;
+  }
+  // Waits (bounded) until n requests arrived.
+  bool wait_for(size_t n) {
+    for (int i = 0; i < 500 && headers().size() < n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return headers().size() >= n;
+  }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      std::string req;
+      char buf[4096];
+      size_t end = std::string::npos;
+      while ((end = req.find("\r\n\r\n")) == std::string::npos) {
+        pollfd q{c, POLLIN, 0};
+        if (::poll(&q, 1, 2000) <= 0) break;
+        const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        req.append(buf, static_cast<size_t>(n));
+      }
+      if (end != std::string::npos) {
+        {
+          std::lock_guard<std::mutex> g(mu_);
+          headers_.push_back(req.substr(0, end));
+        }
+        const std::string body =
+            R"({"choices":[{"index":0,"message":{"role":"assistant","content":)"
+            R"("{\"runtime_seconds\": 60, \"confidence\": 0.5, \"reason\": \"ok\"}"}}]})";
+        const std::string reply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                  "Connection: close\r\nContent-Length: " +
+                                  std::to_string(body.size()) + "\r\n\r\n" + body;
+        // The body may still be arriving; answering first is fine for curl.
+        (void)::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+      }
+      ::close(c);
+    }
+  }
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> headers_;
+};
+
+}  // namespace
+
+TEST_CASE("llm_api_key_file: refused unless private, sent as a Bearer token, never logged") {
+  TempDir d;
+  const std::string secret = "sk-abi-test-7c1e44d09b2a";
+  const std::string key_file = d.file("llm.key");
+  std::ofstream(key_file) << secret << "\n";
+  REQUIRE(::chmod(key_file.c_str(), 0640) == 0);  // group-readable: must be refused
+  RecordingLlm llm;
+  {
+    std::lock_guard<std::mutex> g(g_log_mu);
+    g_log_lines.clear();
+  }
+  mlprio_set_log(&capture_log);
+  const std::string params = "llm_url=" + llm.url() + ",llm_api_key_file=" + key_file;
+  // First without a key: the advisor runs.
+  const std::string no_key = "llm_url=" + llm.url();
+  mlprio_ctx_t* ctx = nullptr;
+  mlprio_ctx_create(no_key.c_str(), 1, &ctx);
+  REQUIRE(ctx != nullptr);
+  CHECK(mlprio_llm_enable(ctx) == MLPRIO_OK);
+  mlprio_job_t j{};
+  j.script = "#!/bin/bash\nsleep 60\n";
+  CHECK(mlprio_llm_submit(ctx, 6, &j) == MLPRIO_OK);
+  REQUIRE(llm.wait_for(1));
+  CHECK(llm.headers().at(0).find("Authorization") == std::string::npos);
+  // Then a group-readable key file is named: refused, logged, and the advisor stops (never
+  // fatal to slurmctld).
+  mlprio_ctx_reconfigure(ctx, params.c_str(), 2);
+  const auto has = [](const std::string& text) {
+    for (const auto& l : logged())
+      if (l.find(text) != std::string::npos) return true;
+    return false;
+  };
+  CHECK(has("LLM advisor not started: llm_api_key_file '" + key_file + "': mode 0640"));
+  CHECK(mlprio_llm_submit(ctx, 7, &j) == MLPRIO_NO_MODEL);  // no advisor runs
+  // Fixed: the next reconfigure starts the advisor, which sends the key.
+  REQUIRE(::chmod(key_file.c_str(), 0600) == 0);
+  mlprio_ctx_reconfigure(ctx, params.c_str(), 3);
+  CHECK(has("API key from " + key_file));
+  CHECK(mlprio_llm_submit(ctx, 8, &j) == MLPRIO_OK);
+  REQUIRE(llm.wait_for(2));
+  const std::string h = llm.headers().at(1);
+  INFO(h);
+  CHECK(h.find("\r\nAuthorization: Bearer " + secret + "\r\n") != std::string::npos);
+  // Made group-readable again: refused at the next reconfigure, and the old advisor stops.
+  REQUIRE(::chmod(key_file.c_str(), 0644) == 0);
+  mlprio_ctx_reconfigure(ctx, params.c_str(), 4);
+  CHECK(has("mode 0644 is not 0600 or 0400"));
+  CHECK(mlprio_llm_submit(ctx, 9, &j) == MLPRIO_NO_MODEL);
+  mlprio_ctx_free(ctx);
+  mlprio_set_log(nullptr);
+  // Not one log line carried the key (nor its distinctive part).
+  const auto lines = logged();
+  CHECK(lines.size() >= 4);
+  for (const auto& l : lines) {
+    INFO(l);
+    CHECK(l.find(secret) == std::string::npos);
+    CHECK(l.find("7c1e44d09b2a") == std::string::npos);
+  }
+}
+#endif
+
 TEST_CASE("LLM parameters from script, comment and job name") {
   const char* script =
       "#!/bin/bash\n#SBATCH -N 1\n#MLPRIO model_size=7e9 lora_rank=16 seq_len=4k\n"
@@ -156,6 +337,79 @@ TEST_CASE("durations are formatted as Slurm prints them") {
   CHECK(std::string(b) == "01:20:00");
   mlprio_format_duration(90061, b, sizeof b);
   CHECK(std::string(b) == "1-01:01:01");
+  // Out of range for a 64-bit count of seconds: llround used to be undefined here (1e300 printed
+  // as a negative number of days).
+  using mlprio::plugin::format_duration;
+  CHECK(format_duration(1e300) == "unknown");
+  CHECK(format_duration(0x1p63) == "unknown");
+  CHECK(format_duration(std::nan("")) == "unknown");
+  CHECK(format_duration(-1) == "unknown");
+  CHECK(format_duration(0x1p62).find("-") != std::string::npos);
+  mlprio_format_duration(1e300, b, sizeof b);
+  CHECK(std::string(b) == "unknown");
+}
+
+TEST_CASE("the site factor is clamped to max_boost and never converts out of range") {
+  using mlprio::plugin::factor_value;
+  CHECK(factor_value(1234.4, 100000) == 1234);
+  CHECK(factor_value(-1234.6, 100000) == -1235);
+  CHECK(factor_value(1e300, 100000) == 100000);
+  CHECK(factor_value(-1e300, 100000) == -100000);
+  CHECK(factor_value(std::nan(""), 100000) == 0);
+  CHECK(factor_value(HUGE_VAL, 100000) == 0);
+  // A max_boost whose double rounds up past INT64_MAX (2^63): llround of the clamped value was
+  // undefined (INT64_MIN in practice: the highest factor became the lowest).
+  constexpr int64_t huge = INT64_MAX;
+  CHECK(factor_value(1e300, huge) == huge);
+  CHECK(factor_value(-1e300, huge) == -huge);
+  CHECK(factor_value(0x1p63, huge) == huge);
+  CHECK(factor_value(5, -3) == 0);  // a negative cap is no boost at all
+}
+
+TEST_CASE("GPUs are read from Slurm TRES/GRES strings, not guessed") {
+  using mlprio::plugin::tres_gpus;
+  // The forms 22.05 and later write (tres_per_job / tres_per_node), with and without a type.
+  CHECK(tres_gpus("gres:gpu:2") == 2);
+  CHECK(tres_gpus("gres/gpu:2") == 2);
+  CHECK(tres_gpus("gres:gpu:a100:2") == 2);
+  CHECK(tres_gpus("gres/gpu:a100:4") == 4);
+  CHECK(tres_gpus("gres/gpu=2") == 2);
+  CHECK(tres_gpus("gres/gpu:a100=3") == 3);
+  CHECK(tres_gpus("gpu:2") == 2);
+  CHECK(tres_gpus("gres:gpu") == 1);        // no count: one
+  CHECK(tres_gpus("gres:gpu:a100") == 1);   // a type, no count: one
+  CHECK(tres_gpus("gres:gpu:1080:2") == 2); // a numeric type name
+  CHECK(tres_gpus("gres:gpu:0") == 0);
+  CHECK(tres_gpus("gres:gpu:2k") == 2048);  // Slurm's suffixes
+  CHECK(tres_gpus("GRES:gpu:2") == 2);
+  // Lists: GPU entries summed, everything else ignored.
+  CHECK(tres_gpus("cpu=4,mem=8G,gres/gpu=2") == 2);
+  CHECK(tres_gpus("gres:gpu:a100:1,gres:gpu:v100:2") == 3);
+  CHECK(tres_gpus("gres:mps:100;gres:gpu:2") == 2);
+  CHECK(tres_gpus(" gres:gpu:2 , gres:nic:1") == 2);
+  // "gpu" inside another name used to be taken for a GPU request ("gres:gpumem:..." gave 16384,
+  // a type name "gres:nic:gpudirect" gave 1).
+  CHECK(tres_gpus("gres:gpumem:16384") == -1);
+  CHECK(tres_gpus("gres:nic:gpudirect") == -1);
+  CHECK(tres_gpus("gres:gpumem:16384,gres:gpu:1") == 1);
+  CHECK(tres_gpus("license/gpu_sim:1") == -1);
+  // Nothing about GPUs, or a GPU entry that is not readable: unknown (-1), never 1.
+  CHECK(tres_gpus("") == -1);
+  CHECK(tres_gpus("cpu=4") == -1);
+  CHECK(tres_gpus("gres:gpu:") == -1);
+  CHECK(tres_gpus("gres:gpu::1") == -1);
+  CHECK(tres_gpus("gres:gpu:a100:x") == -1);
+  CHECK(tres_gpus("gres:gpu:a100:2:3") == -1);
+  CHECK(tres_gpus("gres/gpu=") == -1);
+  CHECK(tres_gpus("gres/gpu=-1") == -1);
+  CHECK(tres_gpus("gres/gpu=1.5") == -1);
+  CHECK(tres_gpus("gres:gpu:99999999999999999999") == -1);  // over JOB_MAX_COUNT
+  CHECK(tres_gpus("gres:gpu:17592186044416,gres:gpu:1") == -1);
+  CHECK(tres_gpus("gres:gpu:2,gres:gpu:") == -1);
+  // The C face both shims call.
+  CHECK(mlprio_tres_gpus(nullptr) == -1);
+  CHECK(mlprio_tres_gpus("gres/gpu:a100:2") == 2);
+  CHECK(mlprio_tres_gpus("gres:gpumem:1") == -1);
 }
 
 TEST_CASE("unusable model files give a neutral context, never a failure to create") {
@@ -599,7 +853,8 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
   using namespace mlprio::plugin;
   const std::string given =
       "model=/etc/m.json,weight=2500,max_boost=900,limit_margin=0.5,refuse_above=0.75,"
-      "refuse_mode=refuse,llm_url=http://h:1/v1,llm_timeout_ms=700,llm_model=q,"
+      "refuse_mode=refuse,llm_url=https://h:1/v1,llm_api_key_file=/etc/slurm/llm.key,"
+      "llm_ca_file=/etc/slurm/ca.pem,llm_timeout_ms=700,llm_model=q,"
       "llm_min_factor=0.25,llm_max_factor=4,llm_min_confidence=0.5,budget_us=30,"
       "check_period_ms=2000,exempt_qos=urgent:ops,exempt_accounts=vip,allow_override=1,"
       "history_period_ms=5000,mode=shadow,scope_partitions=gpu:debug,scope_qos=normal,"
@@ -625,7 +880,7 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
     CHECK(unknown.find(key) != std::string::npos);
     ++keys;
   }
-  CHECK(keys == 24);
+  CHECK(keys == 26);
 }
 
 TEST_CASE("scope: only listed partitions, QOS and accounts are touched; the rest pass unchanged") {

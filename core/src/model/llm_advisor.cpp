@@ -9,12 +9,16 @@
 #include "mlprio/model/llm_advisor.hpp"
 
 #include <curl/curl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <list>
 #include <mutex>
@@ -326,6 +330,20 @@ void validate(const AdvisorConfig& c) {
   need(c.base_url.rfind("http://", 0) == 0 || c.base_url.rfind("https://", 0) == 0, "base_url",
        "http://host:port or https://host:port");
   need(!c.model.empty(), "model", "a model name");
+  need(std::all_of(c.api_key.begin(), c.api_key.end(),
+                   [](char ch) { return ch > 0x20 && ch < 0x7f; }),
+       "api_key", "printable ASCII without spaces (the key itself is not shown)");
+  if (!c.ca_file.empty()) {
+    struct stat st {};
+    std::string why;
+    if (::stat(c.ca_file.c_str(), &st) != 0 || ::access(c.ca_file.c_str(), R_OK) != 0)
+      why = std::strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+      why = "not a regular file";
+    if (!why.empty())
+      throw AdvisorError("AdvisorConfig.ca_file is invalid: expected a readable PEM file, '" +
+                         c.ca_file + "': " + why);
+  }
   need(c.timeout_ms > 0 && c.timeout_ms <= 600000, "timeout_ms", "1..600000");
   need(c.connect_timeout_ms > 0 && c.connect_timeout_ms <= c.timeout_ms, "connect_timeout_ms",
        "1..timeout_ms");
@@ -528,6 +546,12 @@ struct LlmAdvisor::Impl {
     MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https"));
     MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_PROXY, ""));  // never an environment proxy
     MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L));
+    // https: verify the certificate chain and the host name (curl's defaults, stated so that
+    // no change of defaults can turn them off), against ca_file when one is given.
+    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L));
+    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L));
+    if (!cfg.ca_file.empty())
+      MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_CAINFO, cfg.ca_file.c_str()));
     MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L));
     MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(cfg.timeout_ms)));
     MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,

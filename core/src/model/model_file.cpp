@@ -130,23 +130,26 @@ void write_model_document(const std::string& path, const nlohmann::json& doc) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) refuse(path, "cannot create " + tmp + ": " + std::strerror(errno));
   const std::string text = doc.dump(1) + "\n";
+  // Each step names what failed and why (errno text), then the temporary is removed.
+  std::string failed;
   size_t put = 0;
-  bool ok = true;
-  while (put < text.size()) {
+  while (put < text.size() && failed.empty()) {
     const ssize_t n = ::write(fd, text.data() + put, text.size() - put);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ok = false;
-      break;
-    }
-    put += static_cast<size_t>(n);
+    if (n < 0) failed = "cannot write " + tmp + ": " + std::strerror(errno);
+    else if (n == 0) failed = "cannot write " + tmp + ": no progress (disk full?)";
+    else put += static_cast<size_t>(n);
   }
-  ok = ok && ::fchmod(fd, 0644) == 0 && ::fsync(fd) == 0;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
+  if (failed.empty() && ::fchmod(fd, 0644) != 0)
+    failed = "cannot chmod " + tmp + ": " + std::strerror(errno);
+  if (failed.empty() && ::fsync(fd) != 0) failed = "cannot fsync " + tmp + ": " + std::strerror(errno);
+  if (::close(fd) != 0 && failed.empty())
+    failed = "cannot close " + tmp + ": " + std::strerror(errno);
+  if (failed.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
+    failed = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
+  if (!failed.empty()) {
     std::remove(tmp.c_str());
-    refuse(path, "write failed: " + err);
+    refuse(path, "write failed: " + failed);
   }
 }
 

@@ -1,6 +1,7 @@
 // SHA-256 (FIPS 180-4) of a file, streamed in 1 MiB blocks. It gives HDF5 result files a
 // checksum of the trace they came from, without a crypto library dependency.
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -86,7 +87,7 @@ class Sha256 {
 
 std::string file_sha256(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw InputError(path, "cannot open to checksum");
+  if (!f) throw InputError(path, std::string("cannot open to checksum: ") + std::strerror(errno));
   Sha256 sha;
   std::vector<uint8_t> buf(1 << 20);
   size_t n;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cerrno>
 #include <csignal>
 #include <chrono>
@@ -22,6 +23,7 @@
 #include <span>
 #include <sstream>
 #include <type_traits>
+#include <unordered_set>
 
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/util/checked_cast.hpp"
@@ -45,7 +47,7 @@ uint64_t SplitMix64::below(uint64_t bound) {
 }
 
 std::vector<int64_t> draw_window_starts(int64_t count, int64_t len, int64_t trace_jobs,
-                                        uint64_t seed) {
+                                        uint64_t seed, const std::vector<int64_t>& taken) {
   if (count <= 0 || len <= 0)
     throw SweepError("--windows COUNTxLEN needs COUNT > 0 and LEN > 0, e.g. 100x1024");
   if (count > MAX_SWEEP_TASKS)
@@ -54,19 +56,42 @@ std::vector<int64_t> draw_window_starts(int64_t count, int64_t len, int64_t trac
   if (len > trace_jobs)
     throw SweepError("--windows: windows of " + std::to_string(len) + " jobs do not fit a trace of " +
                      std::to_string(trace_jobs) + " jobs");
+  const int64_t positions = trace_jobs - len + 1;  // starts 0 .. N - LEN
+  std::unordered_set<int64_t> used;
+  for (int64_t t : taken)
+    if (t >= 0 && t < positions) used.insert(t);
+  const auto given = static_cast<int64_t>(used.size());
+  if (count > positions - given)
+    throw SweepError("--windows " + std::to_string(count) + "x" + std::to_string(len) + ": only " +
+                     std::to_string(positions) + " distinct windows of " + std::to_string(len) +
+                     " jobs fit a trace of " + std::to_string(trace_jobs) + " jobs (starts 0.." +
+                     std::to_string(positions - 1) + ")" +
+                     (given > 0 ? ", " + std::to_string(given) + " of them already given by --window"
+                                : std::string()) +
+                     "; ask for at most " + std::to_string(positions - given) +
+                     " or for shorter windows");
+  // Rejection of repeats: at most `positions` distinct values exist and count <= positions, so
+  // the expected number of draws is at most positions x H(positions) (14 M for a million).
   SplitMix64 rng(seed);
   std::vector<int64_t> starts;
-  for (int64_t i = 0; i < count; ++i)
-    starts.push_back(static_cast<int64_t>(rng.below(static_cast<uint64_t>(trace_jobs - len + 1))));
+  starts.reserve(static_cast<size_t>(count));
+  used.reserve(static_cast<size_t>(count + given));
+  while (static_cast<int64_t>(starts.size()) < count) {
+    const auto s = static_cast<int64_t>(rng.below(static_cast<uint64_t>(positions)));
+    if (used.insert(s).second) starts.push_back(s);
+  }
   return starts;
 }
 
 namespace {
 
+// A whole decimal number, all of `s` (no sign, space or trailing text); the callers turn the
+// exception into a message with an example.
 int64_t parse_int(const std::string& s) {
-  size_t used = 0;
-  const long long v = std::stoll(s, &used);
-  if (used != s.size()) throw std::invalid_argument("trailing text");
+  int64_t v = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
+    throw std::invalid_argument("not a whole number");
   return v;
 }
 
@@ -221,9 +246,14 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
   for (size_t t = 0; t < plan.traces.size(); ++t) {
     const auto n = static_cast<int64_t>(plan.traces[t].jobs.size());
     std::vector<std::pair<int64_t, int64_t>> windows = spec.windows;
-    if (spec.random_count > 0)
-      for (int64_t s : draw_window_starts(spec.random_count, spec.random_len, n, spec.seed))
+    if (spec.random_count > 0) {
+      // Random windows avoid each other and the explicit windows of the same length.
+      std::vector<int64_t> taken;
+      for (const auto& [start, len] : spec.windows)
+        if (len == spec.random_len) taken.push_back(start);
+      for (int64_t s : draw_window_starts(spec.random_count, spec.random_len, n, spec.seed, taken))
         windows.emplace_back(s, spec.random_len);
+    }
     for (const auto& policy : spec.policies) {
       const int nparams = policy == "multifactor" ? static_cast<int>(plan.params.size()) : 1;
       for (int p = 0; p < nparams; ++p)
@@ -257,13 +287,19 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
           }
     }
   }
-  // Keys name tasks in the journal; a repeated window would make two tasks one.
-  std::vector<std::string> keys;
-  for (const auto& t : plan.tasks) keys.push_back(t.key);
-  std::sort(keys.begin(), keys.end());
-  const auto dup = std::adjacent_find(keys.begin(), keys.end());
-  if (dup != keys.end()) throw SweepError("the sweep lists the same task twice: " + *dup);
+  // Keys name tasks in the journal; a repeated window (given twice with --window) would make two
+  // tasks one. The index is built here, once, for every lookup by key.
+  plan.task_ids.reserve(plan.tasks.size());
+  for (const auto& t : plan.tasks)
+    if (!plan.task_ids.emplace(t.key, t.id).second)
+      throw SweepError("the sweep lists the same task twice: " + t.key +
+                       " (a window given twice with --window or in the config's windows?)");
   return plan;
+}
+
+int64_t find_task(const SweepPlan& plan, const std::string& key) {
+  const auto it = plan.task_ids.find(key);
+  return it == plan.task_ids.end() ? -1 : it->second;
 }
 
 std::vector<int64_t> dispatch_order(const SweepPlan& plan) {
@@ -393,37 +429,53 @@ std::optional<std::vector<std::string>> unseal(const std::string& line) {
   return split(l.substr(0, tab), '\t');
 }
 
-std::map<std::string, int64_t> key_index(const SweepPlan& plan) {
-  std::map<std::string, int64_t> m;
-  for (const auto& t : plan.tasks) m[t.key] = t.id;
-  return m;
+// A whole decimal field of a journal line (all of it), or nullopt.
+template <class Int>
+std::optional<Int> whole_field(const std::string& s) {
+  Int v{};
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// A result record's fields (checksum already checked) against the plan: nullopt when it is not
+// one of this plan's tasks or a field does not read back (never throws).
+std::optional<TaskResult> result_from_fields(const SweepPlan& plan,
+                                             const std::vector<std::string>& f) {
+  if (f.size() < 4 || f[0] != "R") return std::nullopt;
+  TaskResult r;
+  r.task = find_task(plan, f[1]);
+  if (r.task < 0) return std::nullopt;
+  if (f[2] == "failed") {
+    r.ok = false;
+    r.error = f[3];
+    return r;
+  }
+  if (f[2] != "ok" || f.size() != 7 + N_SUMMARY_DOUBLES) return std::nullopt;
+  r.ok = true;
+  Summary& s = r.summary;
+  int64_t* counts[] = {&s.jobs, &s.skipped, &s.killed, &s.estimates_raised};
+  for (size_t i = 0; i < 4; ++i) {
+    const auto v = whole_field<int64_t>(f[3 + i]);
+    if (!v) return std::nullopt;
+    *counts[i] = *v;
+  }
+  const auto d = summary_doubles(s);
+  for (size_t i = 0; i < d.size(); ++i) {
+    const std::string& text = f[7 + i];
+    char* end = nullptr;
+    *d[i] = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size()) return std::nullopt;
+  }
+  return r;
 }
 
 }  // namespace
 
 std::optional<TaskResult> Journal::parse_result(const SweepPlan& plan, const std::string& line) {
   const auto f = unseal(line);
-  if (!f || f->size() < 4 || (*f)[0] != "R") return std::nullopt;
-  const auto idx = key_index(plan);
-  const auto it = idx.find((*f)[1]);
-  if (it == idx.end()) return std::nullopt;
-  TaskResult r;
-  r.task = it->second;
-  if ((*f)[2] == "failed") {
-    r.ok = false;
-    r.error = (*f)[3];
-    return r;
-  }
-  if ((*f)[2] != "ok" || f->size() != 7 + N_SUMMARY_DOUBLES) return std::nullopt;
-  r.ok = true;
-  Summary& s = r.summary;
-  s.jobs = std::stoll((*f)[3]);
-  s.skipped = std::stoll((*f)[4]);
-  s.killed = std::stoll((*f)[5]);
-  s.estimates_raised = std::stoll((*f)[6]);
-  const auto d = summary_doubles(s);
-  for (size_t i = 0; i < d.size(); ++i) *d[i] = std::strtod((*f)[7 + i].c_str(), nullptr);
-  return r;
+  if (!f) return std::nullopt;
+  return result_from_fields(plan, *f);
 }
 
 Journal::Journal(const std::string& path, const SweepPlan& plan) : path_(path) {
@@ -432,7 +484,6 @@ Journal::Journal(const std::string& path, const SweepPlan& plan) : path_(path) {
   if (in) {
     std::string line;
     bool first = true;
-    const auto idx = key_index(plan);
     std::map<int64_t, int> started;
     while (std::getline(in, line)) {
       if (first) {
@@ -442,13 +493,16 @@ Journal::Journal(const std::string& path, const SweepPlan& plan) : path_(path) {
                            line.substr(0, 200) + "); delete it or choose another --out");
         continue;
       }
+      // Each line is unsealed once and its task found in the plan's index: linear in the
+      // journal's length.
       const auto f = unseal(line);
       if (!f) continue;  // torn by a kill mid-write: that task simply runs again
       if ((*f)[0] == "S" && f->size() == 3) {
-        const auto it = idx.find((*f)[1]);
-        if (it != idx.end()) started[it->second] = std::atoi((*f)[2].c_str());
-      } else if (auto r = parse_result(plan, line)) {
-        done_[r->task] = *r;
+        const int64_t task = find_task(plan, (*f)[1]);
+        const auto rank = whole_field<int>((*f)[2]);
+        if (task >= 0 && rank) started[task] = *rank;
+      } else if (auto r = result_from_fields(plan, *f)) {
+        done_[r->task] = std::move(*r);
       }
     }
     for (const auto& [task, rank] : started)

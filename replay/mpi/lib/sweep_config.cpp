@@ -2,8 +2,12 @@
 // # comments) read by hand, because the sweep needs a dozen keys and no Debian TOML library is
 // a dependency of the project yet. Every error names file:line, the key, and a valid example;
 // an unknown key is an error, so a typo never silently falls back to a default.
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -53,13 +57,20 @@ Scalar parse_scalar(const Reader& r, const std::string& text) {
   std::string digits;
   for (char c : t)
     if (c != '_') digits += c;  // TOML allows 1_000
-  try {
-    size_t used = 0;
-    const double v = std::stod(digits, &used);
-    if (used == digits.size() && !digits.empty()) return v;
-  } catch (const std::exception&) {
+  // A finite decimal number, all of it: strtod would also take "nan", "inf" and hex floats, and
+  // 1e999 overflows to infinity; none of these is a sweep setting.
+  const bool decimal =
+      !digits.empty() && digits.find_first_not_of("0123456789+-.eE") == std::string::npos;
+  if (decimal) {
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(digits.c_str(), &end);
+    if (end == digits.c_str() + digits.size() && std::isfinite(v) && errno != ERANGE) return v;
+    if (end == digits.c_str() + digits.size())
+      r.fail("number '" + t + "' is out of range; expected a finite number");
   }
-  r.fail("cannot read value '" + t + "' (strings in \"double quotes\", numbers, true/false)");
+  r.fail("cannot read value '" + t +
+         "' (strings in \"double quotes\", finite decimal numbers, true/false)");
 }
 
 std::vector<Scalar> parse_value(const Reader& r, const std::string& text) {
@@ -112,9 +123,15 @@ std::string one_string(const Reader& r, const std::string& key, const std::vecto
   return s[0];
 }
 
-// One whole number in [0, hi] (range-checked before any conversion: 1e300 is not a count).
+// The largest whole number below which a TOML value read as a double is exact (2^53 - 1): from
+// 2^53 on, neighbours share a double ("seed = 9007199254740993" would silently be ...992).
+constexpr int64_t EXACT_INT_MAX = (int64_t{1} << 53) - 1;
+
+// One whole number in [0, hi] (range-checked before any conversion: 1e300 is not a count), and
+// never above EXACT_INT_MAX.
 int64_t one_int(const Reader& r, const std::string& key, const std::vector<Scalar>& v,
-                int64_t hi = std::numeric_limits<int64_t>::max()) {
+                int64_t hi = EXACT_INT_MAX) {
+  hi = std::min(hi, EXACT_INT_MAX);
   const auto n = numbers(r, key, v);
   const auto x = n.size() == 1 && std::trunc(n[0]) == n[0] ? to_integer<int64_t>(n[0], 0, hi)
                                                            : std::nullopt;
@@ -133,7 +150,7 @@ bool one_bool(const Reader& r, const std::string& key, const std::vector<Scalar>
 
 void apply_sweep_config(const std::string& path, SweepSpec& spec) {
   std::ifstream in(path);
-  if (!in) throw SweepError("cannot open sweep config " + path);
+  if (!in) throw SweepError("cannot open sweep config " + path + ": " + std::strerror(errno));
   Reader r{path, 0};
   std::string table, raw;
   while (std::getline(in, raw)) {

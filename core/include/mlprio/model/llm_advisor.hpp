@@ -31,7 +31,12 @@ class AdvisorError : public std::runtime_error {
 struct AdvisorConfig {
   std::string base_url = "http://127.0.0.1:8080";  // POST {base_url}/v1/chat/completions
   std::string model = "default";                   // the "model" field of the request
-  std::string api_key;                  // sent as "Authorization: Bearer ..." when not empty
+  // Sent as "Authorization: Bearer <api_key>" when not empty; printable ASCII only (validated,
+  // so it cannot forge headers). Never logged, never in an error message.
+  std::string api_key;
+  // https: the server's certificate is always verified (peer and host name); ca_file, when not
+  // empty, is the CA bundle (PEM) to verify it with instead of the system's.
+  std::string ca_file;
   int64_t timeout_ms = 2000;            // whole request, connect included
   int64_t connect_timeout_ms = 500;
   int max_tokens = 200;                 // answer length the server may generate

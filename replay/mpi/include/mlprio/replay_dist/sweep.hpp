@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "mlprio/jobs/trace.hpp"
@@ -49,11 +50,14 @@ class SplitMix64 {
 // in memory, one entry per task.
 inline constexpr int64_t MAX_SWEEP_TASKS = 1'000'000;
 
-// COUNT window starts for windows of LEN jobs in a trace of N jobs: uniform in [0, N - LEN],
-// drawn from SplitMix64(seed) with `below`. Throws SweepError when LEN > N or COUNT is more than
-// MAX_SWEEP_TASKS.
+// COUNT distinct window starts for windows of LEN jobs in a trace of N jobs: uniform in
+// [0, N - LEN], drawn from SplitMix64(seed) with `below`, without replacement (a start already
+// drawn, or listed in `taken`, is drawn again), in draw order. A draw with no repeat gives the
+// same starts as the plain draw of earlier versions, so their journals stay valid. Throws
+// SweepError when LEN > N, when COUNT is more than MAX_SWEEP_TASKS, or when COUNT is more than
+// the distinct starts there are (N - LEN + 1, less those in `taken`).
 std::vector<int64_t> draw_window_starts(int64_t count, int64_t len, int64_t trace_jobs,
-                                        uint64_t seed);
+                                        uint64_t seed, const std::vector<int64_t>& taken = {});
 
 // What the user asked for (command line and/or TOML config).
 struct SweepSpec {
@@ -104,6 +108,9 @@ struct SweepPlan {
   std::vector<Trace> traces;
   std::vector<replay::PolicyOptions> params;
   std::vector<SweepTask> tasks;   // by id
+  // Task id by key, built once with the tasks: the journal reader and the MPI master look every
+  // record up here (the index used to be rebuilt per journal line, which made resume quadratic).
+  std::unordered_map<std::string, int64_t> task_ids;
   std::string fingerprint;        // the settings every task shares; a journal must match it
   replay::SimConfig base;         // machine etc. (per trace machine when nodes == 0)
   std::vector<replay::Machine> machines;  // per trace
@@ -114,6 +121,9 @@ struct SweepPlan {
 
 // Loads the traces and expands the tasks. Throws SweepError, InputError, ConfigError.
 SweepPlan make_sweep_plan(const SweepSpec& spec);
+
+// The id of the task named `key`, or -1 (plan.task_ids).
+int64_t find_task(const SweepPlan& plan, const std::string& key);
 
 // Task ids in dispatch order: largest cost first, ties by id.
 std::vector<int64_t> dispatch_order(const SweepPlan& plan);
@@ -146,7 +156,7 @@ std::string started_line(const SweepPlan& plan, int64_t task, int rank);
 
 // The journal beside the output (<out>.journal): records appended with one write() each and
 // fsync'd, so a killed run leaves every finished task recorded. Reading keeps the last record of
-// each task and the tasks that were started but never finished.
+// each task and the tasks that were started but never finished, in time linear in its length.
 class Journal {
  public:
   Journal(const std::string& path, const SweepPlan& plan);  // opens, checks the header, reads
