@@ -448,6 +448,26 @@ scope)
   grep -q "time limit set to 01:09:00 (predicted run 00:55:00 + margin, in place of the partition's DefaultTime)" "$M/err" ||
     fail "override_default_time=1 did not fill: $(cat "$M/err")"
   ;;
+why)
+  # mlprio-why JOBID: the job's features, prediction, score terms and the SITE computed by the
+  # plugins' own ABI, beside the SITE slurmctld applied (equal here: no live finishes yet).
+  start "model=$M/hist.json,$BASE"
+  id=$(submit -p hold -t 60) || fail "sbatch"
+  wait_for 20 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt 0 ]" || fail "SITE never set"
+  "$MLPRIO_BUILD/bin/mlprio-why" "$id" >"$M/why" 2>&1 || fail "mlprio-why failed: $(cat "$M/why")"
+  cat "$M/why"
+  s=$(site_of "$id")
+  grep -q "^JobId=$id user=root partition=hold" "$M/why" || fail "no job line"
+  grep -q "prediction: run 3300 s" "$M/why" || fail "prediction is not root's 3300 s"
+  grep -q "hist_last2_mean *3300" "$M/why" || fail "features lack hist_last2_mean 3300"
+  grep -q "req_time *3600" "$M/why" || fail "features lack req_time 3600"
+  grep -q "SITE computed = weight x score, capped at max_boost: $s; applied by slurmctld: $s " "$M/why" ||
+    fail "computed/applied SITE do not both equal sprio's $s"
+  "$MLPRIO_BUILD/bin/mlprio-why" "$id" --json | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["site_computed"] == d["site_applied"] > 0, d; assert d["score_terms"]["run"] < 0' ||
+    fail "--json"
+  "$MLPRIO_BUILD/bin/mlprio-why" 999999 >"$M/why" 2>&1 && fail "an unknown job id succeeded"
+  grep -q "job 999999: Invalid job id" "$M/why" || fail "unknown job: $(cat "$M/why")"
+  ;;
 live_history)
   # The plugin learns jobs as they end (no slurmdbd here: the applier scans the job list every
   # history_period_ms), so root's next prediction moves from the model's 55 min (its snapshot:

@@ -1,0 +1,245 @@
+// mlprio-why JOBID: why a job has the SITE it has. Reads the job from slurmctld through libslurm
+// (slurm_load_job), the plugins' parameters from slurm.conf (22.05's `scontrol show config` prints
+// PrioritySiteFactorParameters as (null), so the file is read) and the same model file, then
+// prints the job's feature row, the prediction, every term of the score, the SITE the plugin
+// computes from them and the SITE slurmctld applied. The prediction goes through the plugins' own
+// C ABI (mlprio_predict, mlprio_site_factor), so it is the plugins' arithmetic, not a copy.
+//
+// One difference is stated in the output: slurmctld's live history (jobs that ended since the
+// model was trained, history_period_ms) lives in its memory; this tool sees the model file's
+// snapshot, so for users with recent finishes the two can differ until the next training.
+#include <pwd.h>
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "abi_detail.hpp"
+#include "mlprio/model/features.hpp"
+#include "mlprio/model/predictor.hpp"
+#include "mlprio_abi.h"
+
+namespace {
+
+namespace model = mlprio::model;
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: mlprio-why JOBID [--conf slurm.conf] [--params TEXT] [--json]\n"
+               "  --conf    slurm.conf to read PrioritySiteFactorParameters from\n"
+               "            (default: $SLURM_CONF, else /etc/slurm/slurm.conf)\n"
+               "  --params  the parameters themselves (instead of reading slurm.conf)\n");
+  return 2;
+}
+
+// PrioritySiteFactorParameters=... from slurm.conf (key case-insensitive, as Slurm reads it).
+std::string params_from_conf(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open (name another with --conf or --params)");
+  const std::string key = "prioritysitefactorparameters=";
+  std::string line, found;
+  while (std::getline(in, line)) {
+    const size_t b = line.find_first_not_of(" \t");
+    if (b == std::string::npos || line[b] == '#') continue;
+    std::string low = line.substr(b, key.size());
+    for (char& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (low == key) {
+      found = line.substr(b + key.size());
+      const size_t hash = found.find('#');
+      if (hash != std::string::npos) found.resize(hash);
+      while (!found.empty() && std::isspace(static_cast<unsigned char>(found.back()))) found.pop_back();
+    }
+  }
+  if (found.empty()) throw std::runtime_error(path + ": no PrioritySiteFactorParameters line");
+  return found;
+}
+
+// "%.6g", or "%.<decimals>f" when decimals >= 0; "-" when not finite.
+std::string fmt(double v, int decimals = -1) {
+  if (!std::isfinite(v)) return "-";
+  char b[64];
+  if (decimals < 0) std::snprintf(b, sizeof b, "%.6g", v);
+  else std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  uint32_t job_id = 0;
+  std::string conf, params_text;
+  bool json = false, have_params = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json") json = true;
+    else if (a == "--conf" && i + 1 < argc) conf = argv[++i];
+    else if (a == "--params" && i + 1 < argc) params_text = argv[++i], have_params = true;
+    else if (a == "-h" || a == "--help") return usage(), 0;
+    else if (job_id == 0 && !a.empty() && a.find_first_not_of("0123456789") == std::string::npos &&
+             a.size() < 10)
+      job_id = static_cast<uint32_t>(std::strtoul(a.c_str(), nullptr, 10));
+    else {
+      std::fprintf(stderr, "mlprio-why: unexpected argument '%s'\n", a.c_str());
+      return usage();
+    }
+  }
+  if (job_id == 0) return usage();
+  try {
+    if (!have_params) {
+      if (conf.empty()) conf = std::getenv("SLURM_CONF") ? std::getenv("SLURM_CONF") : "/etc/slurm/slurm.conf";
+      params_text = params_from_conf(conf);
+    }
+    const auto parsed = mlprio::plugin::parse_params(params_text);
+    for (const auto& w : parsed.warnings) std::fprintf(stderr, "mlprio-why: warning: %s\n", w.c_str());
+    const auto& prm = parsed.params;
+
+    job_info_msg_t* msg = nullptr;
+    if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS || !msg || msg->record_count < 1) {
+      std::fprintf(stderr, "mlprio-why: job %u: %s\n", job_id, slurm_strerror(slurm_get_errno()));
+      return 1;
+    }
+    const slurm_job_info_t& sj = msg->job_array[0];
+    mlprio_job_t j{};
+    j.job_id = sj.job_id;
+    j.submit_time = static_cast<double>(sj.submit_time);
+    j.time_limit_s = (sj.time_limit == NO_VAL || sj.time_limit == INFINITE) ? -1 : sj.time_limit * 60.0;
+    j.req_cpus = sj.num_cpus;
+    j.req_nodes = sj.num_nodes;
+    j.req_gpus = mlprio_tres_gpus(sj.tres_per_job);
+    if (j.req_gpus < 0) {
+      const double per_node = mlprio_tres_gpus(sj.tres_per_node);
+      if (per_node >= 0) j.req_gpus = per_node * std::max<uint32_t>(sj.num_nodes, 1);
+    }
+    j.req_mem_bytes = -1;
+    std::string user = sj.user_name ? sj.user_name : "";
+    if (user.empty()) {
+      struct passwd pw {}, *res = nullptr;
+      std::vector<char> buf(16384);
+      if (::getpwuid_r(sj.user_id, &pw, buf.data(), buf.size(), &res) == 0 && res) user = pw.pw_name;
+    }
+    j.user = user.empty() ? nullptr : user.c_str();
+    j.account = sj.account;
+    j.partition = sj.partition;
+    j.qos = sj.qos;
+    j.name = sj.name;
+    j.comment = sj.comment;
+    j.admin_comment = sj.admin_comment;
+
+    // The plugins' own path: a context on the same parameters and model file.
+    mlprio_ctx_t* ctx = nullptr;
+    const int rc = mlprio_ctx_create(params_text.c_str(), 0, &ctx);
+    char desc[512];
+    mlprio_ctx_describe(ctx, desc, sizeof desc);
+    mlprio_prediction_t pred{NAN, NAN, NAN};
+    int64_t factor = 0;
+    int frc = MLPRIO_NO_MODEL;
+    if (rc == MLPRIO_OK) {
+      mlprio_predict(ctx, &j, &pred);
+      frc = mlprio_site_factor(ctx, &j, &factor);
+    }
+
+    nlohmann::json out;
+    out["job_id"] = sj.job_id;
+    out["user"] = user;
+    out["partition"] = sj.partition ? sj.partition : "";
+    out["qos"] = sj.qos ? sj.qos : "";
+    out["account"] = sj.account ? sj.account : "";
+    out["parameters"] = mlprio::plugin::format_params(prm);
+    out["model"] = desc;
+    out["in_scope"] = mlprio::plugin::in_scope(prm, sj.partition, sj.qos, sj.account);
+    out["prediction"] = {{"runtime_s", pred.runtime_s}, {"runtime_upper_s", pred.runtime_upper_s},
+                         {"fail_prob", pred.fail_prob}};
+    // Features and score terms, from the model file itself (its snapshot of user history).
+    if (rc == MLPRIO_OK) {
+      auto p = model::load_predictor(prm.model);
+      mlprio::TraceNames names;
+      const mlprio::Job cj = mlprio::plugin::to_core_job(j, names);
+      std::vector<float> row(model::N_FEATURES);
+      const model::UserHistory empty;
+      model::encode_with_history({&cj, 1}, names, p->frozen_history() ? *p->frozen_history() : empty,
+                                 p->epoch_offset(), row);
+      nlohmann::json feats = nlohmann::json::object();
+      for (int f = 0; f < model::N_FEATURES; ++f)
+        feats[std::string(model::feature_names()[f])] =
+            std::isnan(row[f]) ? nlohmann::json(nullptr) : nlohmann::json(row[f]);
+      out["features"] = feats;
+      model::Prediction mp{pred.runtime_s, pred.runtime_upper_s, pred.fail_prob};
+      model::ScoreConfig cfg = p->policy().score;
+      cfg.age_weight = 0;  // as the plugin scores: aging is multifactor's own age factor
+      const double w = 0, r = std::isfinite(mp.runtime) && mp.runtime > 0 ? mp.runtime : 0;
+      const double procs = static_cast<double>(std::max<int64_t>(cj.procs(), 1));
+      const double pf = std::isfinite(mp.fail_prob) ? mp.fail_prob : 0;
+      out["score_terms"] = {
+          {"age", cfg.age_weight * std::log2(1 + w / 60)},
+          {"run", -std::log2(1 + r / 60)},
+          {"size", cfg.size_weight * std::log2(procs)},
+          {"failure", -8 * cfg.fail_weight * pf},
+          {"sum_log2", model::score_log_ratio(cj, mp, cj.submit, cfg)},
+          {"score", model::score(cj, mp, cj.submit, model::ClusterState{}, cfg)},
+          {"size_weight", cfg.size_weight},
+          {"fail_weight", cfg.fail_weight},
+          {"tuned_by", p->policy().tuned_by}};
+    }
+    out["site_computed"] = frc == MLPRIO_OK ? nlohmann::json(factor) : nlohmann::json(nullptr);
+    out["site_applied"] = static_cast<int64_t>(sj.site_factor) - static_cast<int64_t>(NICE_OFFSET);
+    out["priority"] = sj.priority;
+    out["history_note"] =
+        "user history from the model file's snapshot; slurmctld's live store may hold newer finishes";
+    if (sj.admin_comment && std::strstr(sj.admin_comment, "mlprio_llm="))
+      out["advisor"] = "job was handed to the LLM advisor; its answer lives in slurmctld's memory "
+                       "and moves the run time within llm_min_factor..llm_max_factor";
+    mlprio_ctx_free(ctx);
+    slurm_free_job_info_msg(msg);
+
+    if (json) {
+      std::cout << out.dump(2) << "\n";
+      return 0;
+    }
+    std::printf("JobId=%u user=%s partition=%s qos=%s account=%s%s\n", sj.job_id, user.c_str(),
+                out["partition"].get<std::string>().c_str(), out["qos"].get<std::string>().c_str(),
+                out["account"].get<std::string>().c_str(),
+                out["in_scope"].get<bool>() ? "" : "  (outside scope_*: the plugins leave it alone)");
+    std::printf("parameters: %s\nmodel: %s\n", out["parameters"].get<std::string>().c_str(), desc);
+    if (out.contains("features")) {
+      std::printf("features:\n");
+      for (auto& [k, v] : out["features"].items())
+        if (!v.is_null()) std::printf("  %-22s %s\n", k.c_str(), fmt(v.get<double>()).c_str());
+      std::printf("  (features not listed are missing)\n");
+    }
+    std::printf("prediction: run %s s, upper %s s, failure probability %s\n",
+                fmt(pred.runtime_s, 0).c_str(), fmt(pred.runtime_upper_s, 0).c_str(),
+                fmt(pred.fail_prob, 3).c_str());
+    if (out.contains("score_terms")) {
+      const auto& t = out["score_terms"];
+      std::printf("score terms (log2 units, at submission): run %s + size %s + failure %s = %s\n"
+                  "score = 1 / (1 + 2^(-sum/4)) = %s (policy: size_weight %s, fail_weight %s%s)\n",
+                  fmt(t["run"].get<double>(), 3).c_str(), fmt(t["size"].get<double>(), 3).c_str(),
+                  fmt(t["failure"].get<double>(), 3).c_str(), fmt(t["sum_log2"].get<double>(), 3).c_str(),
+                  fmt(t["score"].get<double>(), 4).c_str(), fmt(t["size_weight"].get<double>()).c_str(),
+                  fmt(t["fail_weight"].get<double>()).c_str(),
+                  t["tuned_by"].get<std::string>().empty() ? ", untuned defaults"
+                                                            : (", tuned by " + t["tuned_by"].get<std::string>()).c_str());
+    }
+    std::printf("SITE computed = weight x score, capped at max_boost: %s; applied by slurmctld: %lld "
+                "(priority %u)\n",
+                out["site_computed"].is_null() ? "- (no model or not in scope)"
+                                               : std::to_string(factor).c_str(),
+                static_cast<long long>(out["site_applied"].get<int64_t>()), sj.priority);
+    std::printf("note: %s\n", out["history_note"].get<std::string>().c_str());
+    if (out.contains("advisor")) std::printf("advisor: %s\n", out["advisor"].get<std::string>().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mlprio-why: error: %s\n", e.what());
+    return 1;
+  }
+}
