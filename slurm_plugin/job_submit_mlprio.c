@@ -413,7 +413,7 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 {
 	mlprio_decision_t d;
 	mlprio_job_t j;
-	char feats[512], text[512], d1[32], d2[32];
+	char feats[512], text[512], bad[400], d1[32], d2[32];
 	char *acct = NULL, *qos = NULL;
 	const char *why = "";
 	int nfeat, rc;
@@ -423,6 +423,12 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 
 	nfeat = mlprio_extract_features(job_desc->script, job_desc->comment,
 					job_desc->name, feats, sizeof(feats));
+	if (mlprio_feature_problems(job_desc->script, job_desc->comment,
+				    job_desc->name, bad, sizeof(bad)) > 0) {
+		snprintf(text, sizeof(text), "mlprio: ignored: %s", bad);
+		_msg(err_msg, text);
+		info("%s: uid %u: job hints %s", plugin_type, submit_uid, text + 8);
+	}
 	if (nfeat > 0) {
 		/* Users cannot set admin_comment; site_factor reads it. */
 		if (job_desc->admin_comment)

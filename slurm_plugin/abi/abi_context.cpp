@@ -1285,6 +1285,24 @@ int mlprio_extract_features(const char* script, const char* comment, const char*
   }
 }
 
+int mlprio_feature_problems(const char* script, const char* comment, const char* name, char* buf,
+                            size_t len) {
+  try {
+    std::vector<std::string> problems;
+    mlprio::plugin::extract_features(script ? script : "", comment ? comment : "",
+                                     name ? name : "", problems);
+    std::string text;
+    for (const auto& p : problems) text += (text.empty() ? "" : "; ") + p;
+    if (buf && len) std::snprintf(buf, len, "%s", text.c_str());
+    return static_cast<int>(problems.size());
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return -1;
+  } catch (...) {
+    return -1;
+  }
+}
+
 void mlprio_format_duration(double seconds, char* buf, size_t len) {
   if (!buf || !len) return;
   try {

@@ -93,6 +93,12 @@ std::string format_params(const Params& p);
 std::vector<std::pair<std::string, double>> extract_features(std::string_view script,
                                                              std::string_view comment,
                                                              std::string_view name);
+// The same, also saying what was ignored: "model_size=banana (not a number)", "seq_len=-5 (out of
+// range: ...)", and unknown keys in text meant for mlprio ("mlprio:" comments, #MLPRIO lines).
+std::vector<std::pair<std::string, double>> extract_features(std::string_view script,
+                                                             std::string_view comment,
+                                                             std::string_view name,
+                                                             std::vector<std::string>& problems);
 std::string format_features(const std::vector<std::pair<std::string, double>>& f);
 
 // The job as the core sees it; strings are interned into `names`.

@@ -121,8 +121,34 @@ void set_feature(std::vector<std::pair<std::string, double>>& out, const std::st
   out.emplace_back(k, v);
 }
 
-// "k=v" tokens separated by spaces, commas or semicolons.
-void scan_pairs(std::string_view text, std::vector<std::pair<std::string, double>>& out) {
+// The plausible range of each canonical fine-tuning parameter; a value outside is ignored (and
+// reported) rather than fed to the model.
+bool in_range(const std::string& key, double v, const char*& expect) {
+  struct Range {
+    const char* key;
+    double lo, hi;
+    const char* expect;
+  };
+  static const Range R[] = {{"model_size", 1e6, 1e13, "parameters, 1e6..1e13 (7e9, or 7b in the name)"},
+                            {"seq_len", 1, 1e8, "tokens, 1..1e8"},
+                            {"batch_size", 1, 1e8, "1..1e8"},
+                            {"lora_rank", 1, 65536, "1..65536"},
+                            {"epochs", 1e-3, 1e5, "0.001..1e5"},
+                            {"quant_bits", 1, 64, "1..64"}};
+  for (const auto& r : R)
+    if (key == r.key) {
+      expect = r.expect;
+      return std::isfinite(v) && v >= r.lo && v <= r.hi;
+    }
+  expect = "a number";
+  return std::isfinite(v);
+}
+
+// "k=v" tokens separated by spaces, commas or semicolons. With `problems`, what was ignored:
+// unknown keys (only when `strict`: a "mlprio:" comment or an #MLPRIO line, text meant for us),
+// values that are not numbers or out of range.
+void scan_pairs(std::string_view text, std::vector<std::pair<std::string, double>>& out,
+                std::vector<std::string>* problems = nullptr, bool strict = false) {
   size_t i = 0;
   while (i < text.size()) {
     while (i < text.size() && (std::isspace(static_cast<unsigned char>(text[i])) ||
@@ -137,8 +163,21 @@ void scan_pairs(std::string_view text, std::vector<std::pair<std::string, double
     auto eq = tok.find('=');
     if (eq == std::string_view::npos) continue;
     std::string key = canonical_key(tok.substr(0, eq));
+    const std::string shown(tok.substr(0, std::min<size_t>(tok.size(), 64)));
     double v = 0;
-    if (!key.empty() && parse_number(tok.substr(eq + 1), v)) set_feature(out, key, v);
+    const char* expect = "";
+    if (key.empty()) {
+      if (problems && strict && problems->size() < 16 && lower(tok.substr(0, eq)).rfind("mlprio", 0) != 0)
+        problems->push_back(shown + " (unknown key; known: model_size, seq_len, batch_size, "
+                                    "lora_rank, epochs, quant_bits)");
+    } else if (!parse_number(tok.substr(eq + 1), v)) {
+      if (problems && problems->size() < 16) problems->push_back(shown + " (not a number)");
+    } else if (!in_range(key, v, expect)) {
+      if (problems && problems->size() < 16)
+        problems->push_back(shown + " (out of range: " + key + " is " + expect + ")");
+    } else {
+      set_feature(out, key, v);
+    }
   }
 }
 
@@ -352,6 +391,14 @@ std::string format_params(const Params& p) {
 std::vector<std::pair<std::string, double>> extract_features(std::string_view script,
                                                              std::string_view comment,
                                                              std::string_view name) {
+  std::vector<std::string> ignored;
+  return extract_features(script, comment, name, ignored);
+}
+
+std::vector<std::pair<std::string, double>> extract_features(std::string_view script,
+                                                             std::string_view comment,
+                                                             std::string_view name,
+                                                             std::vector<std::string>& problems) {
   std::vector<std::pair<std::string, double>> out;
   scan_name(name, out);
   // Scripts can be megabytes; the parameters live in the header, so look at the first 64 KiB.
@@ -362,11 +409,12 @@ std::vector<std::pair<std::string, double>> extract_features(std::string_view sc
     if (nl == std::string_view::npos) nl = script.size();
     std::string_view line = trim(script.substr(pos, nl - pos));
     pos = nl + 1;
-    if (line.rfind("#MLPRIO", 0) == 0) scan_pairs(line.substr(7), out);
+    if (line.rfind("#MLPRIO", 0) == 0) scan_pairs(line.substr(7), out, &problems, true);
   }
   std::string_view c = trim(comment);
-  if (c.rfind("mlprio:", 0) == 0) c.remove_prefix(7);
-  scan_pairs(c, out);
+  const bool ours = c.rfind("mlprio:", 0) == 0;
+  if (ours) c.remove_prefix(7);
+  scan_pairs(c, out, &problems, ours);
   return out;
 }
 

@@ -258,6 +258,12 @@ typedef struct {
 int mlprio_extract_features(const char *script, const char *comment,
 			    const char *name, char *buf, size_t len);
 
+/* What mlprio_extract_features ignored, for the user: "model_size=banana (not
+ * a number); seq_len=-5 (out of range: ...); foo=bar (unknown key; ...)".
+ * Returns how many, or -1 on error. */
+int mlprio_feature_problems(const char *script, const char *comment,
+			    const char *name, char *buf, size_t len);
+
 /* "HH:MM:SS" or "D-HH:MM:SS" for a number of seconds. */
 void mlprio_format_duration(double seconds, char *buf, size_t len);
 

@@ -448,6 +448,20 @@ scope)
   grep -q "time limit set to 01:09:00 (predicted run 00:55:00 + margin, in place of the partition's DefaultTime)" "$M/err" ||
     fail "override_default_time=1 did not fill: $(cat "$M/err")"
   ;;
+hints)
+  # Bad hints in --comment are ignored and the user is told which and why; good ones are kept.
+  start "model=$M/plain.json,$BASE"
+  id=$(sbatch --parsable -p hold -t 5 -o /dev/null --comment "mlprio: model_size=banana seq_len=-5 foo=bar lora_rank=16" --wrap 'sleep 1' 2>"$M/err") ||
+    fail "sbatch: $(cat "$M/err")"
+  cat "$M/err"
+  grep -q "mlprio: ignored: model_size=banana (not a number); seq_len=-5 (out of range: seq_len is tokens, 1..1e8); foo=bar (unknown key" "$M/err" ||
+    fail "no 'ignored' message"
+  ac=$(scontrol show job "$id" | sed -n 's/.*AdminComment=\(.*\)/\1/p')
+  echo "AdminComment=$ac"
+  case "$ac" in *lora_rank=16*) ;; *) fail "lora_rank=16 not kept" ;; esac
+  case "$ac" in *seq_len*|*model_size*) fail "a bad hint was stored: $ac" ;; esac
+  expect_log "job_submit/mlprio: uid 0: job hints ignored: model_size=banana"
+  ;;
 why)
   # mlprio-why JOBID: the job's features, prediction, score terms and the SITE computed by the
   # plugins' own ABI, beside the SITE slurmctld applied (equal here: no live finishes yet).

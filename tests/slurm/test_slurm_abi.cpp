@@ -948,3 +948,25 @@ TEST_CASE("parameters that can have no effect are warned about at load") {
     warned |= l.find("max_boost=5000 has no effect: it is above weight=1000") != std::string::npos;
   CHECK(warned);
 }
+
+TEST_CASE("bad fine-tuning hints are ignored and said so; good ones kept") {
+  std::vector<std::string> problems;
+  auto f = mlprio::plugin::extract_features(
+      "#!/bin/sh\n#MLPRIO epochs=3 colour=blue\n", "mlprio: model_size=banana seq_len=-5 foo=bar lora_rank=16",
+      "", problems);
+  REQUIRE(problems.size() == 4);
+  CHECK(problems[0] == "colour=blue (unknown key; known: model_size, seq_len, batch_size, lora_rank, "
+                       "epochs, quant_bits)");
+  CHECK(problems[1] == "model_size=banana (not a number)");
+  CHECK(problems[2] == "seq_len=-5 (out of range: seq_len is tokens, 1..1e8)");
+  CHECK(problems[3].rfind("foo=bar (unknown key", 0) == 0);
+  CHECK(mlprio::plugin::format_features(f) == "epochs=3 lora_rank=16");
+  // A comment not addressed to mlprio: its unknown words are not ours to report.
+  problems.clear();
+  mlprio::plugin::extract_features("", "urgent fix ticket=1234", "", problems);
+  CHECK(problems.empty());
+  char buf[512];
+  CHECK(mlprio_feature_problems(nullptr, "mlprio: bs=0", nullptr, buf, sizeof buf) == 1);
+  CHECK(std::string(buf) == "bs=0 (out of range: batch_size is 1..1e8)");
+  CHECK(mlprio_feature_problems(nullptr, nullptr, nullptr, buf, sizeof buf) == 0);
+}
