@@ -5,7 +5,7 @@
 //   BM_sweep_resume  a complete journal: every task read back from it, the output written;
 //   BM_journal_read  only reading the complete journal (Journal's constructor).
 // Resuming must cost less than computing: the journal reader used to rebuild the index of task
-// keys for every journal line, so resuming 5000 tasks took about twice as long as running them.
+// keys for every journal line, so resuming 5000 tasks took longer than running them.
 // Before timing, the resumed results are checked against the fresh ones (same summaries, bit
 // for bit); a difference exits non-zero. Files go to a scratch folder under the temporary
 // directory (TMPDIR), whose fdatasync cost is part of the fresh figure.

@@ -499,6 +499,7 @@ uint64_t llm_key_of(const char* admin_comment) {
 }
 
 std::string format_duration(double seconds) {
+  if (!(seconds >= 0)) return "unknown";  // negative or NaN
   // Range-checked: llround of 1e300 is undefined (in practice INT64_MIN, printed as nonsense).
   const auto rounded = to_integer<int64_t>(std::round(seconds), 0);
   if (!rounded) return "unknown";

@@ -344,6 +344,8 @@ TEST_CASE("durations are formatted as Slurm prints them") {
   CHECK(format_duration(0x1p63) == "unknown");
   CHECK(format_duration(std::nan("")) == "unknown");
   CHECK(format_duration(-1) == "unknown");
+  CHECK(format_duration(-0.4) == "unknown");
+  CHECK(format_duration(0.4) == "00:00:00");
   CHECK(format_duration(0x1p62).find("-") != std::string::npos);
   mlprio_format_duration(1e300, b, sizeof b);
   CHECK(std::string(b) == "unknown");
