@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
 
   auto* train = app.add_subcommand("train", "train a model on a trace (first F of jobs by submit time)");
   train->add_option("--trace", trace_path, "trace file (SWF, sacct; plain or gzip)")->required();
-  train->add_option("--format", format, "swf|sacct|alibaba|auto")->capture_default_str();
+  train->add_option("--format", format, "swf|sacct|alibaba|jobcomp|auto")->capture_default_str();
   train->add_option("--kind", topt.kind, "xgboost|formula")->capture_default_str();
   train->add_option("--train-fraction", topt.train_fraction, "fraction of jobs (by submit time) that train")->capture_default_str();
   train->add_option("--calib-fraction", topt.calib_fraction, "tail of the training slice kept for calibration")->capture_default_str();
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   auto* eval = app.add_subcommand("evaluate", "model vs request vs last-two on the last F of a trace");
   eval->add_option("--model", model_path, "model file")->required();
   eval->add_option("--trace", trace_path, "trace file")->required();
-  eval->add_option("--format", format, "swf|sacct|alibaba|auto")->capture_default_str();
+  eval->add_option("--format", format, "swf|sacct|alibaba|jobcomp|auto")->capture_default_str();
   eval->add_option("--test-fraction", eopt.test_fraction, "last fraction of jobs tested")->capture_default_str();
   eval->add_flag("--json", json, "print metrics as JSON");
   eval->add_option("--plot", eopt.plot_dir, "folder for the relative-error CDF (PNG)");
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   auto* pt = predict->add_option("--trace", trace_path, "trace file (history built causally from it)");
   auto* pj = predict->add_option("--job", job_spec, "key=value,... (e.g. user=alice,req_time=3600)");
   pt->excludes(pj);
-  predict->add_option("--format", format, "swf|sacct|alibaba|auto")->capture_default_str();
+  predict->add_option("--format", format, "swf|sacct|alibaba|jobcomp|auto")->capture_default_str();
 
   auto* explain = app.add_subcommand("explain", "feature contributions for one job");
   explain->add_option("--model", model_path, "model file")->required();
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
       "shadow-report", "what mode=shadow would have done (slurmctld log) against what happened (trace)");
   shadow->add_option("--log", log_path, "slurmctld log with site_factor/mlprio shadow lines")->required();
   shadow->add_option("--trace", trace_path, "what the jobs did: sacct dump (or any trace with job ids)")->required();
-  shadow->add_option("--format", format, "swf|sacct|alibaba|auto")->capture_default_str();
+  shadow->add_option("--format", format, "swf|sacct|alibaba|jobcomp|auto")->capture_default_str();
   shadow->add_flag("--json", json, "print the figures as JSON");
 
   try {

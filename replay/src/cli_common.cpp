@@ -10,7 +10,7 @@ void add_trace_options(CLI::App& cmd, TraceOptions& opts) {
   cmd.add_option("--trace", opts.path, "Job trace to read (SWF, sacct --parsable2, Alibaba pod CSV; plain or gzip)")
       ->required();
   cmd.add_option("--format", opts.format, "Trace format: auto, swf, sacct, alibaba")
-      ->check(CLI::IsMember({"auto", "swf", "sacct", "alibaba"}))
+      ->check(CLI::IsMember({"auto", "swf", "sacct", "alibaba", "jobcomp"}))
       ->capture_default_str();
   cmd.add_flag("--strict", opts.strict,
                "Stop at the first malformed line (error names file, line and field) instead of skipping it");

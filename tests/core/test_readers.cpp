@@ -1,6 +1,8 @@
 // Reader tests: committed snippets with hand-checked values for SWF (plain, gzip, malformed,
 // unsorted), sacct --parsable2 and the Alibaba pod CSV; Slurm value formats; and, when
 // ../shared/data is present, every real trace counted exactly.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -17,6 +19,13 @@ namespace fs = std::filesystem;
 
 static std::string data(const std::string& f) { return std::string(MLPRIO_TEST_DATA) + "/" + f; }
 static std::string shared(const std::string& f) { return std::string(MLPRIO_SHARED_DATA) + "/" + f; }
+
+namespace {
+// A file name of this process's own: ctest runs test cases of one binary in parallel processes.
+std::filesystem::path temp_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "-" + name);
+}
+}  // namespace
 
 TEST_CASE("SWF: all 18 fields and the header, hand-checked", "[swf]") {
   const Trace t = load_trace(data("small.swf"));
@@ -74,7 +83,7 @@ TEST_CASE("SWF: gzip input is detected from the bytes", "[swf][gzip]") {
     CHECK(gz.jobs[i].run == plain.jobs[i].run);
   }
   // A gzip file without a .gz name reads the same.
-  const auto tmp = fs::temp_directory_path() / "mlprio_test_gz_noext.swf";
+  const auto tmp = temp_path("mlprio_test_gz_noext.swf");
   fs::copy_file(data("small.swf.gz"), tmp, fs::copy_options::overwrite_existing);
   CHECK(load_trace(tmp.string()).jobs.size() == 4);
   fs::remove(tmp);
@@ -90,7 +99,7 @@ void put_bytes(const fs::path& path, const std::string& bytes) {
 }
 // The InputError message load_trace gives for `bytes`, or "loaded N jobs".
 std::string gzip_outcome(const std::string& bytes, bool strict) {
-  const auto tmp = fs::temp_directory_path() / "mlprio_test_gzip_case.swf.gz";
+  const auto tmp = temp_path("mlprio_test_gzip_case.swf.gz");
   put_bytes(tmp, bytes);
   ReadOptions o;
   o.format = TraceFormat::SWF;
@@ -144,7 +153,7 @@ TEST_CASE("SWF: gzip trailer checks, concatenated members and trailing bytes", "
 TEST_CASE("A line longer than 1 MiB is an error naming file and line, strict or not",
           "[swf][errors]") {
   // No limit let one newline-free line (a 9 MB gzip of zeros) grow to gigabytes in memory.
-  const auto tmp = fs::temp_directory_path() / "mlprio_test_long_line.swf";
+  const auto tmp = temp_path("mlprio_test_long_line.swf");
   const std::string job = "1 0 10 100 4 -1 -1 4 200 -1 1 1 1 -1 -1 -1 -1 -1\n";
   for (const bool strict : {false, true}) {
     std::ofstream(tmp) << "; MaxNodes: 4\n" << job << std::string(3 << 20, '0') << "\n" << job;
@@ -214,7 +223,7 @@ TEST_CASE("Unsorted traces are sorted stably and the report says so", "[swf][sor
 
 TEST_CASE("Missing file and unknown format are clear errors", "[errors]") {
   CHECK_THROWS_WITH(load_trace("/nonexistent/trace.swf"), Catch::Contains("/nonexistent/trace.swf") && Catch::Contains("cannot open"));
-  const auto tmp = fs::temp_directory_path() / "mlprio_test_garbage.txt";
+  const auto tmp = temp_path("mlprio_test_garbage.txt");
   std::ofstream(tmp) << "hello world\nthis is not a trace\n";
   CHECK_THROWS_WITH(load_trace(tmp.string()), Catch::Contains("--format"));
   fs::remove(tmp);
@@ -308,7 +317,7 @@ TEST_CASE("sacct --parsable2: jobs, steps, TRES, states, Unknown/None, hand-chec
 }
 
 TEST_CASE("sacct: malformed fields name the column; --parsable trailing bar accepted", "[sacct][errors]") {
-  const auto tmp = fs::temp_directory_path() / "mlprio_test_bad_sacct.txt";
+  const auto tmp = temp_path("mlprio_test_bad_sacct.txt");
   {
     std::ofstream o(tmp);
     o << "JobID|Submit|Start|Elapsed|Timelimit|State|\n"
@@ -333,7 +342,7 @@ TEST_CASE("sacct: malformed fields name the column; --parsable trailing bar acce
 }
 
 TEST_CASE("sacct: '|' inside a job name or constraint is recovered", "[sacct]") {
-  const auto tmp = fs::temp_directory_path() / "mlprio_test_pipe_sacct.txt";
+  const auto tmp = temp_path("mlprio_test_pipe_sacct.txt");
   {
     std::ofstream o(tmp);
     o << "JobID|JobName|Constraints|Submit|Start|Elapsed|State\n"
@@ -354,7 +363,7 @@ TEST_CASE("sacct: '|' inside a job name or constraint is recovered", "[sacct]") 
 TEST_CASE("sacct: '|' repair stays fast with many free-text columns", "[sacct]") {
   // Trying every way of sharing 8 stray '|' among 60 free-text columns (C(67, 8) ways) hung on
   // one short line; the first plausible way must still be found, and found at once.
-  const auto tmp = fs::temp_directory_path() / "mlprio_test_many_free_sacct.txt";
+  const auto tmp = temp_path("mlprio_test_many_free_sacct.txt");
   {
     std::ofstream o(tmp);
     o << "JobID|Submit|Elapsed|State";
@@ -414,7 +423,7 @@ TEST_CASE("Alibaba GPU pod CSV, hand-checked", "[alibaba]") {
 
 TEST_CASE("write_swf round-trips through the SWF reader", "[swf][writer]") {
   const Trace a = load_trace(data("small.swf"));
-  const auto tmp = fs::temp_directory_path() / "mlprio_test_roundtrip.swf";
+  const auto tmp = temp_path("mlprio_test_roundtrip.swf");
   {
     std::ofstream o(tmp);
     write_swf(o, a.header, a.jobs);
@@ -438,7 +447,7 @@ TEST_CASE("write_swf round-trips through the SWF reader", "[swf][writer]") {
 }
 
 TEST_CASE("file_sha256 matches the SHA-256 test vector", "[sha256]") {
-  const auto tmp = fs::temp_directory_path() / "mlprio_test_sha.txt";
+  const auto tmp = temp_path("mlprio_test_sha.txt");
   std::ofstream(tmp) << "abc";
   CHECK(file_sha256(tmp.string()) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   std::ofstream(tmp, std::ios::trunc).close();
@@ -505,4 +514,57 @@ TEST_CASE("Real trace quirks: headers, extended layouts, blank line", "[shared]"
   CHECK(lcg.header.max_procs == 24515);
   const Trace theta = load_trace(shared("swf/theta.swf"));
   CHECK(theta.report.out_of_order > 0);
+}
+
+TEST_CASE("jobcomp/filetxt: slurmctld's completion log, hand-checked", "[jobcomp]") {
+  const auto tmp = temp_path("mlprio_test_jobcomp.log");
+  {
+    std::ofstream f(tmp);
+    f << "JobId=7 UserId=alice(1001) GroupId=users(100) Name=my job JobState=COMPLETED "
+         "Partition=debug TimeLimit=60 StartTime=2026-11-22T14:18:41 EndTime=2026-11-22T14:19:41 "
+         "NodeList=n1 NodeCnt=1 ProcCnt=4 WorkDir=/home/alice/dir with space ReservationName= "
+         "Tres=cpu=4,mem=1000M,node=1,billing=4,gres/gpu=2 Account=ml QOS=normal WcKey= Cluster=c "
+         "SubmitTime=2026-11-22T14:18:30 EligibleTime=2026-11-22T14:18:30 DerivedExitCode=0:0 "
+         "ExitCode=0:0 \n"
+      << "JobId=8 UserId=bob(1002) GroupId=users(100) Name=wrap JobState=CANCELLED Partition=gpu "
+         "TimeLimit=UNLIMITED StartTime=Unknown EndTime=2026-11-22T14:20:00 NodeList=(null) "
+         "NodeCnt=0 ProcCnt=0 WorkDir=/tmp ReservationName= Tres=cpu=1,node=1 Account= QOS=normal "
+         "WcKey= Cluster=c SubmitTime=2026-11-22T14:19:00 EligibleTime=2026-11-22T14:19:00 "
+         "DerivedExitCode=0:0 ExitCode=0:0 \n"
+      << "JobId=9 UserId=bob(1002) Name=truncated\n"
+      << "JobId=10 UserId=bob(1002) GroupId=users(100) Name=x JobState=TIMEOUT Partition=gpu "
+         "TimeLimit=abc StartTime=2026-11-22T14:19:00 EndTime=2026-11-22T14:20:00 NodeList=n1 "
+         "NodeCnt=1 ProcCnt=1 WorkDir=/tmp ReservationName= Tres=cpu=1 Account= QOS= WcKey= "
+         "Cluster=c SubmitTime=2026-11-22T14:19:00 EligibleTime=2026-11-22T14:19:00 "
+         "DerivedExitCode=0:0 ExitCode=0:0 \n";
+  }
+  REQUIRE(detect_trace_format(tmp.string()) == TraceFormat::JOBCOMP);
+  const Trace t = load_trace(tmp.string());
+  REQUIRE(t.jobs.size() == 2);
+  const Job& a = t.jobs[0];
+  CHECK(a.id == 7);
+  CHECK(t.names.users.name(a.user) == "alice");
+  CHECK(t.names.job_names.name(a.name) == "my job");
+  CHECK(a.status == JobStatus::COMPLETED);
+  CHECK(a.req_time == 3600);
+  CHECK(a.wait == 11);
+  CHECK(a.run == 60);
+  CHECK(a.req_procs == 4);
+  CHECK(a.req_nodes == 1);
+  CHECK(a.req_gpus == 2);
+  CHECK(a.req_mem == 1000LL * 1024 * 1024);
+  CHECK(t.names.accounts.name(a.account) == "ml");
+  const Job& b = t.jobs[1];
+  CHECK(b.status == JobStatus::CANCELLED);
+  CHECK(b.req_time < 0);  // UNLIMITED
+  CHECK(b.run < 0);       // never started
+  CHECK(t.report.skipped == 2);
+  REQUIRE(t.report.first_errors.size() == 2);
+  CHECK(t.report.first_errors[0].line == 3);
+  CHECK(t.report.first_errors[0].field == "GroupId");
+  CHECK(t.report.first_errors[1].field == "TimeLimit");
+  ReadOptions strict;
+  strict.strict = true;
+  CHECK_THROWS_AS(load_trace(tmp.string(), strict), InputError);
+  fs::remove(tmp);
 }

@@ -448,6 +448,33 @@ scope)
   grep -q "time limit set to 01:09:00 (predicted run 00:55:00 + margin, in place of the partition's DefaultTime)" "$M/err" ||
     fail "override_default_time=1 did not fill: $(cat "$M/err")"
   ;;
+jobcomp_loop)
+  # Without slurmdbd: slurmctld's own completion log (JobCompType=jobcomp/filetxt) is the
+  # training data. 24 jobs run (sleep 1), mlprio-model trains on the log, and after scontrol
+  # reconfigure root's next job without -t is predicted from those runs (seconds), not the
+  # fixture's 55 minutes.
+  TOOL="$MLPRIO_BUILD/bin/mlprio-model"
+  [ -x "$TOOL" ] || { echo "SKIP: $TOOL not built"; exit $SKIP; }
+  start "model=$M/hist.json,$BASE,history_period_ms=0"
+  ids=()
+  for i in $(seq 24); do
+    ids+=("$(sbatch --parsable -p debug -t $(( i % 5 + 1 )) -o /dev/null --wrap 'sleep 1' 2>/dev/null)") || fail "sbatch"
+  done
+  for id in "${ids[@]}"; do
+    wait_for 90 grep -q "JobId=$id .*JobState=COMPLETED" "$CL_DIR/jobcomp.log" || fail "job $id did not complete"
+  done
+  head -1 "$CL_DIR/jobcomp.log"
+  "$TOOL" train --trace "$CL_DIR/jobcomp.log" --format jobcomp --kind formula --train-fraction 1 -o "$M/jc.json" >"$M/train.out" 2>&1 ||
+    fail "mlprio-model train on jobcomp.log: $(tail -5 "$M/train.out")"
+  cat "$M/train.out"
+  chmod 644 "$M/jc.json"
+  sed -i "s#^PrioritySiteFactorParameters=.*#PrioritySiteFactorParameters=model=$M/jc.json,$BASE,history_period_ms=0#" "$SLURM_CONF"
+  scontrol reconfigure || fail "scontrol reconfigure"
+  expect_log "site_factor/mlprio: reconfigured (formula model" 30
+  sbatch --parsable -p hold -o /dev/null --wrap 'sleep 1' 2>"$M/err" >/dev/null || fail "sbatch"
+  cat "$M/err"
+  grep -q "(predicted run 00:00:0[0-9] + margin)" "$M/err" || fail "root's prediction does not come from the jobcomp runs: $(cat "$M/err")"
+  ;;
 hints)
   # Bad hints in --comment are ignored and the user is told which and why; good ones are kept.
   start "model=$M/plain.json,$BASE"

@@ -31,6 +31,7 @@ std::string_view trace_format_name(TraceFormat f) {
     case TraceFormat::SWF: return "swf";
     case TraceFormat::SACCT: return "sacct";
     case TraceFormat::ALIBABA: return "alibaba";
+    case TraceFormat::JOBCOMP: return "jobcomp";
   }
   return "auto";
 }
@@ -40,8 +41,9 @@ TraceFormat parse_trace_format(std::string_view s) {
   if (s == "swf") return TraceFormat::SWF;
   if (s == "sacct") return TraceFormat::SACCT;
   if (s == "alibaba") return TraceFormat::ALIBABA;
+  if (s == "jobcomp") return TraceFormat::JOBCOMP;
   throw std::invalid_argument("unknown trace format '" + std::string(s) +
-                              "'; expected one of auto, swf, sacct, alibaba");
+                              "'; expected one of auto, swf, sacct, alibaba, jobcomp");
 }
 
 int32_t NameTable::intern(std::string_view s) {

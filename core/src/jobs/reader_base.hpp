@@ -54,5 +54,8 @@ class ReaderBase : public JobReader {
 std::unique_ptr<JobReader> make_swf_reader(const std::string& path, const ReadOptions& opts);
 std::unique_ptr<JobReader> make_sacct_reader(const std::string& path, const ReadOptions& opts);
 std::unique_ptr<JobReader> make_alibaba_reader(const std::string& path, const ReadOptions& opts);
+std::unique_ptr<JobReader> make_jobcomp_reader(const std::string& path, const ReadOptions& opts);
+// A Slurm job state as sacct and jobcomp/filetxt print it ("CANCELLED by 0" included).
+JobStatus slurm_state(std::string_view s);
 
 }  // namespace mlprio::detail

@@ -13,7 +13,6 @@
 #include "mlprio/jobs/slurm_format.hpp"
 
 namespace mlprio::detail {
-namespace {
 
 JobStatus slurm_state(std::string_view s) {
   s = s.substr(0, s.find(' '));  // "CANCELLED by 1234"
@@ -28,6 +27,8 @@ JobStatus slurm_state(std::string_view s) {
   if (s == "PENDING" || s == "REQUEUED") return JobStatus::PENDING;
   return JobStatus::UNKNOWN_STATE;
 }
+
+namespace {
 
 enum Col {
   JOBID, JOBIDRAW, JOBNAME, USER, GROUP, ACCOUNT, PARTITION, QOS, SUBMIT, START, END, ELAPSED,

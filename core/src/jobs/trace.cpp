@@ -21,6 +21,8 @@ TraceFormat detect_trace_format(const std::string& path) {
       return TraceFormat::SACCT;
     if (t.find("cpu_milli") != std::string_view::npos && t.find(',') != std::string_view::npos)
       return TraceFormat::ALIBABA;
+    if (t.rfind("JobId=", 0) == 0 && t.find(" UserId=") != std::string_view::npos)
+      return TraceFormat::JOBCOMP;
     std::string_view f[21];
     const size_t n = detail::split_ws(t, f);
     if ((n == 18 || n == 19 || n == 21) && detail::parse_double(f[0]) && detail::parse_double(f[1]))
@@ -28,8 +30,9 @@ TraceFormat detect_trace_format(const std::string& path) {
     break;
   }
   throw InputError(path, "cannot tell the trace format from its first lines; pass --format "
-                         "swf|sacct|alibaba (SWF: 18 numeric fields per line; sacct: a "
-                         "'JobID|...' header from sacct --parsable2; Alibaba: a CSV header with cpu_milli)");
+                         "swf|sacct|alibaba|jobcomp (SWF: 18 numeric fields per line; sacct: a "
+                         "'JobID|...' header from sacct --parsable2; Alibaba: a CSV header with "
+                         "cpu_milli; jobcomp: slurmctld's jobcomp/filetxt log, JobId=... UserId=...)");
 }
 
 std::unique_ptr<JobReader> open_job_reader(const std::string& path, const ReadOptions& opts) {
@@ -39,6 +42,7 @@ std::unique_ptr<JobReader> open_job_reader(const std::string& path, const ReadOp
     case TraceFormat::SWF: return detail::make_swf_reader(path, opts);
     case TraceFormat::SACCT: return detail::make_sacct_reader(path, opts);
     case TraceFormat::ALIBABA: return detail::make_alibaba_reader(path, opts);
+    case TraceFormat::JOBCOMP: return detail::make_jobcomp_reader(path, opts);
     case TraceFormat::AUTO: break;
   }
   throw InputError(path, "no reader for this format");

@@ -22,10 +22,11 @@
 
 namespace mlprio {
 
-enum class TraceFormat { AUTO, SWF, SACCT, ALIBABA };
+enum class TraceFormat { AUTO, SWF, SACCT, ALIBABA, JOBCOMP };
 
 std::string_view trace_format_name(TraceFormat f);
-// Parses "swf", "sacct", "alibaba" or "auto"; throws std::invalid_argument otherwise.
+// Parses "swf", "sacct", "alibaba", "jobcomp" (slurmctld's jobcomp/filetxt log) or "auto";
+// throws std::invalid_argument otherwise.
 TraceFormat parse_trace_format(std::string_view s);
 // Guesses the format from the first non-empty lines of a file (plain or gzip).
 TraceFormat detect_trace_format(const std::string& path);
