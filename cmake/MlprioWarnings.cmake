@@ -16,3 +16,8 @@ if(MLPRIO_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
 endif()
+
+# Fuzz preset: every library is instrumented for libFuzzer's coverage; only fuzz/ links the driver.
+if(MLPRIO_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

@@ -84,7 +84,13 @@ Handle string_type() {
 
 Handle compound_type(const CompoundDesc& d) {
   Handle t(H5_CHECK(H5Tcreate(H5T_COMPOUND, d.row_size)));
-  for (const auto& [name, offset, type, size] : d.fields) {
+  for (const auto& field : d.fields) {
+    // Plain references, not structured bindings: H5_CHECK's lambda captures them, which clang
+    // before 16 refuses for bindings.
+    const std::string& name = std::get<0>(field);
+    const size_t offset = std::get<1>(field);
+    const FieldType type = std::get<2>(field);
+    const size_t size = std::get<3>(field);
     Handle owned;
     hid_t ft = -1;
     switch (type) {
