@@ -52,13 +52,15 @@ bool check_against_xgboost() {
   const auto margin = reg.predict(d, 1);
   std::vector<Prediction> out(n);
   f.pred->predict(jobs, f.trace.names, out);
-  const double shift = f.doc["calibration"]["point_shift"].get<double>();
-  const double w = f.doc["calibration"].value("blend_weight", 1.0);
+  // XGBoost's margin starts from the base score; the predictor replaces it by the anchor.
+  const Calibration cal = calibration_from_json(f.doc);
+  const auto saved = nlohmann::json::parse(base64_decode(f.doc["booster_runtime"].get<std::string>()));
+  const double base = std::stod(saved["learner"]["learner_model_param"]["base_score"].get<std::string>());
   size_t wrong = 0;
   for (size_t i = 0; i < n; ++i) {
-    const double z = blend_log(static_cast<double>(margin[i]),
-                               blend_baseline(rows.data() + i * N_FEATURES, jobs[i].req_time), w);
-    const double expect = std::min(std::exp(z + shift), jobs[i].req_time);
+    const double z = calibrated_log(static_cast<double>(margin[i]), base, rows.data() + i * N_FEATURES,
+                                    jobs[i].req_time, cal);
+    const double expect = std::min(std::exp(z + cal.point_shift), jobs[i].req_time);
     if (!(std::abs(out[i].runtime - expect) <= 1e-4 * expect)) ++wrong;
   }
   std::fprintf(stderr, "correctness: %zu of %zu predictions differ from XGBoost (tolerance 1e-4)\n",

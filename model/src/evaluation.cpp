@@ -249,9 +249,23 @@ nlohmann::json explain_job(const nlohmann::json& doc, const Trace& one) {
   nlohmann::json feats = nlohmann::json::array();
   if (pred->kind() == "xgboost") {
     Booster b;
-    b.load_json(base64_decode(doc["booster_runtime"].get<std::string>()));
+    const std::string rt_json = base64_decode(doc["booster_runtime"].get<std::string>());
+    b.load_json(rt_json);
     DMatrix d(row.data(), 1, N_FEATURES);
-    const std::vector<float> c = b.predict(d, 4);
+    // An anchored model's trees start from log(anchor), XGBoost's base_margin: the bias is then
+    // the anchor (plus the trees' mean) instead of the base score.
+    const Calibration cal = calibration_from_json(doc);
+    DMatrix drt(row.data(), 1, N_FEATURES);
+    if (cal.anchor != MarginAnchor::NONE) {
+      const auto saved = nlohmann::json::parse(rt_json);
+      const double base =
+          std::stod(saved.at("learner").at("learner_model_param").at("base_score").get<std::string>());
+      const double a = anchor_log(cal.anchor, row.data(), one.jobs[0].req_time, base);
+      drt.set_base_margin({static_cast<float>(a)});
+      r["margin_anchor"] = anchor_name(cal.anchor);
+      r["anchor_log"] = a;
+    }
+    const std::vector<float> c = b.predict(drt, 4);
     if (c.size() != static_cast<size_t>(N_FEATURES) + 1)
       throw XgbError("pred_contribs returned " + std::to_string(c.size()) + " values");
     std::vector<int> order(N_FEATURES);
@@ -261,8 +275,11 @@ nlohmann::json explain_job(const nlohmann::json& doc, const Trace& one) {
       feats.push_back({{"feature", std::string(feature_names()[f])}, {"value", num_or_null(row[f])},
                        {"log_contribution", c[f]}, {"factor", std::exp(c[f])}});
     r["bias_log"] = c[N_FEATURES];
-    r["calibration_point_shift"] = doc["calibration"].value("point_shift", 0.0);
-    r["note"] = "runtime = exp(bias + sum(log_contribution) + point_shift), capped by req_time";
+    r["calibration_point_shift"] = cal.point_shift;
+    r["blend_weight"] = cal.blend_weight;
+    r["blend_baseline"] = num_or_null(blend_baseline(row.data(), one.jobs[0].req_time));
+    r["note"] = "runtime = exp(w * (bias + sum(log_contribution)) + (1 - w) * log(last-two baseline) "
+                "+ point_shift), capped by req_time (w = blend_weight, the baseline blend_baseline)";
     // The failure model's contributions (log-odds), what job_submit/mlprio names when it refuses
     // (it computes the same TreeSHAP values without libxgboost: Predictor::explain_fail).
     if (doc.contains("booster_fail") && doc["booster_fail"].is_string()) {

@@ -45,7 +45,11 @@ int main(int argc, char** argv) {
                     "cost of under- vs over-prediction; point = residual quantile X/(1+X)")->capture_default_str();
   train->add_option("--upper-quantile", topt.upper_quantile, "residual quantile of runtime_upper")->capture_default_str();
   train->add_option("--objective", topt.objective, "XGBoost objective on log run time")->capture_default_str();
-  train->add_option("--blend", topt.blend, "blend with last-two, weight learned on the calibration slice: none|within2x|mae")->capture_default_str();
+  train->add_option("--blend", topt.blend, "how the calibration slice picks the point (blend with last-two, shift, candidate): both|mae|within2x|none")->capture_default_str();
+  train->add_option("--anchor", topt.anchor, "baseline the run-time trees correct: similar|last2|request|none")->capture_default_str();
+  bool no_modal = false, no_refit = false;
+  train->add_flag("--no-modal", no_modal, "no mode-seeking continuation candidates");
+  train->add_flag("--no-refit", no_refit, "keep the trees fitted without the calibration slice");
   train->add_option("--rounds", topt.rounds, "maximum boosting rounds (early stopping may keep fewer)")->capture_default_str();
   train->add_option("--early-stopping-rounds", topt.early_stopping_rounds,
                     "stop after N rounds without a better calibration loss, keep the best round's trees (0 = off)")->capture_default_str();
@@ -102,6 +106,8 @@ int main(int argc, char** argv) {
   try {
     if (*train) {
       topt.tune = !no_tune;
+      topt.modal = !no_modal;
+      topt.refit = !no_refit;
       const Trace t = read_trace(trace_path, format);
       std::vector<std::string> notes;
       const auto doc = train_model(t, file_sha256(trace_path), topt, notes);

@@ -23,9 +23,10 @@ struct TrainOptions {
   std::string objective = "reg:squarederror";  // on log run time; or reg:absoluteerror (median)
   int rounds = 200;                  // the maximum: early stopping may keep fewer trees
   // Stop when the calibration loss has not improved for this many rounds and keep the trees up
-  // to the best round (0 = no early stopping: all `rounds` trees). The regressor's loss is the
-  // calibrated point's error in seconds (pinball with tau, = MAE at penalty 1); the failure
-  // classifier's is log loss on the calibration slice's jobs with a final state.
+  // to the best round (0 = no early stopping: all `rounds` trees, and no modal rounds). The
+  // regressor's loss is its own objective on the calibration slice (squared error of log run
+  // time; absolute error for the other objectives); the failure classifier's is log loss on the
+  // calibration slice's jobs with a final state.
   int early_stopping_rounds = 20;
   int max_depth = 6;                 // used when tune is false (and always by the classifier)
   double min_child_weight = 3.0;     // likewise
@@ -36,11 +37,22 @@ struct TrainOptions {
   double eta = 0.1;
   int seed = 42;
   int nthread = 1;                   // 1 = bit-for-bit reproducible
-  // Blend with the last-two baseline, weight learned on the calibration slice by maximising
-  // within-2x ("within2x") or minimising MAE ("mae"); "none" = the model alone.
-  // Default "mae": w = 1 (the model alone) is on the grid, so the blend is used only when it
-  // lowers the calibration slice's MAE (pinball loss with underpredict_penalty; = MAE at 1).
-  std::string blend = "mae";
+  // How the point prediction is chosen on the calibration slice: blend weight with last-two,
+  // shift or not, and the tuning candidate. "both" (default): the lowest
+  // max(pinball / best baseline pinball, (1 - within2x) / (1 - best baseline within2x)), below 1
+  // exactly when it beats the request and last-two on both the MAE (pinball loss at penalty
+  // != 1) and within-2x; "mae": the lowest pinball loss; "within2x": the highest within-2x;
+  // "none": the plain shifted model (w = 1).
+  std::string blend = "both";
+  // The per-job baseline the run-time trees correct (XGBoost base_margin, see MarginAnchor):
+  // "similar" (default: the user's latest similar jobs, else the latest run/request ratio times
+  // the request, else last-two, else the request), "last2", "request" or "none" (base score).
+  std::string anchor = "similar";
+  // With early stopping, each tuning candidate is also continued by mode-seeking rounds (see
+  // fit_modal in training.cpp) and both versions compete in the selection.
+  bool modal = true;
+  // Refit the chosen configuration on the whole training slice (calibration slice included).
+  bool refit = true;
 };
 
 inline constexpr int TUNE_DEPTHS[] = {2, 3, 4, 6};

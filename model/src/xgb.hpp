@@ -40,6 +40,13 @@ class DMatrix {
   void set_labels(const std::vector<float>& y) {
     XGB_CHECK(XGDMatrixSetFloatInfo(h_, "label", y.data(), y.size()));
   }
+  // Per-row starting margin (XGBoost's base_margin; the base score is then not used).
+  void set_base_margin(const std::vector<float>& m) {
+    XGB_CHECK(XGDMatrixSetFloatInfo(h_, "base_margin", m.data(), m.size()));
+  }
+  void set_weights(const std::vector<float>& w) {
+    XGB_CHECK(XGDMatrixSetFloatInfo(h_, "weight", w.data(), w.size()));
+  }
   DMatrixHandle get() const { return h_; }
 
  private:

@@ -2,6 +2,7 @@
 // wrong-schema and group/world-writable files with a ModelError that says why, because
 // slurmctld loads the file as root. Also base64 round trips.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sys/stat.h>
@@ -202,6 +203,74 @@ TEST_CASE("non-finite or malformed numbers in a model file are refused", "[model
     CHECK_THROWS_AS(make_predictor(d), ModelError);
   }
   std::filesystem::remove(p);
+}
+
+TEST_CASE("the similar-job memory round-trips through the model file", "[model][file]") {
+  const Trace t = testing::synthetic_trace(800, 4);
+  UserHistory h;
+  build_features(t.jobs, t.names, 0.0, &h);
+  const nlohmann::json j = history_to_json(h);
+  const UserHistory back = history_from_json(j);
+  CHECK(history_to_json(back) == j);
+  REQUIRE(back.by_user.size() == h.by_user.size());
+  size_t full = 0;
+  for (const auto& [key, s] : h.by_user) {
+    const UserStats& b = back.by_user.at(key);
+    REQUIRE(b.recent_n == s.recent_n);
+    full += s.recent_n == RECENT_JOBS ? 1 : 0;
+    for (int k = 0; k < s.recent_n; ++k) {
+      CHECK(b.recent_at(k).req_time == s.recent_at(k).req_time);
+      CHECK(b.recent_at(k).procs == s.recent_at(k).procs);
+      CHECK(b.recent_at(k).run == s.recent_at(k).run);
+    }
+  }
+  CHECK(full > 0);  // the ring wrapped for some users
+  // The frozen history encodes exactly as the live one.
+  const Trace one = job_from_spec("user=user3,req_time=7200,req_procs=4");
+  std::vector<float> a(N_FEATURES), c(N_FEATURES);
+  // user3 of the job spec and of the synthetic trace are the same name, so the same key.
+  encode_with_history(one.jobs, one.names, h, 0.0, a);
+  encode_with_history(one.jobs, one.names, back, 0.0, c);
+  for (int f = 0; f < N_FEATURES; ++f)
+    CHECK(((std::isnan(a[f]) && std::isnan(c[f])) || a[f] == c[f]));
+  CHECK(a[F_SIM_COUNT] >= 0.0f);
+}
+
+TEST_CASE("malformed similar-job memories are refused", "[model][file]") {
+  auto doc = formula_doc();
+  const std::string user = doc["user_history"].begin().key();
+  REQUIRE(doc["user_history"][user].size() == 12);
+  const std::string p = tmp("recent.json");
+  auto refused = [&](const nlohmann::json& recent, const std::string& reason) {
+    auto d = doc;
+    d["user_history"][user][11] = recent;
+    write_text(p, d.dump());
+    expect_refusal(p, reason);
+  };
+  refused("x", "expected an array of at most");
+  refused(nlohmann::json::array({nlohmann::json::array({3600, 4})}), "is not [req_time, procs, run]");
+  refused(nlohmann::json::array({nlohmann::json::array({0, 4, 10})}), "req_time");
+  refused(nlohmann::json::array({nlohmann::json::array({3600, 2.5, 10})}), "procs");
+  refused(nlohmann::json::array({nlohmann::json::array({3600, 4, -1})}), "run");
+  nlohmann::json many = nlohmann::json::array();
+  for (int k = 0; k <= RECENT_JOBS; ++k) many.push_back({3600, 4, 10});
+  refused(many, "expected an array of at most");
+  // Entries written without the memory (11 values) still load: no similar jobs yet.
+  auto d = doc;
+  d["user_history"][user].erase(11);
+  write_text(p, d.dump());
+  CHECK(load_predictor(p)->kind() == "formula");
+  std::filesystem::remove(p);
+}
+
+TEST_CASE("an unknown margin anchor is refused", "[model][file]") {
+  nlohmann::json doc = {{"calibration", {{"margin_anchor", "median"}}}};
+  CHECK_THROWS_WITH(calibration_from_json(doc), Catch::Contains("margin_anchor"));
+  doc["calibration"]["margin_anchor"] = 3;
+  CHECK_THROWS_AS(calibration_from_json(doc), ModelError);
+  doc["calibration"]["margin_anchor"] = "similar";
+  CHECK(calibration_from_json(doc).anchor == MarginAnchor::SIMILAR);
+  CHECK(calibration_from_json(nlohmann::json::object()).anchor == MarginAnchor::NONE);
 }
 
 TEST_CASE("base64 round-trips every length", "[model][file]") {

@@ -62,11 +62,14 @@ TEST_CASE("the tree walker reproduces XGBoost's predictions", "[model][train]") 
   const auto pred = make_predictor(doc);
   std::vector<Prediction> out(t.jobs.size());
   pred->predict_rows(X.values, t.jobs, out);
-  const double shift = doc["calibration"]["point_shift"].get<double>();
-  const double w = doc["calibration"]["blend_weight"].get<double>();
+  // XGBoost's margin here starts from the base score (no base_margin given); the predictor
+  // replaces it by the anchor.
+  const Calibration cal = calibration_from_json(doc);
+  const auto saved = nlohmann::json::parse(base64_decode(doc["booster_runtime"].get<std::string>()));
+  const double base = std::stod(saved["learner"]["learner_model_param"]["base_score"].get<std::string>());
   for (size_t i = 0; i < t.jobs.size(); ++i) {
-    const double z = blend_log(static_cast<double>(margin[i]), blend_baseline(X.row(i).data(), t.jobs[i].req_time), w);
-    const double expect = std::min(std::exp(z + shift), t.jobs[i].req_time);
+    const double z = calibrated_log(static_cast<double>(margin[i]), base, X.row(i).data(), t.jobs[i].req_time, cal);
+    const double expect = std::min(std::exp(z + cal.point_shift), t.jobs[i].req_time);
     INFO("job " << i);
     REQUIRE(out[i].runtime == Approx(expect).epsilon(1e-4));
     REQUIRE(out[i].fail_prob == Approx(static_cast<double>(prob[i])).margin(1e-5));
@@ -120,7 +123,11 @@ TEST_CASE("model files round-trip and load through load_predictor", "[model][tra
   const auto ex = explain_job(doc, one);
   double sum = ex["bias_log"].get<double>();
   for (const auto& f : ex["features"]) sum += f["log_contribution"].get<double>();
-  const double uncapped = std::exp(sum + ex["calibration_point_shift"].get<double>());
+  const double w = ex["blend_weight"].get<double>();
+  const double z = ex["blend_baseline"].is_null()
+                       ? sum
+                       : w * sum + (1 - w) * std::log(std::max(ex["blend_baseline"].get<double>(), 1.0));
+  const double uncapped = std::exp(z + ex["calibration_point_shift"].get<double>());
   CHECK(std::min(uncapped, 7200.0) == Approx(a.runtime).epsilon(1e-3));
   std::remove(path.c_str());
 }
@@ -211,15 +218,26 @@ TEST_CASE("early stopping keeps the best round's trees and is deterministic", "[
 
 TEST_CASE("early stopping and tuning see only the training slice", "[model][train][early]") {
   Trace t = testing::synthetic_trace(3000, 19);
-  TrainOptions o;  // the defaults: early stopping, tuning grid, blend by calibration MAE
-  o.rounds = 60;
+  // The defaults: early stopping, tuning grid, modal rounds, refit, the combined criterion,
+  // anchored on similar jobs. Enough rounds that early stopping leaves room for modal rounds.
+  TrainOptions o;
+  o.rounds = 150;
   std::vector<std::string> notes;
   const auto a = train_model(t, "x", o, notes);
   REQUIRE(a["booster_fail"].is_string());
-  CHECK(a["training"]["tuning"]["candidates"].size() ==
-        std::size(TUNE_DEPTHS) * std::size(TUNE_MIN_CHILD_WEIGHTS));
+  // Each grid point once as fitted and (unless it used every round) once continued by the
+  // modal rounds; never more than `rounds` trees in all.
+  const size_t grid = std::size(TUNE_DEPTHS) * std::size(TUNE_MIN_CHILD_WEIGHTS);
+  size_t plain = 0, modal = 0;
+  for (const auto& c : a["training"]["tuning"]["candidates"]) {
+    (c["modal"].get<bool>() ? modal : plain) += 1;
+    CHECK(c["trees"].get<int>() <= 150);
+  }
+  CHECK(plain == grid);
+  CHECK(modal > 0);
+  CHECK(modal <= grid);
   CHECK(a["training"]["fail_trees"].get<int>() == static_cast<int>(trees_in(a, "booster_fail")));
-  CHECK(a["training"]["fail_trees"].get<int>() <= 60);
+  CHECK(a["training"]["fail_trees"].get<int>() <= 150);
   // Rewrite the test slice (every job after the training fraction): run times, requests and
   // outcomes. Submit order is unchanged, so no training row's causal features move.
   const auto n_train = static_cast<size_t>(std::floor(0.8 * static_cast<double>(t.jobs.size())));
@@ -244,7 +262,10 @@ TEST_CASE("training defaults are the documented ones", "[model][train]") {
   CHECK(o.rounds == 200);
   CHECK(o.early_stopping_rounds == 20);
   CHECK(o.tune);
-  CHECK(o.blend == "mae");
+  CHECK(o.blend == "both");
+  CHECK(o.anchor == "similar");
+  CHECK(o.modal);
+  CHECK(o.refit);
   CHECK(o.seed == 42);
   CHECK(o.nthread == 1);
   CHECK(o.train_fraction == 0.8);

@@ -42,6 +42,11 @@ double reference_margin(const nlohmann::json& booster, const float* row, bool lo
   return (logistic ? -std::log(1.0 / base - 1.0) : base) + static_cast<double>(sum);
 }
 
+// The booster's base score, as the walker reads it (the anchor replaces it).
+double base_score(const nlohmann::json& booster) {
+  return std::stod(booster["learner"]["learner_model_param"]["base_score"].get<std::string>());
+}
+
 struct Trained {
   Trace trace = testing::synthetic_trace(1500, 11);
   nlohmann::json doc;
@@ -70,15 +75,17 @@ TEST_CASE("the flat walker's margins are bit-identical to a naive walk", "[model
   const auto pred = make_predictor(t.doc);
   std::vector<Prediction> out(t.trace.jobs.size());
   pred->predict_rows(t.X.values, t.trace.jobs, out);
-  const double shift = t.doc["calibration"]["point_shift"].get<double>();
-  const double w = t.doc["calibration"]["blend_weight"].get<double>();
+  const Calibration cal = calibration_from_json(t.doc);
+  CHECK(cal.anchor == MarginAnchor::SIMILAR);  // the default
+  const double base = base_score(rt);
   size_t missing = 0;
   for (size_t i = 0; i < t.trace.jobs.size(); ++i) {
     const float* row = t.X.values.data() + i * N_FEATURES;
     for (int f = 0; f < N_FEATURES; ++f) missing += std::isnan(row[f]) ? 1 : 0;
     const double m = reference_margin(rt, row, false);
     const double runtime = std::min(
-        std::exp(blend_log(m, blend_baseline(row, t.trace.jobs[i].req_time), w) + shift), t.trace.jobs[i].req_time);
+        std::exp(calibrated_log(m, base, row, t.trace.jobs[i].req_time, cal) + cal.point_shift),
+        t.trace.jobs[i].req_time);
     const double fail = 1.0 / (1.0 + std::exp(-reference_margin(fl, row, true)));
     INFO("job " << i);
     REQUIRE(out[i].runtime == runtime);  // exact, not approximate
@@ -275,8 +282,8 @@ TEST_CASE("the AVX2 and scalar batch walkers agree bit for bit", "[model][walker
   run(scalar);
   detail::set_tree_walk_mode(2);
   run(avx2);
-  const double shift = t.doc["calibration"]["point_shift"].get<double>();
-  const double w = t.doc["calibration"]["blend_weight"].get<double>();
+  const Calibration cal = calibration_from_json(t.doc);
+  const double base = base_score(rt);
   for (size_t c = 0; c < chunks.size(); ++c)
     for (size_t i = 0; i < n; ++i) {
       INFO("chunk " << chunks[c] << " row " << i);
@@ -289,7 +296,7 @@ TEST_CASE("the AVX2 and scalar batch walkers agree bit for bit", "[model][walker
       const float* row = rows.data() + i * N_FEATURES;
       const double m = reference_margin(rt, row, false);
       const double runtime = std::min(
-          std::exp(blend_log(m, blend_baseline(row, t.trace.jobs[i].req_time), w) + shift),
+          std::exp(calibrated_log(m, base, row, t.trace.jobs[i].req_time, cal) + cal.point_shift),
           t.trace.jobs[i].req_time);
       REQUIRE(b.runtime == runtime);
       REQUIRE(b.fail_prob == 1.0 / (1.0 + std::exp(-reference_margin(fl, row, true))));

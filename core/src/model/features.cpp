@@ -60,6 +60,45 @@ constexpr std::array<std::array<std::string_view, 4>, 6> LLM_ALIASES = {{
     {"dataset_size", "dataset_samples", "num_samples", "train_samples"},
 }};
 
+// The schema 3 columns: the user's resubmissions of this job (see features.hpp). `known_user`:
+// the job has a user (counts are then 0 rather than missing when nothing matches).
+void encode_similar(const Job& job, const UserStats* hist, bool known_user, std::span<float> row) {
+  for (int f = F_SIM_LAST_RUN; f <= F_LAST2_CAPPED; ++f) row[f] = MISSING;
+  const double req = job.req_time > 0 ? job.req_time : -1.0;
+  // The baseline is defined for every job: the request when there is no history.
+  if (req > 0) row[F_LAST2_CAPPED] = static_cast<float>(req);
+  if (!known_user) return;
+  row[F_SIM_COUNT] = 0.0f;
+  if (hist != nullptr && hist->count > 0) {
+    const double last2 =
+        std::isnan(hist->prev_run) ? hist->last_run : 0.5 * (hist->last_run + hist->prev_run);
+    row[F_LAST2_CAPPED] = static_cast<float>(req > 0 ? std::min(last2, req) : last2);
+  }
+  if (hist == nullptr || hist->recent_n == 0) return;
+  const int64_t procs = requested_procs(job);
+  const RecentJob& last = hist->recent_at(0);
+  row[F_SAME_AS_LAST] = (last.req_time == req && last.procs == procs) ? 1.0f : 0.0f;
+  if (last.req_time > 0 && req > 0)
+    row[F_LAST_RATIO_TIMES_REQ] = static_cast<float>(last.run / last.req_time * req);
+  int sim = 0;
+  double sim_sum2 = 0;
+  bool same_req_seen = false;
+  for (int k = 0; k < hist->recent_n; ++k) {
+    const RecentJob& r = hist->recent_at(k);
+    if (r.req_time != req) continue;
+    if (!same_req_seen) {
+      row[F_SAME_REQ_LAST_RUN] = static_cast<float>(r.run);
+      same_req_seen = true;
+    }
+    if (r.procs != procs) continue;
+    if (sim == 0) row[F_SIM_LAST_RUN] = static_cast<float>(r.run);
+    if (sim < 2) sim_sum2 += r.run;
+    ++sim;
+  }
+  row[F_SIM_COUNT] = static_cast<float>(sim);
+  if (sim > 0) row[F_SIM_LAST2_MEAN] = static_cast<float>(sim_sum2 / std::min(sim, 2));
+}
+
 }  // namespace
 
 const std::array<std::string_view, N_FEATURES>& feature_names() {
@@ -72,7 +111,9 @@ const std::array<std::string_view, N_FEATURES>& feature_names() {
       "hour_of_day",      "day_of_week",       "llm_model_size",    "llm_seq_len",
       "llm_batch_size",   "llm_lora_rank",     "llm_epochs",        "llm_dataset_size",
       "hist_last3_mean",  "hist_mean_run",     "hist_since_last_end", "procs_over_user_mean",
-      "hour_sin",         "hour_cos"};
+      "hour_sin",         "hour_cos",          "sim_last_run",      "sim_last2_mean",
+      "sim_count",        "same_req_last_run", "same_as_last",      "last_ratio_times_req",
+      "last2_capped"};
   return names;
 }
 
@@ -111,6 +152,7 @@ void UserStats::record_run(const Job& finished, double run, double end) {
     ++procs_n;
   }
   if (std::isfinite(end) && !(end <= last_end)) last_end = end;
+  remember({finished.req_time > 0 ? finished.req_time : -1.0, requested_procs(finished), run});
   ++count;
   if (is_failure(finished.status)) ++failures;
 }
@@ -195,6 +237,7 @@ void FeatureEncoder::encode(const Job& job, const UserStats* hist, std::span<flo
             static_cast<double>(job.procs()) / (hist->procs_sum / static_cast<double>(hist->procs_n)));
     }
   }
+  encode_similar(job, job.user >= 0 ? hist : nullptr, job.user >= 0, row);
 
   // Time of day/week in UTC; 1970-01-01 was a Thursday, so day 0 of the epoch is dow 3 (Mon=0).
   row[F_HOUR_OF_DAY] = MISSING;

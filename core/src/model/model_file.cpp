@@ -153,6 +153,49 @@ void write_model_document(const std::string& path, const nlohmann::json& doc) {
   }
 }
 
+Calibration calibration_from_json(const nlohmann::json& doc) {
+  Calibration cal;
+  if (!doc.contains("calibration")) return cal;
+  const auto& c = doc["calibration"];
+  try {
+    cal.point_shift = c.value("point_shift", 0.0);
+    cal.upper_shift = c.value("upper_shift", 0.0);
+    cal.blend_weight = c.value("blend_weight", 1.0);
+    if (c.contains("margin_anchor")) {
+      if (!c["margin_anchor"].is_string())
+        throw ModelError("\"calibration.margin_anchor\" is " + io::describe_json_value(c["margin_anchor"]) +
+                         ", expected \"none\", \"request\", \"last2\" or \"similar\"");
+      cal.anchor = anchor_from_name(c["margin_anchor"].get<std::string>());
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw ModelError(std::string("\"calibration\" is malformed: ") + e.what());
+  }
+  if (!(cal.blend_weight >= 0.0 && cal.blend_weight <= 1.0))
+    throw ModelError("\"calibration.blend_weight\" must be in [0, 1]");
+  if (!std::isfinite(cal.point_shift) || !std::isfinite(cal.upper_shift))
+    throw ModelError("\"calibration\" shifts must be finite numbers");
+  return cal;
+}
+
+const char* anchor_name(MarginAnchor a) {
+  switch (a) {
+    case MarginAnchor::REQUEST: return "request";
+    case MarginAnchor::LAST2: return "last2";
+    case MarginAnchor::SIMILAR: return "similar";
+    case MarginAnchor::NONE: break;
+  }
+  return "none";
+}
+
+MarginAnchor anchor_from_name(const std::string& name) {
+  if (name == "none") return MarginAnchor::NONE;
+  if (name == "request") return MarginAnchor::REQUEST;
+  if (name == "last2") return MarginAnchor::LAST2;
+  if (name == "similar") return MarginAnchor::SIMILAR;
+  throw ModelError("\"calibration.margin_anchor\" is " + io::describe_json_value(nlohmann::json(name)) +
+                   ", expected \"none\", \"request\", \"last2\" or \"similar\"");
+}
+
 nlohmann::json history_to_json(const UserHistory& h) {
   // Sorted keys (nlohmann's object is a std::map), so equal histories give equal bytes.
   nlohmann::json j = nlohmann::json::object();
@@ -160,8 +203,14 @@ nlohmann::json history_to_json(const UserHistory& h) {
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
     auto num = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
+    // Schema 3 appends the similar-job memory: [req_time, procs, run] per job, oldest first.
+    nlohmann::json recent = nlohmann::json::array();
+    for (int k = s.recent_n - 1; k >= 0; --k) {
+      const RecentJob& r = s.recent_at(k);
+      recent.push_back({r.req_time, r.procs, r.run});
+    }
     j[hex] = {num(s.last_run), num(s.prev_run), s.ratio_sum,  s.ratio_n, s.count,   s.failures,
-              num(s.prev2_run), s.run_sum,   s.procs_sum, s.procs_n, num(s.last_end)};
+              num(s.prev2_run), s.run_sum,   s.procs_sum, s.procs_n, num(s.last_end), recent};
   }
   return j;
 }
@@ -172,9 +221,10 @@ UserHistory history_from_json(const nlohmann::json& j) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const auto& v = it.value();
     const std::string entry = "\"user_history\" entry " + io::describe_json_value(it.key());
-    if (!v.is_array() || v.size() != 11)
+    // 11 values (no similar-job memory) or 12 (the memory as the last one).
+    if (!v.is_array() || (v.size() != 11 && v.size() != 12))
       throw ModelError(entry + " is not [last_run, prev_run, ratio_sum, ratio_n, count, failures, "
-                               "prev2_run, run_sum, procs_sum, procs_n, last_end]");
+                               "prev2_run, run_sum, procs_sum, procs_n, last_end, recent_jobs]");
     uint64_t key = 0;
     const std::string& k = it.key();
     const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), key, 16);
@@ -204,6 +254,31 @@ UserHistory history_from_json(const nlohmann::json& j) {
     s.procs_sum = json_double(v[8]);
     s.procs_n = v[9].get<int64_t>();
     s.last_end = json_double(v[10]);
+    if (v.size() == 12) {
+      const auto& rec = v[11];
+      if (!rec.is_array() || rec.size() > static_cast<size_t>(RECENT_JOBS))
+        throw ModelError(entry + ": value 11 is " + io::describe_json_value(rec) +
+                         ", expected an array of at most " + std::to_string(RECENT_JOBS) +
+                         " [req_time, procs, run] jobs");
+      for (size_t i = 0; i < rec.size(); ++i) {
+        const auto& r = rec[i];
+        const std::string what = entry + ": recent job " + std::to_string(i);
+        if (!r.is_array() || r.size() != 3)
+          throw ModelError(what + " is not [req_time, procs, run]");
+        // req_time: seconds > 0 or -1 (unknown); procs: an integer >= -1; run: seconds >= 0.
+        if (!r[0].is_number() || !std::isfinite(r[0].get<double>()) ||
+            !(r[0].get<double>() > 0 || r[0].get<double>() == -1))
+          throw ModelError(what + ": req_time " + io::describe_json_value(r[0]) +
+                           " is not a finite number > 0 or -1");
+        if (!r[1].is_number_integer() || r[1].get<int64_t>() < -1)
+          throw ModelError(what + ": procs " + io::describe_json_value(r[1]) +
+                           " is not an integer >= -1");
+        if (!r[2].is_number() || !std::isfinite(r[2].get<double>()) || r[2].get<double>() < 0)
+          throw ModelError(what + ": run " + io::describe_json_value(r[2]) +
+                           " is not a finite number >= 0");
+        s.remember({r[0].get<double>(), r[1].get<int64_t>(), r[2].get<double>()});
+      }
+    }
     h.by_user.emplace(key, s);
   }
   return h;
@@ -294,17 +369,7 @@ std::unique_ptr<Predictor> make_predictor_of_kind(const nlohmann::json& doc) {
       std::string fail;
       if (doc.contains("booster_fail") && doc["booster_fail"].is_string())
         fail = base64_decode(doc["booster_fail"].get<std::string>());
-      Calibration cal;
-      if (doc.contains("calibration")) {
-        cal.point_shift = doc["calibration"].value("point_shift", 0.0);
-        cal.upper_shift = doc["calibration"].value("upper_shift", 0.0);
-        cal.blend_weight = doc["calibration"].value("blend_weight", 1.0);
-        if (!(cal.blend_weight >= 0.0 && cal.blend_weight <= 1.0))
-          throw ModelError("\"calibration.blend_weight\" must be in [0, 1]");
-        if (!std::isfinite(cal.point_shift) || !std::isfinite(cal.upper_shift))
-          throw ModelError("\"calibration\" shifts must be finite numbers");
-      }
-      return make_tree_predictor(rt, fail, cal, hist, 0.0, desc);
+      return make_tree_predictor(rt, fail, calibration_from_json(doc), hist, 0.0, desc);
     }
     if (kind == "formula") {
       const double def = doc.contains("formula") ? doc["formula"].value("default_runtime", 3600.0)

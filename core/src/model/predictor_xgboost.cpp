@@ -171,6 +171,7 @@ class TreeEnsemble {
   }
 
   bool empty() const { return roots_.empty(); }
+  double base_margin() const { return base_margin_; }
   size_t trees() const { return roots_.size(); }
   // Whether every tree came with usable covers (XGBoost's "sum_hessian"), which TreeSHAP needs.
   bool explainable() const { return explainable_ && !explain_.empty(); }
@@ -559,7 +560,8 @@ class TreePredictor final : public Predictor {
 
   void finish(const Job& job, const float* row, double margin, double fail_margin,
               Prediction& out) const {
-    const double m = blend_log(margin, blend_baseline(row, job.req_time), cal_.blend_weight);
+    // An anchored model's trees correct log(anchor) instead of the base score.
+    const double m = calibrated_log(margin, runtime_.base_margin(), row, job.req_time, cal_);
     double point = std::exp(m + cal_.point_shift);
     double upper = std::exp(m + cal_.upper_shift);
     // A job is killed at its limit, so it never runs longer than it asked for.

@@ -21,7 +21,7 @@
 namespace mlprio::model {
 
 // Bump when columns change: a model file trained with another schema is refused.
-inline constexpr int SCHEMA_VERSION = 2;
+inline constexpr int SCHEMA_VERSION = 3;
 inline constexpr float MISSING = std::numeric_limits<float>::quiet_NaN();
 
 enum Feature : int {
@@ -61,6 +61,17 @@ enum Feature : int {
   F_PROCS_OVER_USER_MEAN,  // this job's processors / the user's mean processors
   F_HOUR_SIN,
   F_HOUR_COS,
+  // Schema 3: resubmissions. Users submit the same job again and again (Tsafrir, Etsion &
+  // Feitelson 2007), so the run time of the user's latest finished job with the same request
+  // says more than the user's latest job of any kind. "Similar" = the same requested time and
+  // the same requested processors, among the user's last RECENT_JOBS finished jobs.
+  F_SIM_LAST_RUN,          // run time of the latest similar job
+  F_SIM_LAST2_MEAN,        // mean run time of the latest two similar jobs (one if only one)
+  F_SIM_COUNT,             // similar jobs among the remembered ones (0 when none)
+  F_SAME_REQ_LAST_RUN,     // run time of the latest job with the same requested time (any size)
+  F_SAME_AS_LAST,          // 1 when the request and size equal the user's latest job's, else 0
+  F_LAST_RATIO_TIMES_REQ,  // (latest job's run / its request) x this job's request
+  F_LAST2_CAPPED,          // the last-two baseline itself: last-two mean capped by the request
   N_FEATURES
 };
 
@@ -77,6 +88,21 @@ uint64_t stable_hash(std::string_view s, uint64_t seed = 14695981039346656037ULL
 // (SWF). 0 when the user is unknown.
 uint64_t user_key(const Job& job, const TraceNames& names);
 
+// Processors a job asked for, as known at submission: the request, else the allocation (SWF
+// traces often give only the latter); -1 when neither.
+inline int64_t requested_procs(const Job& job) {
+  return job.req_procs > 0 ? job.req_procs : (job.alloc_procs > 0 ? job.alloc_procs : -1);
+}
+
+// One of a user's recent finished jobs, as the similar-job columns compare them.
+struct RecentJob {
+  double req_time = -1;  // requested seconds, -1 when unknown
+  int64_t procs = -1;    // requested_procs()
+  double run = 0;        // seconds it ran
+};
+// How many finished jobs per user the similar-job memory keeps (a fixed, bounded array).
+inline constexpr int RECENT_JOBS = 16;
+
 // What is known about one user from jobs that have finished.
 struct UserStats {
   double last_run = std::numeric_limits<double>::quiet_NaN();
@@ -90,6 +116,21 @@ struct UserStats {
   int64_t ratio_n = 0;
   int64_t count = 0;      // finished jobs with a known run time
   int64_t failures = 0;
+  // The last RECENT_JOBS finished jobs in finish order, a ring: recent_n valid entries, the
+  // newest at recent[(recent_head + RECENT_JOBS - 1) % RECENT_JOBS].
+  std::array<RecentJob, RECENT_JOBS> recent{};
+  int recent_n = 0;
+  int recent_head = 0;
+  // The k-th newest remembered job (k = 0: the latest); k < recent_n.
+  const RecentJob& recent_at(int k) const {
+    return recent[static_cast<size_t>((recent_head + 2 * RECENT_JOBS - 1 - k) % RECENT_JOBS)];
+  }
+  // Appends to the memory (dropping the oldest when full).
+  void remember(const RecentJob& r) {
+    recent[static_cast<size_t>(recent_head)] = r;
+    recent_head = (recent_head + 1) % RECENT_JOBS;
+    if (recent_n < RECENT_JOBS) ++recent_n;
+  }
   // A finished job: its run time from the record, ending at `end` (NaN: unknown).
   void record(const Job& finished, double end = std::numeric_limits<double>::quiet_NaN());
   // The same with the run time as it happened (a replayed schedule, a live cluster).

@@ -70,10 +70,19 @@ std::string base64_decode(std::string_view text);
 // else the request (see blend_baseline()); the shifts apply after blending. `mlprio-model train`
 // learns w on the calibration slice (the past of every test job). w = 1 (and model files
 // without "blend_weight") is the plain model, bit for bit.
+//
+// Margin anchor (schema 3, `margin_anchor`): the regressor's trees were fitted to
+// log(run) - log(anchor) instead of log(run) - base_score, i.e. they correct a baseline per job
+// (XGBoost's base_margin). The margin is then log(anchor) + the trees' sum, where the anchor is
+// the request ("request") or the last-two baseline ("last2", see blend_baseline()), and a row
+// without one falls back to the booster's base score. NONE (and model files without the field)
+// is the usual base_score + trees.
+enum class MarginAnchor { NONE, REQUEST, LAST2, SIMILAR };
 struct Calibration {
   double point_shift = 0.0;
   double upper_shift = 0.0;
   double blend_weight = 1.0;
+  MarginAnchor anchor = MarginAnchor::NONE;
 };
 
 // The baseline a blended model mixes in, in seconds: the row's last-two mean capped by
@@ -89,6 +98,38 @@ inline double blend_log(double margin, double baseline, double w) {
   if (w == 1.0 || std::isnan(baseline)) return margin;
   return w * margin + (1.0 - w) * std::log(std::max(baseline, 1.0));
 }
+
+// The anchor of a row in log seconds (see MarginAnchor); `fallback` (the base score) when the
+// row has none. The value training gives XGBoost as base_margin (as a float).
+inline double anchor_log(MarginAnchor a, const float* row, double req_time, double fallback) {
+  double x = std::numeric_limits<double>::quiet_NaN();
+  if (a == MarginAnchor::REQUEST && req_time > 0) x = req_time;
+  if (a == MarginAnchor::LAST2) x = blend_baseline(row, req_time);
+  if (a == MarginAnchor::SIMILAR) {
+    // The user's latest similar jobs, else the latest run/request ratio times this request,
+    // else last-two (else the request); capped by the request.
+    x = row[F_SIM_LAST2_MEAN];
+    if (std::isnan(x)) x = row[F_LAST_RATIO_TIMES_REQ];
+    if (std::isnan(x)) x = blend_baseline(row, req_time);
+    if (req_time > 0 && !std::isnan(x)) x = std::min(x, req_time);
+  }
+  return std::isnan(x) ? fallback : std::log(std::max(x, 1.0));
+}
+// The log prediction before the shift from the trees' margin (`margin`, which includes the
+// booster's base score `base_score`): the anchor replaces the base score, then the blend with
+// last-two. What the deployed predictor computes; tests use it to check the predictor.
+inline double calibrated_log(double margin, double base_score, const float* row, double req_time,
+                             const Calibration& c) {
+  if (c.anchor != MarginAnchor::NONE)
+    margin = margin - base_score + anchor_log(c.anchor, row, req_time, base_score);
+  return blend_log(margin, blend_baseline(row, req_time), c.blend_weight);
+}
+// The "calibration" object of a model document (defaults when absent); throws ModelError for a
+// value out of range.
+Calibration calibration_from_json(const nlohmann::json& doc);
+const char* anchor_name(MarginAnchor a);
+// Throws ModelError for a name other than "none", "request" or "last2".
+MarginAnchor anchor_from_name(const std::string& name);
 
 // Builds an XGBoost-kind predictor from XGBoost's saved JSON model(s) without libxgboost (the
 // trees are evaluated by our own allocation-free walker). `fail_json` may be empty.
