@@ -339,7 +339,7 @@ std::shared_ptr<State> build_state(mlprio_ctx& ctx, Params params, uint64_t conf
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st->stamp.mode & 07777));
     error = "model file " + path + " is writable by group or others (mode " + mode +
-            "); refusing it: run chmod go-w on it";
+            "); rejected: run chmod go-w on it";
   } else {
     try {
       std::shared_ptr<const model::Predictor> p = model::load_predictor(path);
@@ -361,9 +361,10 @@ std::shared_ptr<State> build_state(mlprio_ctx& ctx, Params params, uint64_t conf
       st->predictor = std::move(p);
       return st;
     } catch (const std::exception& e) {
-      error = std::string("refused: ") + e.what();  // the core's message names the file
+      // "rejected" for model files, "refused" only for jobs: an admin greps for one or the other.
+      error = std::string("model rejected: ") + e.what();  // the core's message names the file
     } catch (...) {
-      error = "model file " + path + " refused: unknown error";
+      error = "model file " + path + " rejected: unknown error";
     }
   }
   st->describe = "neutral (" + error + ")";

@@ -321,7 +321,7 @@ reconfig)
   expect_log "job_submit/mlprio: decisions use the model of site_factor/mlprio" 5
   # A changed file on disk is picked up by the watcher (mtime), without reconfigure.
   "$MODEL_TOOL" "$M/plain2.json" --corrupt
-  expect_log "refused: model file $M/plain2.json" 40
+  expect_log "model rejected: model file $M/plain2.json" 40
   wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" = 0 ]" ||
     fail "SITE not neutral after the model file was corrupted ($(site_of "$id"))"
   ;;
@@ -361,7 +361,7 @@ reconfig_now|reconfig_js_only)
   else
     expect_log "job_submit/mlprio: slurm.conf re-read: model loaded: formula model" 5
   fi
-  grep "mlprio: .*\(reconfigure\|re-read\|refused\)" "$CL_DIR/slurmctld.log" | tail -4
+  grep "mlprio: .*\(reconfigure\|re-read\|rejected\)" "$CL_DIR/slurmctld.log" | tail -4
   ;;
 badmodel)
   "$MODEL_TOOL" "$M/corrupt.json" --corrupt
@@ -697,8 +697,9 @@ dbd_loop)
   scontrol reconfigure || fail "scontrol reconfigure"
   expect_log "site_factor/mlprio: reconfigured (formula model" 30
   grep "site_factor/mlprio: reconfigured" "$CL_DIR/slurmctld.log" | tail -1
-  grep -q "reconfigured (formula model, schema v1, trained on \"test fixture\")" "$CL_DIR/slurmctld.log" &&
-    fail "the reconfigured model is still the fixture"
+  # The learned model, named by the dates of its training jobs (not the fixture, not epoch seconds).
+  grep -q "reconfigured (formula model, schema v[0-9]*, trained on jobs submitted 20[0-9][0-9]-[0-9-]* [0-9:]* \.\. 20[0-9][0-9]-[0-9-]* [0-9:]* UTC" "$CL_DIR/slurmctld.log" ||
+    fail "the reconfigured model line names no training dates"
   id=$(submit -p hold -t 5) || fail "sbatch after reconfigure"
   wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt 0 ]" || fail "no SITE from the learned model"
   ;;

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -358,8 +359,24 @@ std::unique_ptr<Predictor> make_predictor_of_kind(const nlohmann::json& doc) {
   std::string desc = kind + " model, schema v" + std::to_string(SCHEMA_VERSION);
   if (doc.contains("training") && doc["training"].contains("window")) {
     const auto& w = doc["training"]["window"];  // [first, last] submit time of the training jobs
-    if (w.is_array() && w.size() == 2 && w[0].is_number() && w[1].is_number())
-      desc += ", trained on [" + w[0].dump() + "," + w[1].dump() + "]";
+    if (w.is_array() && w.size() == 2 && w[0].is_number() && w[1].is_number()) {
+      const double a = w[0].get<double>(), b = w[1].get<double>();
+      // sacct times are Unix seconds: print dates an admin can read; SWF times count from the
+      // trace's start: say so.
+      auto date = [](double t) {
+        const std::time_t tt = static_cast<std::time_t>(t);
+        std::tm tm{};
+        char buf[32] = "?";
+        if (::gmtime_r(&tt, &tm)) std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+        return std::string(buf);
+      };
+      char buf[96];
+      if (a >= 1e8 && b >= a && b < 4e9)
+        desc += ", trained on jobs submitted " + date(a) + " .. " + date(b) + " UTC";
+      else if (std::isfinite(a) && std::isfinite(b) && std::fabs(a) < 1e15 && std::fabs(b) < 1e15 &&
+               std::snprintf(buf, sizeof buf, ", trained on trace seconds %.0f .. %.0f", a, b) > 0)
+        desc += buf;
+    }
   }
   try {
     if (kind == "xgboost") {
