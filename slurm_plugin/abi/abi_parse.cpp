@@ -87,6 +87,14 @@ bool printable_path(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c > 0x20 && c < 0x7f; });
 }
 
+// "1"/"yes"/"true" or "0"/"no"/"false" (any case); false, out untouched, otherwise.
+bool parse_bool(std::string_view s, bool& out) {
+  const std::string v = lower(trim(s));
+  if (v == "1" || v == "yes" || v == "true") return out = true, true;
+  if (v == "0" || v == "no" || v == "false") return out = false, true;
+  return false;
+}
+
 bool parse_int(std::string_view s, int64_t& out) {
   s = trim(s);
   auto r = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -297,10 +305,7 @@ ParseResult parse_params(std::string_view text) {
         bad(key == "exempt_qos" ? "exempt_qos=urgent:debug, names joined by ':'"
                                 : "exempt_accounts=ops:admins, names joined by ':'");
     } else if (key == "allow_override") {
-      const std::string v = lower(val);
-      if (v == "1" || v == "yes" || v == "true") p.allow_override = true;
-      else if (v == "0" || v == "no" || v == "false") p.allow_override = false;
-      else bad("allow_override=1 or allow_override=0");
+      if (!parse_bool(val, p.allow_override)) bad("allow_override=1 or allow_override=0");
     } else if (key == "mode") {
       const std::string v = lower(val);
       if (v == "enforce") p.mode = MLPRIO_MODE_ENFORCE;
@@ -314,10 +319,8 @@ ParseResult parse_params(std::string_view text) {
       if (val.empty() || parse_name_list(val, names)) dst = std::move(names);
       else bad("scope_partitions=gpu:debug, names joined by ':'");
     } else if (key == "override_default_time") {
-      const std::string v = lower(val);
-      if (v == "1" || v == "yes" || v == "true") p.override_default_time = true;
-      else if (v == "0" || v == "no" || v == "false") p.override_default_time = false;
-      else bad("override_default_time=1 or override_default_time=0");
+      if (!parse_bool(val, p.override_default_time))
+        bad("override_default_time=1 or override_default_time=0");
     } else if (key == "history_period_ms") {
       if (parse_int(val, n) && (n == 0 || (n >= 1000 && n <= 3600000))) p.history_period_ms = n;
       else bad("history_period_ms=30000 (1000..3600000, or 0 = off)");
