@@ -29,11 +29,7 @@ class AlibabaReader final : public ReaderBase {
 
   bool next(Job& job) override {
     std::string_view line;
-    while (next_line(line)) {
-      if (trim(line).empty()) {
-        ++report_.blank_lines;
-        continue;
-      }
+    while (next_content_line(line)) {
       split(line);
       if (!have_header_) {
         for (size_t i = 0; i < f_.size(); ++i)

@@ -31,11 +31,7 @@ class JobcompReader final : public ReaderBase {
 
   bool next(Job& job) override {
     std::string_view line;
-    while (next_line(line)) {
-      if (trim(line).empty()) {
-        ++report_.blank_lines;
-        continue;
-      }
+    while (next_content_line(line)) {
       if (parse(trim(line), job)) return true;
     }
     return false;

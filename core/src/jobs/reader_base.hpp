@@ -5,6 +5,7 @@
 #include <string>
 
 #include "jobs/line_reader.hpp"
+#include "jobs/parse.hpp"
 #include "mlprio/jobs/trace.hpp"
 
 namespace mlprio::detail {
@@ -39,6 +40,14 @@ class ReaderBase : public JobReader {
     if (!lines_.next(line)) return false;
     ++report_.lines;
     return true;
+  }
+  // The next line with something on it; blank ones are counted in the report.
+  bool next_content_line(std::string_view& line) {
+    while (next_line(line)) {
+      if (!trim(line).empty()) return true;
+      ++report_.blank_lines;
+    }
+    return false;
   }
 
   LineReader lines_;

@@ -54,11 +54,7 @@ class SacctReader final : public ReaderBase {
 
   bool next(Job& job) override {
     std::string_view line;
-    while (next_line(line)) {
-      if (trim(line).empty()) {
-        ++report_.blank_lines;
-        continue;
-      }
+    while (next_content_line(line)) {
       if (!have_header_) {
         read_header(line);
         continue;
