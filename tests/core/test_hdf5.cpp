@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mlprio/io/hdf5.hpp"
+#include "../support/skip.hpp"
 
 using namespace mlprio;
 namespace fs = std::filesystem;
@@ -189,10 +190,8 @@ TEST_CASE("HDF5: files that are not mlprio's are refused with a reason", "[hdf5]
 }
 
 TEST_CASE("HDF5: h5py reads what we write (when python3-h5py is installed)", "[hdf5][python]") {
-  if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) {
-    WARN("python3-h5py not installed for /usr/bin/python3 (Debian's): skipped");
-    return;
-  }
+  if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0)
+    MLPRIO_SKIP("python3-h5py not installed for /usr/bin/python3 (Debian's)");
   const auto path = temp_file("h5py.h5");
   {
     h5::WriteFile f(path.string(), {"test", "cmd", "", ""});

@@ -13,6 +13,7 @@
 
 #include "mlprio/jobs/slurm_format.hpp"
 #include "mlprio/jobs/trace.hpp"
+#include "../support/skip.hpp"
 
 using namespace mlprio;
 namespace fs = std::filesystem;
@@ -464,10 +465,8 @@ struct RealTrace {
 };
 
 TEST_CASE("Every real trace in ../shared/data is read completely", "[shared]") {
-  if (!fs::exists(shared("swf"))) {
-    WARN("../shared/data not found at " << MLPRIO_SHARED_DATA << ": real-trace checks skipped");
-    return;
-  }
+  if (!fs::exists(shared("swf")))
+    MLPRIO_SKIP("../shared/data not found at " << MLPRIO_SHARED_DATA << ": real-trace checks not run");
   const RealTrace traces[] = {
       {"swf/lublin_1.swf", 10000, true},
       {"swf/lublin_2.swf", 10000, true},
@@ -495,10 +494,7 @@ TEST_CASE("Every real trace in ../shared/data is read completely", "[shared]") {
 }
 
 TEST_CASE("Real trace quirks: headers, extended layouts, blank line", "[shared]") {
-  if (!fs::exists(shared("swf"))) {
-    WARN("../shared/data not found: skipped");
-    return;
-  }
+  if (!fs::exists(shared("swf"))) MLPRIO_SKIP("../shared/data not found at " << MLPRIO_SHARED_DATA);
   const Trace mira = load_trace(shared("swf/mira.swf"));
   CHECK(mira.header.max_nodes == 49152);
   CHECK(mira.jobs.front().req_procs == 512);

@@ -41,6 +41,7 @@
 
 #include "mlprio/model/llm_advisor.hpp"
 #include "mlprio/model/predictor.hpp"
+#include "../support/skip.hpp"
 
 using namespace mlprio;
 using namespace mlprio::model;
@@ -696,10 +697,8 @@ bool make_cert(const std::filesystem::path& dir, const std::string& name, const 
 TEST_CASE("advisor: https verifies the server's certificate and host name, with ca_file",
           "[model][llm][tls]") {
   if (::access("/usr/bin/python3", X_OK) != 0 ||
-      std::system("openssl version >/dev/null 2>&1") != 0) {
-    WARN("skipped: needs /usr/bin/python3 and openssl");
-    return;
-  }
+      std::system("openssl version >/dev/null 2>&1") != 0)
+    MLPRIO_SKIP("needs /usr/bin/python3 and openssl");
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "mlprio_llm_tls";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);

@@ -14,6 +14,7 @@
 #include "mlprio/model/model_file.hpp"
 #include "synthetic.hpp"
 #include "xgb.hpp"
+#include "../support/skip.hpp"
 
 using namespace mlprio;
 using namespace mlprio::model;
@@ -151,10 +152,7 @@ TEST_CASE("formula model: last-two mean capped by the request", "[model][train]"
 
 TEST_CASE("the mlprio-model program reports errors with exit code 2", "[model][cli]") {
   const std::string bin = std::string(MLPRIO_BIN_DIR) + "/mlprio-model";
-  if (!std::filesystem::exists(bin)) {
-    WARN("mlprio-model not built at " << bin << "; skipping");
-    return;
-  }
+  if (!std::filesystem::exists(bin)) MLPRIO_SKIP("mlprio-model not built at " << bin);
   auto rc = [](const std::string& cmd) {
     const int s = std::system((cmd + " >/dev/null 2>&1").c_str());
     return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
@@ -167,10 +165,7 @@ TEST_CASE("the mlprio-model program reports errors with exit code 2", "[model][c
 
 TEST_CASE("real traces with requests train and evaluate", "[model][train][real]") {
   const std::string path = std::string(MLPRIO_SHARED_DATA) + "/swf/hpc2n_subset.swf";
-  if (!std::filesystem::exists(path)) {
-    WARN("shared trace " << path << " absent; skipping the real-trace check");
-    return;
-  }
+  if (!std::filesystem::exists(path)) MLPRIO_SKIP("shared trace " << path << " absent");
   const Trace t = load_trace(path);
   std::vector<std::string> notes;
   const auto doc = train_model(t, file_sha256(path), quick(), notes);

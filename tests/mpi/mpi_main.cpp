@@ -1,6 +1,7 @@
 // The Catch2 main of the MPI tests: MPI_Init/MPI_Finalize around a Catch::Session on every rank.
 // Each rank writes its report to its own file; rank 0 then prints them all in rank order, so a
-// failure on any rank is readable in the ctest log, and the exit code is the worst rank's.
+// failure on any rank is readable in the ctest log, and the exit code is the worst rank's: 77
+// (support/skip.hpp) when no rank failed and every rank skipped every test case it ran.
 #define CATCH_CONFIG_RUNNER
 #include <mpi.h>
 
@@ -10,6 +11,11 @@
 #include <iostream>
 #include <string>
 #include <vector>
+
+#include "../support/skip_listener.hpp"
+
+using mlprio::test::SkipListener;
+CATCH_REGISTER_LISTENER(SkipListener)
 
 int main(int argc, char** argv) {
   int provided = 0;
@@ -38,6 +44,10 @@ int main(int argc, char** argv) {
   }
   int worst = 0;
   MPI_Allreduce(&failed, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  const int skipped_here = mlprio::test::all_skipped() ? 1 : 0;
+  int skipped_everywhere = 0;
+  MPI_Allreduce(&skipped_here, &skipped_everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Finalize();
-  return worst == 0 ? 0 : 1;
+  if (worst != 0) return 1;
+  return skipped_everywhere == 1 ? mlprio::test::kSkipExitCode : 0;
 }

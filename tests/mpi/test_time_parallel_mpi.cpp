@@ -17,6 +17,7 @@
 #include "mlprio/replay_dist/mpi_support.hpp"
 #include "mlprio/replay_dist/time_parallel.hpp"
 #include "mpi_test_util.hpp"
+#include "../support/skip.hpp"
 
 using namespace mlprio;
 using namespace mlprio::replay;
@@ -213,12 +214,11 @@ TEST_CASE("time-parallel replay equals the sequential one on a generated trace",
       check_equal_to_sequential(jobs, small_machine(policy, b));
 }
 
-TEST_CASE("time-parallel replay equals the sequential one on a real trace", "[mpi][time]") {
+// Tagged [real]: ctest runs it as its own test (mpi_tests_real_np*), skipped without the trace.
+TEST_CASE("time-parallel replay equals the sequential one on a real trace", "[mpi][time][real]") {
   const std::string path = std::string(MLPRIO_SHARED_DATA) + "/swf/hpc2n_subset.swf";
-  if (!std::filesystem::exists(path)) {
-    WARN("skipped: " << path << " is absent (real traces live in ../shared/data)");
-    return;
-  }
+  if (!std::filesystem::exists(path))
+    MLPRIO_SKIP(path << " is absent (real traces live in ../shared/data)");
   const Trace t = load_trace(path);
   for (Backfill b : {Backfill::EASY, Backfill::CONSERVATIVE}) {
     SimConfig cfg;

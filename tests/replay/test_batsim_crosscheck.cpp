@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "mlprio/replay/simulator.hpp"
+#include "../support/skip.hpp"
 
 using namespace mlprio;
 using namespace mlprio::replay;
@@ -52,15 +53,13 @@ std::vector<BatsimRow> read_batsim_jobs(const std::string& path) {
   return rows;
 }
 
+std::string batsim_jobs_csv(const std::string& which) {
+  return std::string(MLPRIO_REFERENCE_DIR) + "/batsim_easy_example/" + which + "_out_jobs.csv";
+}
+
 void cross_check(const std::string& which, Backfill backfill, double batsim_wait,
                  double batsim_slowdown) {
-  const std::string path =
-      std::string(MLPRIO_REFERENCE_DIR) + "/batsim_easy_example/" + which + "_out_jobs.csv";
-  if (!std::filesystem::exists(path)) {
-    WARN("skipped: " << path << " not present");
-    SUCCEED();
-    return;
-  }
+  const std::string path = batsim_jobs_csv(which);
   std::vector<BatsimRow> rows = read_batsim_jobs(path);
   REQUIRE(rows.size() == 801);
   std::stable_sort(rows.begin(), rows.end(),
@@ -109,9 +108,13 @@ void cross_check(const std::string& which, Backfill backfill, double batsim_wait
 }  // namespace
 
 TEST_CASE("EASY backfilling agrees with Batsim up to machine identity", "[replay][batsim]") {
+  if (!std::filesystem::exists(batsim_jobs_csv("easy")))
+    MLPRIO_SKIP(batsim_jobs_csv("easy") << " not present");
   cross_check("easy", Backfill::EASY, 9.516326, 1.391621);
 }
 
 TEST_CASE("conservative backfilling agrees with Batsim up to machine identity", "[replay][batsim]") {
+  if (!std::filesystem::exists(batsim_jobs_csv("conservative")))
+    MLPRIO_SKIP(batsim_jobs_csv("conservative") << " not present");
   cross_check("conservative", Backfill::CONSERVATIVE, 9.852251, 1.387017);
 }

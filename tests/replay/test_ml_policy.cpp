@@ -28,6 +28,7 @@
 #include "mlprio/model/predictor.hpp"
 #include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/simulator.hpp"
+#include "../support/skip.hpp"
 
 using namespace mlprio;
 using namespace mlprio::replay;
@@ -249,10 +250,8 @@ TEST_CASE("policy ml without a model is a clear error", "[replay][ml]") {
 
 TEST_CASE("the CLI refuses ml without a model and a corrupt model file (exit 2)",
           "[replay][ml][cli]") {
-  if (!fs::exists(fs::path(MLPRIO_BIN_DIR) / "mlprio-replay")) {
-    WARN("mlprio-replay is not built beside this test: CLI checks not run");
-    return;
-  }
+  if (!fs::exists(fs::path(MLPRIO_BIN_DIR) / "mlprio-replay"))
+    MLPRIO_SKIP("mlprio-replay is not built beside this test: CLI checks not run");
   const fs::path dir = scratch_dir();
   const fs::path trace = write_trace(dir, synthetic_jobs(50));
   const fs::path err = dir / "err.txt";
@@ -274,10 +273,8 @@ TEST_CASE("the CLI refuses ml without a model and a corrupt model file (exit 2)"
 }
 
 TEST_CASE("the CLI replays with a model file under every backfilling rule", "[replay][ml][cli]") {
-  if (!fs::exists(fs::path(MLPRIO_BIN_DIR) / "mlprio-replay")) {
-    WARN("mlprio-replay is not built beside this test: CLI checks not run");
-    return;
-  }
+  if (!fs::exists(fs::path(MLPRIO_BIN_DIR) / "mlprio-replay"))
+    MLPRIO_SKIP("mlprio-replay is not built beside this test: CLI checks not run");
   const Fixture f;
   const fs::path err = f.dir / "err_ok.txt";
   for (const char* b : {"none", "easy", "conservative"})

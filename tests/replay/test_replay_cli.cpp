@@ -13,6 +13,7 @@
 #include <string>
 
 #include "../support/process.hpp"
+#include "../support/skip.hpp"
 
 namespace fs = std::filesystem;
 
@@ -34,7 +35,7 @@ int run_in(const fs::path& dir, const std::string& limits, const std::string& ar
 
 TEST_CASE("replay run --out on a full disk exits 1 naming the file and leaves nothing",
           "[replay][cli][disk]") {
-  REQUIRE(fs::exists(replay_exe()));
+  if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
   const fs::path dir = scratch("full");
   REQUIRE(run_in(dir, "true", "generate --jobs 2000 --seed 3 -q -o t.swf") == 0);
   // Unlimited, the result file is about 64 KiB; 16 KiB is not enough.
@@ -51,7 +52,7 @@ TEST_CASE("replay run --out on a full disk exits 1 naming the file and leaves no
 }
 
 TEST_CASE("replay run refuses a machine whose size overflows 64 bits", "[replay][cli][bounds]") {
-  REQUIRE(fs::exists(replay_exe()));
+  if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
   const fs::path dir = scratch("machine");
   REQUIRE(run_in(dir, "true", "generate --jobs 50 --seed 3 -q -o t.swf") == 0);
   // 2^62 nodes used to replay with a null utilisation; 2^62 cores per node overflowed.
@@ -76,7 +77,7 @@ TEST_CASE("replay run refuses a machine whose size overflows 64 bits", "[replay]
 
 TEST_CASE("replay generate writes through a unique temporary, never a fixed name",
           "[replay][cli][generate]") {
-  REQUIRE(fs::exists(replay_exe()));
+  if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
   const fs::path dir = scratch("gen");
   // The old fixed name "<out>.part" was opened with O_TRUNC, following links: a link planted
   // there made generate overwrite its target.
@@ -109,7 +110,7 @@ TEST_CASE("replay generate writes through a unique temporary, never a fixed name
 
 TEST_CASE("replay counts that size memory or work are bounded, and the bound is named",
           "[replay][cli][bounds]") {
-  REQUIRE(fs::exists(replay_exe()));
+  if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
   const fs::path dir = scratch("counts");
   REQUIRE(run_in(dir, "true", "generate --jobs 200 --seed 3 -q -o t.swf") == 0);
   // A million time-parallel segments (each a simulator state) for a 200-job trace.
@@ -141,7 +142,7 @@ TEST_CASE("replay counts that size memory or work are bounded, and the bound is 
 
 TEST_CASE("replay inspect --user-stats reports a hand-made trace's known figures",
           "[replay][cli][inspect]") {
-  REQUIRE(fs::exists(replay_exe()));
+  if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
   const fs::path dir = scratch("user_stats");
   {
     // The trace of tests/core/test_user_stats.cpp ("a hand-made trace gives the worked-out
@@ -177,7 +178,7 @@ TEST_CASE("replay inspect --user-stats reports a hand-made trace's known figures
 
 TEST_CASE("replay generate --users: a user model, its header note, and refused combinations",
           "[replay][cli][generate]") {
-  REQUIRE(fs::exists(replay_exe()));
+  if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
   const fs::path dir = scratch("gen_users");
   REQUIRE(run_in(dir, "true", "generate --jobs 500 --seed 4 --users 7 -q -o a.swf") == 0);
   REQUIRE(run_in(dir, "true", "generate --jobs 500 --seed 4 --users 7 -q -o b.swf") == 0);
