@@ -13,6 +13,7 @@
 #include "h5_output.hpp"
 #include "mlprio/fsdp/snapshot.hpp"
 #include "mlprio/fsdp/sweep.hpp"
+#include "mlprio/util/errors.hpp"
 #if MLPRIO_FSDP_HAVE_CUDA
 #include "mlprio/fsdp/measure.hpp"
 #endif
@@ -241,7 +242,7 @@ int run_measure_command(const MeasureArgs& m) {
   std::fprintf(stderr,
                "mlprio-fsdp: no CUDA device: this build has no CUDA support; use `mlprio-fsdp "
                "sweep` for the simulated device\n");
-  return 3;
+  return mlprio::EXIT_NO_DEVICE;
 #else
   MeasureOptions o;
   o.base = base;
@@ -266,7 +267,7 @@ int run_measure_command(const MeasureArgs& m) {
     std::fprintf(stderr,
                  "mlprio-fsdp: no CUDA device: use `mlprio-fsdp sweep` for the simulated device "
                  "(%s)\n", e.what());
-    return 3;
+    return mlprio::EXIT_NO_DEVICE;
   }
   if (r.rank != 0) return 0;
   const FsdpConfig& c = o.base;

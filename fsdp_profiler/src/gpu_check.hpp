@@ -10,6 +10,7 @@
 #include <string>
 
 #include "mlprio/kernels/check.hpp"
+#include "mlprio/util/errors.hpp"
 
 #if MLPRIO_FSDP_HAVE_NCCL
 #include <nccl.h>
@@ -35,9 +36,9 @@ struct DriverApi {
 // Loads the table on first use (after the runtime has a device); throws CudaError if it cannot.
 const DriverApi& driver();
 
-class CuError : public std::runtime_error {
+class CuError : public ::mlprio::RuntimeError {
  public:
-  CuError(const std::string& what, CUresult code) : std::runtime_error(what), code_(code) {}
+  CuError(const std::string& what, CUresult code) : ::mlprio::RuntimeError(what), code_(code) {}
   CUresult code() const { return code_; }
 
  private:
@@ -66,9 +67,9 @@ inline void cu_check(CUresult r, const char* call, const char* file, int line) {
 }
 
 #if MLPRIO_FSDP_HAVE_NCCL
-class NcclError : public std::runtime_error {
+class NcclError : public ::mlprio::RuntimeError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::RuntimeError::RuntimeError;
 };
 
 inline void nccl_check(ncclResult_t r, const char* call, const char* file, int line) {

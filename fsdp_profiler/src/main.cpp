@@ -1,16 +1,14 @@
 // mlprio-fsdp: predicts CUDA caching-allocator retries and fragmentation for FSDP training on a
 // simulated device, or measures them on GPUs (measure, built with CUDA). main() declares every option (with help and default) and dispatches to
-// cli.cpp; errors become one message on stderr, exit status 2 for bad input, 1 otherwise.
+// cli.cpp; errors become one message on stderr and the exit status of mlprio/util/errors.hpp:
+// 2 for usage or bad input, 1 for a runtime failure, 3 for no CUDA device (measure).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 #include <string>
 
 #include "cli.hpp"
-#include "mlprio/fsdp/device.hpp"
-#include "mlprio/fsdp/model_shapes.hpp"
-#include "mlprio/fsdp/settings.hpp"
-#include "mlprio/fsdp/snapshot.hpp"
+#include "mlprio/util/errors.hpp"
 
 int main(int argc, char** argv) {
   using namespace mlprio::fsdp;
@@ -98,20 +96,12 @@ int main(int argc, char** argv) {
     if (replay->parsed()) return cli::run_replay(ra);
     if (measure->parsed()) return cli::run_measure_command(ma);
     return cli::run_sweep_command(sa);
-  } catch (const SettingsError& e) {
-    std::fprintf(stderr, "mlprio-fsdp: %s\n", e.what());
-    return 2;
-  } catch (const SnapshotError& e) {
-    std::fprintf(stderr, "mlprio-fsdp: %s\n", e.what());
-    return 2;
-  } catch (const ModelConfigError& e) {
-    std::fprintf(stderr, "mlprio-fsdp: %s\n", e.what());
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "mlprio-fsdp: %s\n", e.what());
-    return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mlprio-fsdp: error: %s\n", e.what());
-    return 1;
+    // One mapping for every tool (mlprio/util/errors.hpp): 2 bad input (SettingsError,
+    // SnapshotError, ModelConfigError, ...), 3 no device, 1 any other failure. Bad input is
+    // reported without the "error:" prefix, as this program always has.
+    const int code = mlprio::exit_code_for(e);
+    std::fprintf(stderr, "mlprio-fsdp: %s%s\n", code == mlprio::EXIT_USAGE ? "" : "error: ", e.what());
+    return code;
   }
 }

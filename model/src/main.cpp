@@ -1,6 +1,8 @@
 // mlprio-model: train, evaluate, predict with and explain the priority model. Parses arguments,
-// calls one library function (model_tool.hpp) per subcommand and decides the exit code: 0 on
-// success, 2 on any error (message on stderr).
+// calls one library function (model_tool.hpp) per subcommand and decides the exit code as every
+// mlprio program does (mlprio/util/errors.hpp): 0 on success; 2 for usage or bad input (a parse
+// error, a bad option value, a trace or model file that cannot be used); 1 for a runtime failure
+// (writing the model or the plot failed, XGBoost failed). The message goes to stderr.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +11,7 @@
 
 #include "model_tool.hpp"
 #include "mlprio/model/model_file.hpp"
+#include "mlprio/util/errors.hpp"
 
 using namespace mlprio;
 using namespace mlprio::model;
@@ -114,7 +117,12 @@ int main(int argc, char** argv) {
       std::vector<std::string> notes;
       const auto doc = train_model(t, file_sha256(trace_path), topt, notes);
       for (const auto& n : notes) std::cerr << "note: " << n << "\n";
-      write_model_document(out_path, doc);
+      try {
+        write_model_document(out_path, doc);
+      } catch (const ModelError& e) {
+        // Writing failed (folder missing, disk full, ...): a runtime failure, not bad input.
+        throw RuntimeError(e.what());
+      }
       std::cerr << "wrote " << out_path << " (" << doc["kind"].get<std::string>() << ", "
                 << doc["training"]["n_train"] << " training jobs)\n";
       // The quality figures, measured on the calibration tail of the training slice (the test
@@ -174,7 +182,7 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::cerr << "mlprio-model: error: " << e.what() << "\n";
-    return 2;
+    return exit_code_for(e);
   }
   return 0;
 }

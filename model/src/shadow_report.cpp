@@ -60,7 +60,7 @@ double pearson(const std::vector<double>& x, const std::vector<double>& y) {
 
 ShadowLog read_shadow_log(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open the slurmctld log");
+  if (!in) throw InputError(path, "cannot open the slurmctld log");  // "<path>: cannot ..."
   ShadowLog log;
   std::unordered_map<int64_t, size_t> seen;
   const std::string marker = "site_factor/mlprio: shadow: JobId=";

@@ -11,11 +11,13 @@
 #include <string_view>
 #include <vector>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio::model {
 
-class XgbError : public std::runtime_error {
+class XgbError : public ::mlprio::RuntimeError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::RuntimeError::RuntimeError;
 };
 
 [[noreturn]] inline void xgb_fail(const char* call, const char* file, int line) {

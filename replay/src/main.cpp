@@ -3,13 +3,10 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
-#include <stdexcept>
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "mlprio/jobs/trace.hpp"
-#include "mlprio/replay/simulator.hpp"
-#include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/util/errors.hpp"
 
 int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
@@ -23,22 +20,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
-  } catch (const mlprio::InputError& e) {
-    std::cerr << "mlprio-replay: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    // Bad configuration or an unknown policy name (replay::ConfigError, UnknownPolicyError).
-    std::cerr << "mlprio-replay: error: " << e.what() << "\n";
-    return 2;
-  } catch (const mlprio::replay::JobTooLargeError& e) {
-    std::cerr << "mlprio-replay: error: " << e.what() << "\n";
-    return 2;
-  } catch (const mlprio::replay::dist::SweepError& e) {
-    std::cerr << "mlprio-replay: error: " << e.what() << "\n";
-    return 2;
   } catch (const std::exception& e) {
+    // One mapping for every tool (mlprio/util/errors.hpp): 2 bad input, 1 runtime failure.
     std::cerr << "mlprio-replay: error: " << e.what() << "\n";
-    return 1;
+    return mlprio::exit_code_for(e);
   }
   return mlprio::cli::exit_code();
 }

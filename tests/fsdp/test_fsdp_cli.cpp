@@ -89,3 +89,26 @@ TEST_CASE("fsdp sweep stops at the first OOM and bounds what it sizes", "[fsdp][
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("models[0].d_model") && Catch::Contains("1048576"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("fsdp exit codes: 2 usage and bad input, 1 runtime failure, 3 no device",
+          "[fsdp][cli][exit]") {
+  if (!fs::exists(fsdp_exe())) MLPRIO_SKIP(fsdp_exe() << " is not built");
+  const fs::path dir = scratch("exit");
+  // Usage: an unknown subcommand, a missing required option.
+  CHECK(run_in(dir, "true", "frobnicate") == 2);
+  CHECK(run_in(dir, "true", "sweep --mbs 1:1") == 2);
+  // Bad input: a missing snapshot, an unknown model, a bad allocator setting.
+  CHECK(run_in(dir, "true", "replay --snapshot missing.json") == 2);
+  CHECK(run_in(dir, "true", "sweep --model no-such-model --mbs 1:1 --steps 1") == 2);
+  CHECK(run_in(dir, "true", "sweep --model gpt2-xl --mbs 1:1 --torch-version 3.0") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::StartsWith("mlprio-fsdp: --torch-version"));
+  // A runtime failure: the result file cannot be written (its folder does not exist).
+  CHECK(run_in(dir, "true", "sweep --model gpt2-xl --mbs 1:1 --steps 1 --out no-such/f.h5") == 1);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::StartsWith("mlprio-fsdp: error: ") &&
+                                         Catch::Contains("no-such/f.h5"));
+  // No device: measure on a machine without a CUDA device (or a build without CUDA).
+  if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0)
+    MLPRIO_SKIP("a GPU is present: measure runs (fsdp_measure_smoke covers it)");
+  CHECK(run_in(dir, "true", "measure --model gpt2-xl --mbs 1:1 --steps 1") == 3);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("no CUDA device"));
+}

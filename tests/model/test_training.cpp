@@ -150,17 +150,39 @@ TEST_CASE("formula model: last-two mean capped by the request", "[model][train]"
   }
 }
 
-TEST_CASE("the mlprio-model program reports errors with exit code 2", "[model][cli]") {
+TEST_CASE("the mlprio-model program: exit 2 for usage and bad input, 1 for a runtime failure",
+          "[model][cli][exit]") {
   const std::string bin = std::string(MLPRIO_BIN_DIR) + "/mlprio-model";
   if (!std::filesystem::exists(bin)) MLPRIO_SKIP("mlprio-model not built at " << bin);
   auto rc = [](const std::string& cmd) {
     const int s = std::system((cmd + " >/dev/null 2>&1").c_str());
     return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
   };
+  // Bad input: a missing model or trace, a malformed --job, a missing slurmctld log.
   CHECK(rc(bin + " evaluate --model /nonexistent/model.json --trace /nonexistent.swf") == 2);
   CHECK(rc(bin + " predict --model /nonexistent/model.json --job user=a") == 2);
+  CHECK(rc(bin + " shadow-report --log /nonexistent/slurmctld.log --trace /nonexistent.swf") == 2);
+  // Usage.
   CHECK(rc(bin + " frobnicate") == 2);
+  CHECK(rc(bin + " train --trace x.swf") == 2);  // -o is required
   CHECK(rc(bin + " --help") == 0);
+  // A runtime failure: the trained model cannot be written (its folder does not exist); the
+  // same training into a writable place succeeds.
+  const auto dir = std::filesystem::temp_directory_path() / "mlprio_model_cli_exit";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const Trace t = testing::synthetic_trace(400, 5);
+  {
+    TraceHeader h;
+    h.max_nodes = 64;
+    h.max_procs = 64;
+    std::ofstream out(dir / "t.swf");
+    write_swf(out, h, t.jobs);
+  }
+  const std::string train = bin + " train --kind formula --trace " + (dir / "t.swf").string();
+  CHECK(rc(train + " -o " + (dir / "no-such-folder" / "m.json").string()) == 1);
+  CHECK(rc(train + " -o " + (dir / "m.json").string()) == 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("real traces with requests train and evaluate", "[model][train][real]") {

@@ -198,3 +198,24 @@ TEST_CASE("replay generate --users: a user model, its header note, and refused c
   CHECK_FALSE(fs::exists(dir / "u.swf"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("replay exit codes: 2 for usage and bad input, 1 for a runtime failure",
+          "[replay][cli][exit]") {
+  if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
+  const fs::path dir = scratch("exit");
+  REQUIRE(run_in(dir, "true", "generate --jobs 50 --seed 3 -q -o t.swf") == 0);
+  // Usage: an unknown subcommand, a missing required option, an unknown option.
+  CHECK(run_in(dir, "true", "frobnicate") == 2);
+  CHECK(run_in(dir, "true", "run") == 2);
+  CHECK(run_in(dir, "true", "run --trace t.swf --no-such-option") == 2);
+  CHECK(run_in(dir, "true", "--help") == 0);
+  // Bad input: a missing trace (InputError), an unknown policy, a corrupt model file.
+  CHECK(run_in(dir, "true", "run --trace missing.swf") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("mlprio-replay: error: missing.swf"));
+  CHECK(run_in(dir, "true", "run --trace t.swf --policy no-such-policy") == 2);
+  std::ofstream(dir / "corrupt.json") << "{\"format\": ";
+  CHECK(run_in(dir, "true", "run --trace t.swf --estimate model:corrupt.json") == 2);
+  // A runtime failure: the result file cannot be written (its folder does not exist).
+  CHECK(run_in(dir, "true", "run --trace t.swf --out no-such-folder/o.h5") == 1);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("no-such-folder/o.h5"));
+}

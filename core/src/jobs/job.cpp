@@ -79,7 +79,7 @@ std::string LineError::what() const {
   return s + message;
 }
 
-InputError::InputError(LineError e) : std::runtime_error(e.what()), detail_(std::move(e)) {}
+InputError::InputError(LineError e) : UsageError(e.what()), detail_(std::move(e)) {}
 
 InputError::InputError(const std::string& file, const std::string& message)
     : InputError(LineError{file, 0, "", message}) {}

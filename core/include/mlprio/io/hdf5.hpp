@@ -19,14 +19,16 @@
 #include <utility>
 #include <vector>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio::h5 {
 
 inline constexpr const char* FORMAT_NAME = "mlprio";
 inline constexpr int FORMAT_VERSION = 1;
 
-class H5Error : public std::runtime_error {
+class H5Error : public ::mlprio::RuntimeError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::RuntimeError::RuntimeError;
 };
 
 using hid = int64_t;  // hid_t without pulling hdf5.h into every includer

@@ -13,14 +13,16 @@
 #include <string>
 #include <string_view>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio::io {
 
 // Every format mlprio reads nests fewer than 12 levels (an XGBoost model: 8).
 inline constexpr int JSON_MAX_DEPTH = 64;
 
-class JsonInputError : public std::runtime_error {
+class JsonInputError : public ::mlprio::UsageError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::UsageError::UsageError;
 };
 
 // Byte offset of the first '[' or '{' (outside strings) that opens level max_depth + 1, or

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mlprio/jobs/job.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio {
 
@@ -88,7 +89,7 @@ struct ReadOptions {
 };
 
 // Thrown for unusable input: a missing file, or a malformed line in strict mode.
-class InputError : public std::runtime_error {
+class InputError : public UsageError {
  public:
   explicit InputError(LineError e);
   InputError(const std::string& file, const std::string& message);

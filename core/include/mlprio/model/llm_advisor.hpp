@@ -20,12 +20,14 @@
 #include <utility>
 #include <vector>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio::model {
 
 // A configuration the advisor cannot run with, or a failure to set up curl. what() says which.
-class AdvisorError : public std::runtime_error {
+class AdvisorError : public ::mlprio::UsageError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::UsageError::UsageError;
 };
 
 struct AdvisorConfig {

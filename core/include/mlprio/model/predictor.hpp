@@ -15,6 +15,7 @@
 
 #include "mlprio/jobs/job.hpp"
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio::model {
 
@@ -30,9 +31,9 @@ struct Prediction {
 
 // A model file that cannot be used: missing, unreadable, corrupt, wrong schema or version,
 // unsafe permissions. what() says which and why.
-class ModelError : public std::runtime_error {
+class ModelError : public ::mlprio::UsageError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::UsageError::UsageError;
 };
 
 // Score parameters (core/src/model/README.md, "Score"). Higher score = scheduled earlier. The

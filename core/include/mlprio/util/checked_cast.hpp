@@ -16,6 +16,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio {
 
 // Processors, nodes or GPUs one job may ask for (2^44: larger than any machine we accept, see
@@ -24,11 +26,11 @@ inline constexpr int64_t JOB_MAX_COUNT = int64_t{1} << 44;
 // Memory of one job, bytes (4 EiB).
 inline constexpr int64_t JOB_MAX_BYTES = int64_t{1} << 62;
 
-// A value out of the range its field accepts. An input error (std::invalid_argument), so the
-// programs exit 2 for it.
-class RangeError : public std::invalid_argument {
+// A value out of the range its field accepts. An input error (UsageError, util/errors.hpp), so
+// the programs exit 2 for it.
+class RangeError : public UsageError {
  public:
-  using std::invalid_argument::invalid_argument;
+  using UsageError::UsageError;
 };
 
 // v truncated toward zero, when v is finite and lo <= v <= hi; std::nullopt otherwise.

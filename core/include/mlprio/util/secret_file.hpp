@@ -12,11 +12,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio {
 
-class SecretFileError : public std::runtime_error {
+class SecretFileError : public UsageError {
  public:
-  using std::runtime_error::runtime_error;
+  using UsageError::UsageError;
 };
 
 // The longest secret accepted (bytes, before trailing white space is dropped).

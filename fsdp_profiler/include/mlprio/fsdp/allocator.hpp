@@ -21,13 +21,13 @@
 #include "mlprio/fsdp/device.hpp"
 #include "mlprio/fsdp/settings.hpp"
 #include "mlprio/fsdp/stats.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio::fsdp {
 
-class InvariantError : public std::logic_error {
- public:
-  using std::logic_error::logic_error;
-};
+// An invariant of the allocator model broke (a bug): the one mlprio::InvariantError, which the
+// replay simulator (replay::InvariantError) throws too.
+using InvariantError = ::mlprio::InvariantError;
 
 using StreamId = uint32_t;
 using BlockId = uint32_t;

@@ -12,11 +12,13 @@
 #include <string>
 #include <string_view>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio::fsdp {
 
-class DeviceError : public std::runtime_error {
+class DeviceError : public ::mlprio::RuntimeError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::RuntimeError::RuntimeError;
 };
 
 // Microseconds each device call costs (orders of magnitude from public measurements of

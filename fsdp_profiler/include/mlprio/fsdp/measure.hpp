@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "mlprio/fsdp/sweep.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio::fsdp {
 
 // No usable CUDA device: the program exits 3 and points at `sweep`.
-class NoCudaDeviceError : public std::runtime_error {
+class NoCudaDeviceError : public ::mlprio::NoDeviceError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::NoDeviceError::NoDeviceError;
 };
 
 struct MeasureOptions {

@@ -10,11 +10,13 @@
 #include <string_view>
 #include <vector>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio::fsdp {
 
-class ModelConfigError : public std::invalid_argument {
+class ModelConfigError : public ::mlprio::UsageError {
  public:
-  using std::invalid_argument::invalid_argument;
+  using ::mlprio::UsageError::UsageError;
 };
 
 // Bounds on a model-shape file's numbers: parameter counts (layers x d^2) and the step's tensor

@@ -11,11 +11,13 @@
 #include <string>
 #include <string_view>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio::fsdp {
 
-class SettingsError : public std::invalid_argument {
+class SettingsError : public ::mlprio::UsageError {
  public:
-  using std::invalid_argument::invalid_argument;
+  using ::mlprio::UsageError::UsageError;
 };
 
 inline constexpr uint64_t KiB = 1024;

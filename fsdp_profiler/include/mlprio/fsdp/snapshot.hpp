@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "mlprio/fsdp/allocator.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio::fsdp {
 
-class SnapshotError : public std::runtime_error {
+class SnapshotError : public ::mlprio::UsageError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::UsageError::UsageError;
 };
 
 enum class TraceAction { ALLOC, FREE_REQUESTED, FREE_COMPLETED, FREE, OTHER };

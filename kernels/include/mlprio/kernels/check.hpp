@@ -11,11 +11,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio::kernels {
 
-class CudaError : public std::runtime_error {
+class CudaError : public ::mlprio::RuntimeError {
  public:
-  CudaError(const std::string& what, cudaError_t code) : std::runtime_error(what), code_(code) {}
+  CudaError(const std::string& what, cudaError_t code) : ::mlprio::RuntimeError(what), code_(code) {}
   cudaError_t code() const { return code_; }
 
  private:

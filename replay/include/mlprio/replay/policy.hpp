@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio::replay {
 
 struct MlPredictions;  // mlprio/replay/ml.hpp
@@ -78,9 +80,9 @@ class QueuePolicy {
   virtual void load_state(std::span<const double> /*state*/) {}
 };
 
-class UnknownPolicyError : public std::invalid_argument {
+class UnknownPolicyError : public ::mlprio::UsageError {
  public:
-  using std::invalid_argument::invalid_argument;
+  using ::mlprio::UsageError::UsageError;
 };
 
 // Names accepted by make_policy, in registration order.

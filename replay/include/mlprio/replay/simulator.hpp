@@ -19,6 +19,7 @@
 #include "mlprio/jobs/job.hpp"
 #include "mlprio/model/predictor.hpp"
 #include "mlprio/replay/policy.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio {
 struct TraceHeader;
@@ -56,20 +57,18 @@ Correction parse_correction(std::string_view s);
 BackfillOrder parse_backfill_order(std::string_view s);
 
 // A configuration that cannot be simulated (unknown name, empty machine, ...).
-class ConfigError : public std::invalid_argument {
+class ConfigError : public ::mlprio::UsageError {
  public:
-  using std::invalid_argument::invalid_argument;
+  using ::mlprio::UsageError::UsageError;
 };
 // A job the machine can never hold, under TooLarge::ERROR.
-class JobTooLargeError : public std::runtime_error {
+class JobTooLargeError : public ::mlprio::UsageError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::UsageError::UsageError;
 };
-// An invariant of the simulation broke (a bug, never bad input).
-class InvariantError : public std::logic_error {
- public:
-  using std::logic_error::logic_error;
-};
+// An invariant of the simulation broke (a bug, never bad input): the one mlprio::InvariantError,
+// which the allocator model (fsdp::InvariantError) throws too.
+using InvariantError = ::mlprio::InvariantError;
 
 struct Machine {
   int64_t nodes = 0;

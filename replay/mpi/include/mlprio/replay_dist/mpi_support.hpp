@@ -12,12 +12,13 @@
 
 #include "mlprio/replay_dist/sweep.hpp"
 #include "mlprio/replay_dist/time_parallel.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio::replay::dist {
 
-class MpiError : public std::runtime_error {
+class MpiError : public ::mlprio::RuntimeError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::RuntimeError::RuntimeError;
 };
 
 // Throws MpiError "MPI call failed on rank R: <call> at file:line: <MPI error string>".

@@ -20,6 +20,7 @@
 #include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/simulator.hpp"
 #include "mlprio/replay/spec.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio::replay::dist {
 
@@ -27,9 +28,9 @@ inline constexpr int SWEEP_LAYOUT_VERSION = 1;
 inline constexpr const char* JOURNAL_MAGIC = "mlprio-sweep-journal 1";
 
 // A sweep that cannot run as asked (bad option, config line, window, journal of another sweep).
-class SweepError : public std::runtime_error {
+class SweepError : public ::mlprio::UsageError {
  public:
-  using std::runtime_error::runtime_error;
+  using ::mlprio::UsageError::UsageError;
 };
 
 // SplitMix64 (Steele, Lea, Flood 2014): 64-bit state, next = mix(state += 0x9e3779b97f4a7c15).
