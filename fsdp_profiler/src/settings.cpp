@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mlprio/util/checked_cast.hpp"
+#include "mlprio/util/text.hpp"
 
 namespace mlprio::fsdp {
 
@@ -33,12 +34,7 @@ constexpr KnownKey KNOWN_KEYS[] = {
     {"pinned_num_register_threads", "pinned_num_register_threads:8 (host memory; ignored)"},
 };
 
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
+std::string trim(std::string_view s) { return std::string(util::trim(s)); }
 
 [[noreturn]] void bad_value(const std::string& key, const std::string& value, const char* why) {
   const char* example = "";

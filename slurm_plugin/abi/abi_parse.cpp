@@ -13,15 +13,12 @@
 
 #include "abi_detail.hpp"
 #include "mlprio/util/checked_cast.hpp"
+#include "mlprio/util/text.hpp"
 
 namespace mlprio::plugin {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
+using util::trim;
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -96,9 +93,9 @@ bool parse_bool(std::string_view s, bool& out) {
 }
 
 bool parse_int(std::string_view s, int64_t& out) {
-  s = trim(s);
-  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+  const auto v = util::parse_int(trim(s));
+  if (v) out = *v;
+  return v.has_value();
 }
 
 // Canonical feature key for an alias, or "" when the key is not a fine-tuning parameter.

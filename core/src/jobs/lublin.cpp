@@ -6,6 +6,7 @@
 // comes from our own fully specified PRNG and samplers, never from <random>'s distributions whose
 // algorithms differ between standard libraries.
 #include "mlprio/jobs/lublin.hpp"
+#include "mlprio/util/splitmix64.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -32,12 +33,7 @@ constexpr double MAX_LOAD_SCALE = 1e3;
 
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using util::splitmix64;
 
 // Mass of gamma(shape, scale) over [lo, hi] up to the constant 1/(Gamma(shape) scale^shape), which
 // cancels when the bucket weights are normalised to mean 1. Simpson's rule on 64 panels is

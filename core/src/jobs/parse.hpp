@@ -11,16 +11,14 @@
 #include <vector>
 
 #include "mlprio/util/checked_cast.hpp"
+#include "mlprio/util/text.hpp"
 
 namespace mlprio::detail {
 
-inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
-
-inline std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
+// White space and trim are core's (mlprio/util/text.hpp). Lines reach the readers without their
+// '\n', so that it counts as white space there changes nothing here.
+using util::is_space;
+using util::trim;
 
 // Splits on runs of spaces/tabs into out[0..max); returns the number of fields found (which
 // may exceed max: the rest is counted but not stored).
@@ -64,13 +62,12 @@ inline std::optional<double> parse_double(std::string_view s) {
   return v;
 }
 
+// An integer field: white space around it and a leading '+' allowed (util::parse_int is exact).
 inline std::optional<int64_t> parse_int(std::string_view s) {
   s = trim(s);
   if (s.empty()) return std::nullopt;
   if (s.front() == '+') s.remove_prefix(1);
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec == std::errc() && p == s.data() + s.size()) return v;
+  if (const auto v = util::parse_int(s)) return v;
   // Integers written as "12.0" or "1e3" in some archives: accept when integral and in range.
   auto d = parse_double(s);
   if (d && std::trunc(*d) == *d) return to_integer<int64_t>(*d);

@@ -27,24 +27,10 @@
 
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/util/checked_cast.hpp"
+#include "mlprio/util/text.hpp"
 #include "mlprio/replay/output.hpp"
 
 namespace mlprio::replay::dist {
-
-uint64_t SplitMix64::next() {
-  uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-uint64_t SplitMix64::below(uint64_t bound) {
-  // Accept only values under the largest multiple of bound, so every residue is equally likely.
-  const uint64_t limit = UINT64_MAX - (UINT64_MAX % bound);
-  uint64_t x = next();
-  while (x >= limit) x = next();
-  return x % bound;
-}
 
 std::vector<int64_t> draw_window_starts(int64_t count, int64_t len, int64_t trace_jobs,
                                         uint64_t seed, const std::vector<int64_t>& taken) {
@@ -88,11 +74,9 @@ namespace {
 // A whole decimal number, all of `s` (no sign, space or trailing text); the callers turn the
 // exception into a message with an example.
 int64_t parse_int(const std::string& s) {
-  int64_t v = 0;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
-    throw std::invalid_argument("not a whole number");
-  return v;
+  const auto v = util::parse_int(s);
+  if (!v) throw std::invalid_argument("not a whole number");
+  return *v;
 }
 
 uint64_t fnv1a(std::string_view s) {

@@ -18,6 +18,7 @@
 #include "mlprio/replay/simulator.hpp"
 #include "mlprio/replay_dist/sweep.hpp"
 #include "mlprio/util/checked_cast.hpp"
+#include "mlprio/util/text.hpp"
 
 namespace mlprio::replay::dist {
 namespace {
@@ -32,12 +33,7 @@ struct Reader {
   }
 };
 
-std::string trim(const std::string& s) {
-  size_t a = 0, b = s.size();
-  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
-  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
-  return s.substr(a, b - a);
-}
+std::string trim(const std::string& s) { return std::string(util::trim(s)); }
 
 // Drops a # comment that is not inside a string.
 std::string strip_comment(const std::string& s) {

@@ -21,6 +21,7 @@
 #include "mlprio/replay/simulator.hpp"
 #include "mlprio/replay/spec.hpp"
 #include "mlprio/util/errors.hpp"
+#include "mlprio/util/splitmix64.hpp"
 
 namespace mlprio::replay::dist {
 
@@ -33,18 +34,8 @@ class SweepError : public ::mlprio::UsageError {
   using ::mlprio::UsageError::UsageError;
 };
 
-// SplitMix64 (Steele, Lea, Flood 2014): 64-bit state, next = mix(state += 0x9e3779b97f4a7c15).
-// Integer-only, so the same seed gives the same numbers on every machine and compiler.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next();
-  // Uniform in [0, bound) by rejection (no modulo bias); bound > 0.
-  uint64_t below(uint64_t bound);
-
- private:
-  uint64_t state_;
-};
+// The window draw's generator: core's SplitMix64 (mlprio/util/splitmix64.hpp).
+using SplitMix64 = ::mlprio::util::SplitMix64;
 
 // The most tasks one sweep may expand to (traces x policies x parameter sets x backfills x
 // windows), and so the most random windows or parameter sets: the plan and its results are held
