@@ -302,6 +302,28 @@ static void _append_admin_comment(job_desc_msg_t *job_desc, const char *s)
 		job_desc->admin_comment = xstrdup(s);
 }
 
+/*
+ * The short reason `scontrol show job` shows for every decided job: SITE
+ * ranks by the predicted run (mlprio_pred=) and lowers likely failures
+ * (mlprio_pfail=, when the model has a failure classifier; a warned,
+ * exempted or overridden job already carries the probability in its note).
+ */
+static void _note_prediction(job_desc_msg_t *job_desc,
+			     const mlprio_decision_t *d)
+{
+	char dur[32], text[96];
+
+	if (!isfinite(d->pred.runtime_s))
+		return;
+	mlprio_format_duration(d->pred.runtime_s, dur, sizeof(dur));
+	if ((d->verdict == MLPRIO_VERDICT_PASS) && isfinite(d->pred.fail_prob))
+		snprintf(text, sizeof(text), "mlprio_pred=%s mlprio_pfail=%.2f",
+			 dur, d->pred.fail_prob);
+	else
+		snprintf(text, sizeof(text), "mlprio_pred=%s", dur);
+	_append_admin_comment(job_desc, text);
+}
+
 /* One decision through the hub or our own context; MLPRIO_* status. */
 static int _decide(const mlprio_job_t *j, mlprio_decision_t *d,
 		   const char **why)
@@ -534,6 +556,8 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 		     plugin_type, submit_uid, j.user ? j.user : "?",
 		     job_desc->name ? job_desc->name : "(none)", d.log);
 	}
+
+	_note_prediction(job_desc, &d);
 
 	if (_fill_limit(job_desc, &d, &lim_min, &clamped, &def)) {
 		job_desc->time_limit = lim_min;

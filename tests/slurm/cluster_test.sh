@@ -184,6 +184,9 @@ timelimit)
   scontrol show job "$id" | grep -q "TimeLimit=01:09:00" || fail "TimeLimit is not 01:09:00"
   # No job id exists in job_submit: the note in AdminComment lets the site factor log it.
   scontrol show job "$id" | grep -q "AdminComment=.*mlprio_limit=01:09:00" || fail "no mlprio_limit note"
+  # The short reason for its SITE, where `scontrol show job` shows it.
+  scontrol show job "$id" | grep -q "AdminComment=.*mlprio_pred=00:55:00 mlprio_pfail=0.00" ||
+    fail "no mlprio_pred/mlprio_pfail reason in AdminComment"
   expect_log "job_submit/mlprio: job from uid 0 (root) name wrap: mlprio: time limit set to 01:09:00"
   expect_log "site_factor/mlprio: JobId=$id user=root: mlprio_limit=01:09:00$"
   id2=$(sbatch --parsable -p short --wrap 'sleep 1' 2>"$M/err") || fail "sbatch -p short failed"
