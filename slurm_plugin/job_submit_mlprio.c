@@ -47,6 +47,7 @@
 #include "src/slurmctld/slurmctld.h"
 
 #include "mlprio_abi.h"
+#include "slurm_compat.h"
 
 const char plugin_name[] = "mlprio job submit plugin";
 const char plugin_type[] = "job_submit/mlprio";
@@ -583,7 +584,7 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 }
 
 extern int job_modify(job_desc_msg_t *job_desc, job_record_t *job_ptr,
-		      uint32_t submit_uid)
+		      uint32_t submit_uid MLPRIO_JOB_MODIFY_ERR_MSG)
 {
 	return SLURM_SUCCESS;
 }

@@ -40,6 +40,7 @@
 #include "src/slurmctld/slurmctld.h"
 
 #include "mlprio_abi.h"
+#include "slurm_compat.h"
 
 const char plugin_name[] = "mlprio learned site factor plugin";
 const char plugin_type[] = "site_factor/mlprio";
@@ -74,7 +75,7 @@ static void _log_cb(int level, const char *msg)
 /* Memory (bytes, whole job) from pn_min_memory, which carries MEM_PER_CPU. */
 static int64_t _job_mem_bytes(job_record_t *job_ptr)
 {
-	struct job_details *d = job_ptr->details;
+	mlprio_job_details_t *d = job_ptr->details;
 	uint64_t mem;
 
 	if (!d || (d->pn_min_memory == 0) || (d->pn_min_memory == NO_VAL64))
@@ -89,7 +90,7 @@ static int64_t _job_mem_bytes(job_record_t *job_ptr)
 
 static void _fill_job(job_record_t *job_ptr, mlprio_job_t *j)
 {
-	struct job_details *d = job_ptr->details;
+	mlprio_job_details_t *d = job_ptr->details;
 	double gpn;
 
 	memset(j, 0, sizeof(*j));
@@ -311,8 +312,7 @@ static void _history_learned(size_t learned, time_t scan_start)
  */
 static void _scan_history(void)
 {
-	slurmctld_lock_t job_read_lock = {
-		NO_LOCK, READ_LOCK, NO_LOCK, NO_LOCK, NO_LOCK };
+	slurmctld_lock_t job_read_lock = { .job = READ_LOCK };
 	size_t learned = 0;
 	time_t start = time(NULL);
 
@@ -367,7 +367,8 @@ static int _update_pending(void *x, void *arg)
 static void *_applier(void *arg)
 {
 	slurmctld_lock_t job_write_lock = {
-		READ_LOCK, WRITE_LOCK, READ_LOCK, READ_LOCK, NO_LOCK };
+		.conf = READ_LOCK, .job = WRITE_LOCK, .node = READ_LOCK,
+		.part = READ_LOCK };
 	uint32_t ids[APPLY_BATCH];
 	int64_t next_scan = _now_ms();
 
@@ -434,7 +435,7 @@ extern int init(void)
 		return SLURM_SUCCESS;
 	}
 	applier_stop = false;
-	slurm_thread_create(&applier_tid, _applier, NULL);
+	MLPRIO_THREAD_CREATE("mlprio_applier", &applier_tid, _applier, NULL);
 	applier_running = true;
 	return SLURM_SUCCESS;
 }
@@ -444,7 +445,7 @@ extern int fini(void)
 	if (applier_running) {
 		applier_stop = true;
 		mlprio_wake(ctx);
-		pthread_join(applier_tid, NULL);
+		MLPRIO_THREAD_JOIN(applier_tid);
 		applier_running = false;
 	}
 	pthread_rwlock_wrlock(&ctx_lock);
