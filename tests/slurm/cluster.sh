@@ -13,9 +13,26 @@
 #                   with sacctmgr, PriorityCalcPeriod=1 (minute, the least);
 #                   (AccountingStoragePass names the private munge socket for the slurmdbd
 #                   connection); 0 (default) keeps AccountingStorageType=accounting_storage/none
+#   MLPRIO_SLURM_PREFIX a Slurm installed from source (scripts/slurm-build-install), e.g.
+#                   /var/cache/mlprio/slurm-26.05.3-install: its daemons and commands are used
+#                   instead of Debian's (PATH, PluginDir), and the plugins default to the ones
+#                   compiled for its version, $MLPRIO_BUILD/lib/slurm-X.Y.Z (scripts/slurm-matrix)
 
 SKIP=77
 CL_DIR=""
+# Which Slurm: Debian's (default) or one installed from source under MLPRIO_SLURM_PREFIX.
+if [ -n "${MLPRIO_SLURM_PREFIX:-}" ]; then
+  CL_SBIN="$MLPRIO_SLURM_PREFIX/sbin"
+  CL_SLURM_PLUGINS="$MLPRIO_SLURM_PREFIX/lib/slurm"
+  export PATH="$MLPRIO_SLURM_PREFIX/bin:$MLPRIO_SLURM_PREFIX/sbin:$PATH"
+  CL_SLURM_VERSION=$("$CL_SBIN/slurmctld" -V 2>/dev/null | awk '{print $NF}')
+  : "${CL_PLUGIN_DIR:=$MLPRIO_BUILD/lib/slurm-$CL_SLURM_VERSION}"
+else
+  CL_SBIN=/usr/sbin
+  CL_SLURM_PLUGINS=/usr/lib/x86_64-linux-gnu/slurm-wlm
+  CL_SLURM_VERSION=$(/usr/sbin/slurmctld -V 2>/dev/null | awk '{print $NF}')
+  : "${CL_PLUGIN_DIR:=$MLPRIO_BUILD/lib/slurm}"
+fi
 # Four consecutive ports (slurmctld, slurmd, slurmdbd, mariadb). Unless CL_PORT_BASE is given,
 # a free block is picked at random in 20000-29999 so a leftover daemon or a second test run on
 # the same machine cannot collide with this one.
@@ -42,11 +59,11 @@ cluster_skip_unless_possible() {
   local bins="munged slurmctld slurmd sbatch sprio scontrol"
   [ "${CLUSTER_DBD:-0}" = 1 ] && bins="$bins slurmdbd sacctmgr sacct mariadbd mariadb mariadb-install-db"
   for b in $bins; do
-    command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] ||
+    command -v "$b" >/dev/null 2>&1 || [ -x "$CL_SBIN/$b" ] ||
       { echo "SKIP: $b not installed (run scripts/bootstrap)"; exit $SKIP; }
   done
-  [ -f "$MLPRIO_BUILD/lib/slurm/site_factor_mlprio.so" ] ||
-    { echo "SKIP: plugins not built in $MLPRIO_BUILD/lib/slurm"; exit $SKIP; }
+  [ -f "$CL_PLUGIN_DIR/site_factor_mlprio.so" ] ||
+    { echo "SKIP: plugins not built in $CL_PLUGIN_DIR"; exit $SKIP; }
 }
 
 # Wait up to $1 seconds for command "$2..." to succeed.
@@ -89,7 +106,7 @@ cluster_stop() {
 
 # Writes slurm.conf with site factor parameters $1.
 cluster_write_conf() {
-  local params=$1 plugins="" acct="AccountingStorageType=accounting_storage/none"
+  local params=$1 plugins="" acct="AccountingStorageType=accounting_storage/none" none_plugins=""
   if [ "${CLUSTER_DBD:-0}" = 1 ]; then
     acct="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
@@ -106,6 +123,10 @@ JobSubmitPlugins=mlprio"
     plugins="PrioritySiteFactorParameters=$params
 JobSubmitPlugins=mlprio"
   fi
+  # switch/none and task/none are gone from newer releases (the default is then no plugin).
+  [ -f "$CL_SLURM_PLUGINS/switch_none.so" ] && none_plugins="SwitchType=switch/none"
+  [ -f "$CL_SLURM_PLUGINS/task_none.so" ] && none_plugins="$none_plugins
+TaskPlugin=task/none"
   cat > "$CL_DIR/slurm.conf" <<CONF
 ClusterName=mlpriotest
 SlurmctldHost=localhost(127.0.0.1)
@@ -124,11 +145,10 @@ SlurmctldLogFile=$CL_DIR/slurmctld.log
 SlurmdLogFile=$CL_DIR/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
-PluginDir=/usr/lib/x86_64-linux-gnu/slurm-wlm:${CL_PLUGIN_DIR:-$MLPRIO_BUILD/lib/slurm}
+PluginDir=$CL_SLURM_PLUGINS:$CL_PLUGIN_DIR
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
 MpiDefault=none
-SwitchType=switch/none
+$none_plugins
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
@@ -213,10 +233,10 @@ cluster_start() {
     { echo "munged failed:"; cat "$CL_DIR/munged.out" "$CL_DIR/munged.log" 2>/dev/null; return 1; }
   wait_for 10 test -S "$CL_DIR/munge.sock" || { echo "munged socket missing"; return 1; }
   if [ "${CLUSTER_DBD:-0}" = 1 ]; then _dbd_start || return 1; fi
-  /usr/sbin/slurmctld -c -f "$SLURM_CONF" >"$CL_DIR/slurmctld.out" 2>&1 ||
+  "$CL_SBIN/slurmctld" -c -f "$SLURM_CONF" >"$CL_DIR/slurmctld.out" 2>&1 ||
     { echo "slurmctld failed:"; cat "$CL_DIR/slurmctld.out"; tail -30 "$CL_DIR/slurmctld.log"; return 1; }
   wait_for 20 scontrol ping || { echo "slurmctld not answering:"; tail -30 "$CL_DIR/slurmctld.log"; return 1; }
-  /usr/sbin/slurmd -N mlprionode -f "$SLURM_CONF" >"$CL_DIR/slurmd.out" 2>&1 ||
+  "$CL_SBIN/slurmd" -N mlprionode -f "$SLURM_CONF" >"$CL_DIR/slurmd.out" 2>&1 ||
     { echo "slurmd failed:"; cat "$CL_DIR/slurmd.out"; tail -30 "$CL_DIR/slurmd.log"; return 1; }
   wait_for 30 sh -c 'sinfo -h -n mlprionode -p debug -o %t | grep -Eq "^idle"' ||
     { echo "node not idle:"; sinfo; tail -20 "$CL_DIR/slurmd.log"; return 1; }

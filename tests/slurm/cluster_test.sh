@@ -2,7 +2,7 @@
 # Cluster tests for site_factor/mlprio and job_submit/mlprio: each case starts a fresh cluster
 # (cluster.sh), drives it with the real sbatch/sprio/scontrol, and fails with the slurmctld log
 # tail when an expectation does not hold. Exit 77 = skipped (not root, Slurm or plugins missing).
-#   cluster_test.sh BUILD_DIR CASE     CASE: abi_check upgrade load order timelimit refuse
+#   cluster_test.sh BUILD_DIR CASE     CASE: abi_check upgrade foreign load order timelimit refuse
 #                                            refuse_history refuse_xgb exempt exempt_default
 #                                            warn reconfig
 #                                            reconfig_now reconfig_js_only badmodel async run
@@ -82,19 +82,24 @@ set_plugin_version() {
     dd of="$so" bs=1 seek="$off" conv=notrunc status=none
 }
 CHECK_ABI="$HERE/../../scripts/check-plugin-abi"
+# From 23.11 "scontrol reconfigure" restarts slurmctld (fini + init of every plugin) instead of
+# calling site_factor_p_reconfig() in the running one.
+RECONFIG_RESTARTS=0
+IFS=. read -r _maj _min _ <<<"$CL_SLURM_VERSION"
+[ $((10#$_maj * 100 + 10#$_min)) -ge 2311 ] && RECONFIG_RESTARTS=1
 
 case "$CASE" in
 abi_check)
   # scripts/check-plugin-abi reads plugin_version out of the built plugins: they match the
   # installed slurmctld; a copy claiming the next micro version does not (exit 1, named);
   # something that is no plugin cannot be judged (exit 2).
-  v=$(slurmctld -V | awk '{print $NF}')
+  v=$CL_SLURM_VERSION
   next_v="${v%.*}.$(( ${v##*.} + 1 ))"
-  "$CHECK_ABI" "$MLPRIO_BUILD/lib/slurm" || fail "the built plugins do not match slurmctld $v"
-  "$CHECK_ABI" --expect "$next_v" "$MLPRIO_BUILD/lib/slurm" >"$M/out" && fail "--expect $next_v passed"
+  "$CHECK_ABI" "$CL_PLUGIN_DIR" || fail "the built plugins do not match slurmctld $v"
+  "$CHECK_ABI" --expect "$next_v" "$CL_PLUGIN_DIR" >"$M/out" && fail "--expect $next_v passed"
   cat "$M/out"
   grep -q "MISMATCH .*job_submit_mlprio.so: built for Slurm $v, slurmctld is $next_v" "$M/out" || fail "no mismatch line"
-  mkdir -p "$M/p" && cp "$MLPRIO_BUILD"/lib/slurm/*.so "$M/p/"
+  mkdir -p "$M/p" && cp "$CL_PLUGIN_DIR"/*.so "$M/p/"
   set_plugin_version "$M/p/job_submit_mlprio.so" "$next_v" || fail "patching"
   "$CHECK_ABI" "$M/p" >"$M/out"; rc=$?
   cat "$M/out"
@@ -112,17 +117,17 @@ upgrade)
   # A refused job_submit plugin is fatal at startup; a refused site factor is not, but
   # slurmctld tries to load it again at every priority calculation. check-plugin-abi says so
   # before the restart.
-  v=$(slurmctld -V | awk '{print $NF}')
+  v=$CL_SLURM_VERSION
   next_v="${v%.*}.$(( ${v##*.} + 1 ))"
-  mkdir -p "$M/p" && cp "$MLPRIO_BUILD"/lib/slurm/*.so "$M/p/"
+  mkdir -p "$M/p" && cp "$CL_PLUGIN_DIR"/*.so "$M/p/"
   set_plugin_version "$M/p/job_submit_mlprio.so" "$next_v" || fail "patching"
   start "model=$M/plain.json,$BASE"
   _kill_pidfile "$CL_DIR/slurmctld.pid"
   : >"$CL_DIR/slurmctld.log"
-  sed -i "s#^PluginDir=.*#PluginDir=/usr/lib/x86_64-linux-gnu/slurm-wlm:$M/p#" "$SLURM_CONF"
+  sed -i "s#^PluginDir=.*#PluginDir=$CL_SLURM_PLUGINS:$M/p#" "$SLURM_CONF"
   "$CHECK_ABI" "$M/p" >"$M/out" && fail "check-plugin-abi passed plugins slurmctld refuses"
   cat "$M/out"
-  timeout 60 /usr/sbin/slurmctld -D -f "$SLURM_CONF" >"$M/ctld.out" 2>&1; rc=$?
+  timeout 60 "$CL_SBIN/slurmctld" -D -f "$SLURM_CONF" >"$M/ctld.out" 2>&1; rc=$?
   echo "slurmctld exited with $rc"
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "slurmctld did not fail (exit $rc)"
   grep -h "Incompatible\|fatal" "$CL_DIR/slurmctld.log" "$M/ctld.out" | sort -u
@@ -131,10 +136,10 @@ upgrade)
   grep -q "fatal: failed to initialize job_submit plugin" "$CL_DIR/slurmctld.log" "$M/ctld.out" ||
     fail "no 'failed to initialize job_submit plugin' fatal"
   # Only the site factor refused: slurmctld runs, neutral SITE, and retries the load per job.
-  cp "$MLPRIO_BUILD/lib/slurm/job_submit_mlprio.so" "$M/p/"
+  cp "$CL_PLUGIN_DIR/job_submit_mlprio.so" "$M/p/"
   set_plugin_version "$M/p/site_factor_mlprio.so" "$next_v" || fail "patching"
   : >"$CL_DIR/slurmctld.log"
-  /usr/sbin/slurmctld -f "$SLURM_CONF" >"$M/ctld.out" 2>&1 || fail "slurmctld did not start"
+  "$CL_SBIN/slurmctld" -f "$SLURM_CONF" >"$M/ctld.out" 2>&1 || fail "slurmctld did not start"
   wait_for 20 scontrol ping || fail "slurmctld not answering with a refused site factor"
   for _ in 1 2 3; do submit -p hold -t 5 >/dev/null || fail "sbatch"; done
   n=$(grep -c "Incompatible Slurm plugin $M/p/site_factor_mlprio.so" "$CL_DIR/slurmctld.log")
@@ -144,13 +149,37 @@ upgrade)
     fail "no 'cannot create site_factor context' line"
   cluster_alive || fail "slurmctld died"
   # Fixed: the matching build is back, and the check agrees.
-  cp "$MLPRIO_BUILD"/lib/slurm/*.so "$M/p/"
+  cp "$CL_PLUGIN_DIR"/*.so "$M/p/"
   "$CHECK_ABI" "$M/p" || fail "check-plugin-abi after the fix"
+  ;;
+foreign)
+  # Plugins really compiled for another Slurm release (the build matrix, lib/slurm-X.Y.Z), not
+  # patched: slurmctld names the version and refuses; for JobSubmitPlugins that is fatal.
+  other=""
+  for d in "$MLPRIO_BUILD"/lib/slurm-*; do
+    [ -f "$d/job_submit_mlprio.so" ] && [ "${d##*/slurm-}" != "$CL_SLURM_VERSION" ] && { other=$d; break; }
+  done
+  [ -n "$other" ] || { echo "SKIP: no plugins built for another Slurm (scripts/slurm-matrix)"; exit $SKIP; }
+  ov=${other##*/slurm-}
+  start "model=$M/plain.json,$BASE"
+  _kill_pidfile "$CL_DIR/slurmctld.pid"
+  : >"$CL_DIR/slurmctld.log"
+  sed -i "s#^PluginDir=.*#PluginDir=$CL_SLURM_PLUGINS:$other#" "$SLURM_CONF"
+  "$CHECK_ABI" "$other" >"$M/out" && fail "check-plugin-abi passed plugins built for $ov"
+  cat "$M/out"
+  timeout 60 "$CL_SBIN/slurmctld" -D -f "$SLURM_CONF" >"$M/ctld.out" 2>&1; rc=$?
+  echo "slurmctld $CL_SLURM_VERSION with plugins built for $ov exited with $rc"
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "slurmctld did not fail (exit $rc)"
+  grep -h "Incompatible\|fatal" "$CL_DIR/slurmctld.log" "$M/ctld.out" | sort -u
+  grep -q "Incompatible Slurm plugin $other/job_submit_mlprio.so version ($ov)" "$CL_DIR/slurmctld.log" ||
+    fail "no 'Incompatible Slurm plugin ... version ($ov)' line"
+  grep -q "fatal: failed to initialize job_submit plugin" "$CL_DIR/slurmctld.log" "$M/ctld.out" ||
+    fail "no 'failed to initialize job_submit plugin' fatal"
   ;;
 load)
   start "model=$M/plain.json,$BASE,bogus_key=1"
   expect_log "site_factor/mlprio: model loaded: formula model"
-  v=$(slurmctld -V | awk '{print $NF}')
+  v=$CL_SLURM_VERSION
   expect_log "site_factor/mlprio: loaded, built for Slurm $v (formula model"
   expect_log "job_submit/mlprio: loaded, built for Slurm $v; decides with the model of site_factor/mlprio"
   expect_log "unknown parameter 'bogus_key' ignored"
@@ -315,8 +344,15 @@ reconfig)
   cp "$M/plain.json" "$M/plain2.json"
   sed -i "s#^PrioritySiteFactorParameters=.*#PrioritySiteFactorParameters=model=$M/plain2.json,weight=20000,max_boost=100000#" "$SLURM_CONF"
   scontrol reconfigure || fail "scontrol reconfigure"
-  expect_log "site_factor/mlprio: reconfigured (formula model" 30
-  expect_log "site_factor/mlprio: reconfigure: parameters: model=$M/plain2.json,weight=20000,max_boost=100000,"
+  if [ "$RECONFIG_RESTARTS" = 1 ]; then
+    # 23.11+: reconfigure starts a new slurmctld, which loads the plugins afresh (init).
+    expect_log "site_factor/mlprio: parameters: model=$M/plain2.json,weight=20000,max_boost=100000," 30
+    expect_log "site_factor/mlprio: loaded, built for Slurm $CL_SLURM_VERSION (formula model" 30
+    wait_for 30 scontrol ping || fail "slurmctld not answering after reconfigure"
+  else
+    expect_log "site_factor/mlprio: reconfigured (formula model" 30
+    expect_log "site_factor/mlprio: reconfigure: parameters: model=$M/plain2.json,weight=20000,max_boost=100000,"
+  fi
   wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt $((s1 + s1 / 2)) ]" ||
     fail "SITE did not follow the new weight (before $s1, now $(site_of "$id"))"
   # job_submit/mlprio decides with site_factor/mlprio's model (one model for both).
