@@ -364,6 +364,35 @@ static int _update_pending(void *x, void *arg)
  * set_job_prio() needs) and releases it before waiting again, so it can never
  * hold a Slurm lock while blocked on the plugin, and fini() can always join it.
  */
+/*
+ * Pending jobs recovered from the state file carry the SITE that the previous
+ * slurmctld computed under its parameters. From 23.11 `scontrol reconfigure`
+ * is such a restart (a new slurmctld that loads the plugins afresh), so the
+ * recovered jobs are re-scored once, as soon as the job list holds them: one
+ * try per applier wake-up (about 1 s), at most STARTUP_TRIES. Returns the next
+ * try number, STARTUP_TRIES when done.
+ */
+#define STARTUP_TRIES 60
+static int _startup_pass(int tries)
+{
+	slurmctld_lock_t job_write_lock = {
+		.conf = READ_LOCK, .job = WRITE_LOCK, .node = READ_LOCK,
+		.part = READ_LOCK };
+	int jobs;
+
+	lock_slurmctld(job_write_lock);
+	jobs = job_list ? list_count(job_list) : 0;
+	if (jobs > 0)
+		list_for_each(job_list, _reprio_pending, NULL);
+	unlock_slurmctld(job_write_lock);
+	if (jobs > 0) {
+		info("%s: re-scored the pending jobs recovered at start (%d jobs in the list)",
+		     plugin_type, jobs);
+		return STARTUP_TRIES;
+	}
+	return tries + 1;
+}
+
 static void *_applier(void *arg)
 {
 	slurmctld_lock_t job_write_lock = {
@@ -371,6 +400,7 @@ static void *_applier(void *arg)
 		.part = READ_LOCK };
 	uint32_t ids[APPLY_BATCH];
 	int64_t next_scan = _now_ms();
+	int startup_tries = 0;
 
 	while (!applier_stop) {
 		size_t n = 0, i;
@@ -381,6 +411,8 @@ static void *_applier(void *arg)
 			_scan_history();
 			next_scan = _now_ms() + period;
 		}
+		if (startup_tries < STARTUP_TRIES)
+			startup_tries = _startup_pass(startup_tries);
 		if (mlprio_take_ready(ctx, ids, APPLY_BATCH, &n, &all, 1000) !=
 		    MLPRIO_OK)
 			continue;

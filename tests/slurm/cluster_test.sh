@@ -88,6 +88,23 @@ RECONFIG_RESTARTS=0
 IFS=. read -r _maj _min _ <<<"$CL_SLURM_VERSION"
 [ $((10#$_maj * 100 + 10#$_min)) -ge 2311 ] && RECONFIG_RESTARTS=1
 
+# The lines that show a reconfigure took: up to 23.02 the running plugin's reconfigure hook logs
+# "reconfigure: parameters: ..." and "reconfigured (MODEL"; from 23.11 the new slurmctld's init
+# logs "parameters: ..." and "loaded, built for Slurm X (MODEL". PATTERN follows "parameters: ".
+expect_reconf_params() {  # PATTERN [SECONDS]
+  if [ "$RECONFIG_RESTARTS" = 1 ]; then expect_log "site_factor/mlprio: parameters: $1" "${2:-30}"
+  else expect_log "site_factor/mlprio: reconfigure: parameters: $1" "${2:-30}"; fi
+}
+RECONF_MODEL_RE="site_factor/mlprio: reconfigured ("
+[ "$RECONFIG_RESTARTS" = 1 ] && RECONF_MODEL_RE="site_factor/mlprio: loaded, built for Slurm $CL_SLURM_VERSION ("
+# The n-th (default: 2nd with a restart, 1st without) model line of a (re)load: PATTERN follows "(".
+expect_reconf_model() {  # PATTERN [SECONDS]
+  local want=1
+  [ "$RECONFIG_RESTARTS" = 1 ] && want=2
+  wait_for "${2:-30}" sh -c "[ \"\$(grep -c -- \"\$1\" \"\$2\")\" -ge $want ]" _ "$RECONF_MODEL_RE$1" "$CL_DIR/slurmctld.log" ||
+    fail "log lacks ($want times): $RECONF_MODEL_RE$1"
+}
+
 case "$CASE" in
 abi_check)
   # scripts/check-plugin-abi reads plugin_version out of the built plugins: they match the
@@ -114,8 +131,8 @@ abi_check)
 upgrade)
   # What a point-release upgrade does to plugins built for the old release, on the real
   # slurmctld: here the plugins claim the next micro version instead (the same inequality).
-  # A refused job_submit plugin is fatal at startup; a refused site factor is not, but
-  # slurmctld tries to load it again at every priority calculation. check-plugin-abi says so
+  # A refused job_submit plugin is fatal at startup; a refused site factor is not up to 23.02
+  # (slurmctld tries to load it again at every priority calculation), and fatal from 23.11. check-plugin-abi says so
   # before the restart.
   v=$CL_SLURM_VERSION
   next_v="${v%.*}.$(( ${v##*.} + 1 ))"
@@ -139,15 +156,26 @@ upgrade)
   cp "$CL_PLUGIN_DIR/job_submit_mlprio.so" "$M/p/"
   set_plugin_version "$M/p/site_factor_mlprio.so" "$next_v" || fail "patching"
   : >"$CL_DIR/slurmctld.log"
-  "$CL_SBIN/slurmctld" -f "$SLURM_CONF" >"$M/ctld.out" 2>&1 || fail "slurmctld did not start"
-  wait_for 20 scontrol ping || fail "slurmctld not answering with a refused site factor"
-  for _ in 1 2 3; do submit -p hold -t 5 >/dev/null || fail "sbatch"; done
-  n=$(grep -c "Incompatible Slurm plugin $M/p/site_factor_mlprio.so" "$CL_DIR/slurmctld.log")
-  echo "site factor load attempts: $n"
-  [ "$n" -ge 4 ] || fail "expected a load attempt at start and per job, saw $n"
-  grep -q "cannot create site_factor context for site_factor/mlprio" "$CL_DIR/slurmctld.log" ||
-    fail "no 'cannot create site_factor context' line"
-  cluster_alive || fail "slurmctld died"
+  if [ "$RECONFIG_RESTARTS" = 1 ]; then
+    # 23.11+: priority/multifactor makes a site factor that cannot load fatal too.
+    timeout 60 "$CL_SBIN/slurmctld" -D -f "$SLURM_CONF" >"$M/ctld.out" 2>&1; rc=$?
+    echo "slurmctld with a refused site factor exited with $rc"
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "slurmctld did not fail (exit $rc)"
+    grep -q "Incompatible Slurm plugin $M/p/site_factor_mlprio.so" "$CL_DIR/slurmctld.log" ||
+      fail "no 'Incompatible Slurm plugin' line for the site factor"
+    grep -q "fatal: Failed to initialize site_factor plugin" "$CL_DIR/slurmctld.log" "$M/ctld.out" ||
+      fail "no 'Failed to initialize site_factor plugin' fatal"
+  else
+    "$CL_SBIN/slurmctld" -f "$SLURM_CONF" >"$M/ctld.out" 2>&1 || fail "slurmctld did not start"
+    wait_for 20 scontrol ping || fail "slurmctld not answering with a refused site factor"
+    for _ in 1 2 3; do submit -p hold -t 5 >/dev/null || fail "sbatch"; done
+    n=$(grep -c "Incompatible Slurm plugin $M/p/site_factor_mlprio.so" "$CL_DIR/slurmctld.log")
+    echo "site factor load attempts: $n"
+    [ "$n" -ge 4 ] || fail "expected a load attempt at start and per job, saw $n"
+    grep -q "cannot create site_factor context for site_factor/mlprio" "$CL_DIR/slurmctld.log" ||
+      fail "no 'cannot create site_factor context' line"
+    cluster_alive || fail "slurmctld died"
+  fi
   # Fixed: the matching build is back, and the check agrees.
   cp "$CL_PLUGIN_DIR"/*.so "$M/p/"
   "$CHECK_ABI" "$M/p" || fail "check-plugin-abi after the fix"
@@ -453,7 +481,7 @@ shadow)
   # The same job in enforce mode is refused.
   sed -i "s#,mode=shadow#,mode=enforce#" "$SLURM_CONF"
   scontrol reconfigure || fail "reconfigure"
-  expect_log "site_factor/mlprio: reconfigure: parameters: .*,mode=enforce,"
+  expect_reconf_params ".*,mode=enforce,"
   if sbatch -p hold -o /dev/null --wrap 'sleep 1' 2>"$M/err"; then fail "enforce mode did not refuse"; fi
   grep -q "predicted to fail with probability 0.90" "$M/err" || fail "no refusal message: $(cat "$M/err")"
   # The summary of the trial: the shadow lines joined with what happened (a sacct-format dump
@@ -482,7 +510,7 @@ scope)
   scontrol show job "$id" | grep -q "TimeLimit=00:10:00" || fail "DefaultTime=10 was not respected: $(scontrol show job "$id" | grep -o 'TimeLimit=[^ ]*')"
   sed -i "s#scope_partitions=hold:deftime#scope_partitions=hold:deftime,override_default_time=1#" "$SLURM_CONF"
   scontrol reconfigure || fail "reconfigure"
-  expect_log "site_factor/mlprio: reconfigure: parameters: .*,override_default_time=1,"
+  expect_reconf_params ".*,override_default_time=1,"
   id=$(sbatch --parsable -p deftime -o /dev/null --wrap 'sleep 1' 2>"$M/err") || fail "sbatch -p deftime"
   grep -q "time limit set to 01:09:00 (predicted run 00:55:00 + margin, in place of the partition's DefaultTime)" "$M/err" ||
     fail "override_default_time=1 did not fill: $(cat "$M/err")"
@@ -509,7 +537,7 @@ jobcomp_loop)
   chmod 644 "$M/jc.json"
   sed -i "s#^PrioritySiteFactorParameters=.*#PrioritySiteFactorParameters=model=$M/jc.json,$BASE,history_period_ms=0#" "$SLURM_CONF"
   scontrol reconfigure || fail "scontrol reconfigure"
-  expect_log "site_factor/mlprio: reconfigured (formula model" 30
+  expect_reconf_model "formula model"
   sbatch --parsable -p hold -o /dev/null --wrap 'sleep 1' 2>"$M/err" >/dev/null || fail "sbatch"
   cat "$M/err"
   grep -q "(predicted run 00:00:0[0-9] + margin)" "$M/err" || fail "root's prediction does not come from the jobcomp runs: $(cat "$M/err")"
