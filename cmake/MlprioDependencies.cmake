@@ -36,6 +36,12 @@ mlprio_report("MPI (MLPRIO_WITH_MPI)" MLPRIO_HAVE_MPI "${MPI_CXX_VERSION} ${MLPR
 # ---- CUDA ----
 set(MLPRIO_WITH_CUDA AUTO CACHE STRING "Build the CUDA kernels and device (ON/OFF/AUTO)")
 set(MLPRIO_HAVE_CUDA OFF)
+# GPU code generated for the kernels: CMake's CUDA_ARCHITECTURES syntax. The default is machine
+# code for A100 (80) and H100/H200 (90) plus PTX for 90, which newer GPUs JIT-compile once. Set
+# before enable_language(CUDA), whose own default (75 with CUDA 13) would otherwise be kept.
+set(MLPRIO_CUDA_ARCHITECTURES "80-real;90" CACHE STRING
+    "CUDA architectures of the kernels (CMAKE_CUDA_ARCHITECTURES syntax; default 80-real;90)")
+set(CMAKE_CUDA_ARCHITECTURES ${MLPRIO_CUDA_ARCHITECTURES})
 if(NOT MLPRIO_WITH_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
@@ -47,9 +53,6 @@ if(NOT MLPRIO_WITH_CUDA STREQUAL "OFF")
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND)
       set(MLPRIO_HAVE_CUDA ON)
-      if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-        set(CMAKE_CUDA_ARCHITECTURES 80 90)
-      endif()
       set(CMAKE_CUDA_STANDARD 20)
     endif()
   endif()
@@ -57,7 +60,8 @@ if(NOT MLPRIO_WITH_CUDA STREQUAL "OFF")
     message(FATAL_ERROR "MLPRIO_WITH_CUDA=ON but nvcc/CUDA toolkit was not found")
   endif()
 endif()
-mlprio_report("CUDA (MLPRIO_WITH_CUDA)" MLPRIO_HAVE_CUDA "${CMAKE_CUDA_COMPILER_VERSION}")
+mlprio_report("CUDA (MLPRIO_WITH_CUDA)" MLPRIO_HAVE_CUDA
+              "${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
 
 # ---- Slurm (configured source tree from scripts/bootstrap) ----
 set(MLPRIO_WITH_SLURM AUTO CACHE STRING "Build the Slurm plugins (ON/OFF/AUTO)")

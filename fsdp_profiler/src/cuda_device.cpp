@@ -4,6 +4,7 @@
 // retry costs on a real GPU and is therefore inside the timed region. Driver-API calls go through
 // detail::driver() (gpu_check.hpp), so the program never links libcuda.
 #include "mlprio/fsdp/cuda_device.hpp"
+#include "mlprio/fsdp/launch.hpp"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -66,13 +67,34 @@ const DriverApi& driver() {
 int cuda_device_count(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
+  CountStatus status = CountStatus::ok;
+  std::string detail;
   if (e != cudaSuccess) {
-    if (why) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    detail = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    status = e == cudaErrorInsufficientDriver ? CountStatus::insufficient_driver
+             : e == cudaErrorNoDevice         ? CountStatus::no_device
+                                              : CountStatus::other_error;
     (void)cudaGetLastError();
-    return 0;
+    n = 0;
   }
-  if (n == 0 && why) *why = "cudaGetDeviceCount reports 0 devices";
-  return n;
+  int driver = 0, runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+  (void)cudaGetLastError();
+  const CudaProbeResult r = classify_cuda(status, n, driver, runtime, detail);
+  switch (r.kind) {
+    case CudaProbe::ok:
+      return n;
+    case CudaProbe::no_driver:
+    case CudaProbe::no_device:
+      if (why) *why = r.message;
+      return 0;
+    case CudaProbe::driver_too_old:
+      throw CudaDriverError(r.message);
+    case CudaProbe::error:
+      break;
+  }
+  throw ::mlprio::RuntimeError(r.message);
 }
 
 void cuda_memory_info(int device_index, uint64_t& free_bytes, uint64_t& total_bytes) {

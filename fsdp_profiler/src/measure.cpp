@@ -27,6 +27,8 @@
 #include "mlprio/fsdp/allocator.hpp"
 #include "mlprio/fsdp/cuda_device.hpp"
 #include "mlprio/kernels/check.hpp"
+#include "mlprio/fsdp/launch.hpp"
+#include "rank_abort.hpp"
 #include "mlprio/kernels/kernels.hpp"
 
 #if MLPRIO_FSDP_HAVE_MPI
@@ -47,18 +49,11 @@ void mpi_check(int rc, const char* call, const char* file, int line) {
 }
 #define MPI_CHECK(call) mpi_check((call), #call, __FILE__, __LINE__)
 
-// Started by a launcher that gives this process peers?
-bool launched_with_ranks() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS"})
-    if (const char* s = std::getenv(v); s && std::atoi(s) > 1) return true;
-  return false;
-}
-
 struct MpiSession {
   bool active = false;
   bool owner = false;
-  MpiSession() {
-    if (!launched_with_ranks()) return;
+  explicit MpiSession(const LauncherInfo& launcher) {
+    if (!launched_with_ranks(launcher)) return;
     int init = 0;
     MPI_CHECK(MPI_Initialized(&init));
     if (!init) {
@@ -77,7 +72,7 @@ struct MpiSession {
 
 // Ranks, this rank's GPU and the collectives between them.
 struct Group {
-  int rank = 0, size = 1, local_rank = 0;
+  int rank = 0, size = 1, local_rank = 0, local_size = 1;
 #if MLPRIO_FSDP_HAVE_MPI
   std::optional<MpiSession> mpi;
 #endif
@@ -372,18 +367,28 @@ class Runner {
   int64_t collectives_run_ = 0;
 };
 
+// Ranks from MPI, cross-checked with the launcher's own count; the node-local rank and size
+// from MPI_Comm_split_type (the launcher's variables only when MPI is not running).
 void set_up_group(Group& g, const MeasureOptions& opts) {
+  const LauncherInfo launcher = launcher_info([](const char* v) { return std::getenv(v); });
 #if MLPRIO_FSDP_HAVE_MPI
-  g.mpi.emplace();
+  g.mpi.emplace(launcher);
   if (g.mpi->active) {
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g.rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g.size));
+    check_mpi_size(launcher, g.size);
     MPI_Comm local;
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &local));
     MPI_CHECK(MPI_Comm_rank(local, &g.local_rank));
+    MPI_CHECK(MPI_Comm_size(local, &g.local_size));
     MPI_CHECK(MPI_Comm_free(&local));
     kernels::set_error_rank(g.rank);
   }
+#else
+  if (launched_with_ranks(launcher))
+    throw ::mlprio::RuntimeError("started as one of " + std::to_string(launcher.size) +
+                                 " processes (" + launcher.size_from +
+                                 ") but this build has no MPI: run one process");
 #endif
   if (g.size > 1 && g.size != opts.base.world_size)
     throw std::invalid_argument("--world-size " + std::to_string(opts.base.world_size) +
@@ -392,6 +397,16 @@ void set_up_group(Group& g, const MeasureOptions& opts) {
 #if !MLPRIO_FSDP_HAVE_NCCL
   if (g.size > 1)
     throw std::runtime_error("this build has no NCCL: run a single rank (collectives are not run)");
+#endif
+}
+
+// ncclCommAbort, which unlike ncclCommDestroy returns even when peers are stuck in a collective.
+void abort_collectives(Group& g) {
+#if MLPRIO_FSDP_HAVE_NCCL
+  if (g.comm) (void)ncclCommAbort(g.comm);
+  g.comm = nullptr;
+#else
+  (void)g;
 #endif
 }
 
@@ -409,17 +424,13 @@ void set_up_nccl(Group& g) {
 
 }  // namespace
 
-MeasureResult run_measure(const MeasureOptions& opts) {
-  if (opts.mbs_lo < 1 || opts.mbs_hi < opts.mbs_lo || opts.mbs_step < 1)
-    throw std::invalid_argument("minibatch range must be LO:HI with 1 <= LO <= HI");
-  if (opts.steps < 1) throw std::invalid_argument("steps must be >= 1");
-  std::string why;
-  const int n_dev = cuda_device_count(&why);
-  if (n_dev == 0) throw NoCudaDeviceError(why);
+namespace {
 
-  Group g;
-  set_up_group(g, opts);
-  const int dev_index = g.local_rank % n_dev;
+// Everything after the group is set up. With more than one rank an exception here must not
+// unwind (cudaDeviceSynchronize, ncclCommDestroy) while the peers wait in MPI or NCCL:
+// run_measure runs it under run_or_abort_ranks.
+MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) {
+  const int dev_index = device_for_rank(g.local_rank, g.local_size, n_dev);
   CUDA_CHECK(cudaSetDevice(dev_index));
   set_up_nccl(g);
 
@@ -527,6 +538,22 @@ MeasureResult run_measure(const MeasureOptions& opts) {
   }
   if (opts.progress && g.rank == 0) opts.progress(0, out.points.size(), total);
   return out;
+}
+
+}  // namespace
+
+MeasureResult run_measure(const MeasureOptions& opts) {
+  if (opts.mbs_lo < 1 || opts.mbs_hi < opts.mbs_lo || opts.mbs_step < 1)
+    throw std::invalid_argument("minibatch range must be LO:HI with 1 <= LO <= HI");
+  if (opts.steps < 1) throw std::invalid_argument("steps must be >= 1");
+  std::string why;
+  const int n_dev = cuda_device_count(&why);
+  if (n_dev == 0) throw NoCudaDeviceError(why);
+
+  Group g;
+  set_up_group(g, opts);
+  return run_or_abort_ranks(g.rank, g.size, [&] { return measure_on_group(g, opts, n_dev); },
+                            [&] { abort_collectives(g); });
 }
 
 }  // namespace mlprio::fsdp

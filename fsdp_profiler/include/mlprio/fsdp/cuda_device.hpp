@@ -23,7 +23,9 @@ struct DeviceCallTimes {
   double total_us() const { return malloc_us + free_us + map_us + unmap_us; }
 };
 
-// Number of CUDA devices; 0 when there is none or the driver cannot be used (why says which).
+// Number of CUDA devices; 0 when no driver is installed or no device is visible (why says
+// which). A driver too old for this build's CUDA runtime throws CudaDriverError, any other CUDA
+// failure RuntimeError (launch.hpp: classify_cuda): a broken GPU machine is a fault, not "no GPU".
 int cuda_device_count(std::string* why = nullptr);
 // Free and total bytes of a device (cudaMemGetInfo after cudaSetDevice).
 void cuda_memory_info(int device_index, uint64_t& free_bytes, uint64_t& total_bytes);
