@@ -276,6 +276,7 @@ int run_measure_command(const MeasureArgs& m) {
   cfg["gpu"] = r.device_name;
   cfg["ranks"] = r.ranks;
   cfg["collectives"] = r.collectives;
+  if (r.nccl_version) cfg["nccl_version"] = r.nccl_version;
   if (a.json) {
     ordered_json j = cfg;
     j["points"] = ordered_json::array();

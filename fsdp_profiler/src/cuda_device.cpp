@@ -58,6 +58,8 @@ const DriverApi& driver() {
     load_entry("cuMemMap", d.mem_map);
     load_entry("cuMemUnmap", d.mem_unmap);
     load_entry("cuMemSetAccess", d.mem_set_access);
+    load_entry("cuDeviceGet", d.device_get);
+    load_entry("cuDeviceGetAttribute", d.device_get_attribute);
     return d;
   }();
   return api;
@@ -110,6 +112,7 @@ struct CudaDevice::Impl {
   uint64_t capacity = 0;
   uint64_t used = 0;
   uint64_t granularity = 0;
+  bool vmm = false;  // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
   LatencyModel latency;
   DeviceCallTimes times;
   std::unordered_map<uint64_t, uint64_t> segments;  // addr -> bytes (cudaMalloc)
@@ -144,6 +147,13 @@ CudaDevice::CudaDevice(int device_index, uint64_t capacity, LatencyModel latency
                       bytes_text(capacity) + " is not in (0, free memory " + bytes_text(free_b) +
                       "]; lower --capacity or leave more headroom");
   d.capacity = capacity;
+  CUdevice dev = 0;
+  CU_CHECK(drv.device_get(&dev, device_index));
+  int vmm = 0;
+  CU_CHECK(drv.device_get_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                    dev));
+  d.vmm = vmm != 0;
+  if (!d.vmm) return;  // cudaMalloc segments only; expandable segments are refused when asked
   const CUmemAllocationProp p = d.prop();
   size_t gran = 0;
   CU_CHECK(drv.mem_get_allocation_granularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
@@ -219,6 +229,11 @@ void CudaDevice::free_segment(uint64_t addr, uint64_t bytes) {
 uint64_t CudaDevice::reserve_address_range(uint64_t bytes) {
   const detail::DriverApi& drv = detail::driver();
   Impl& d = *impl_;
+  if (!d.vmm)
+    throw DeviceError("cuda device " + std::to_string(d.index) +
+                      ": no virtual memory management support "
+                      "(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0), so "
+                      "expandable_segments cannot run here; measure without it");
   const uint64_t size = (bytes + d.granularity - 1) / d.granularity * d.granularity;
   CUdeviceptr ptr = 0;
   CU_CHECK(drv.mem_address_reserve(&ptr, size, d.granularity, 0, 0));
@@ -244,11 +259,22 @@ bool CudaDevice::map_pages(uint64_t addr, uint64_t bytes) {
     return false;
   }
   CU_CHECK(r);
-  CU_CHECK(drv.mem_map(static_cast<CUdeviceptr>(addr), bytes, 0, h, 0));
+  // The physical handle is released (and the range unmapped) when a later step fails, so an
+  // error leaves nothing behind for the destructor to miss.
+  if (const CUresult m = drv.mem_map(static_cast<CUdeviceptr>(addr), bytes, 0, h, 0);
+      m != CUDA_SUCCESS) {
+    (void)drv.mem_release(h);
+    CU_CHECK(m);
+  }
   CUmemAccessDesc access{};
   access.location = p.location;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  CU_CHECK(drv.mem_set_access(static_cast<CUdeviceptr>(addr), bytes, &access, 1));
+  if (const CUresult a = drv.mem_set_access(static_cast<CUdeviceptr>(addr), bytes, &access, 1);
+      a != CUDA_SUCCESS) {
+    (void)drv.mem_unmap(static_cast<CUdeviceptr>(addr), bytes);
+    (void)drv.mem_release(h);
+    CU_CHECK(a);
+  }
   d.times.map_us += since_us(t0);
   ++d.times.maps;
   d.mappings.emplace(addr, Impl::Mapping{h, bytes});

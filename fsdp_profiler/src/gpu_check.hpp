@@ -32,6 +32,8 @@ struct DriverApi {
   decltype(&::cuMemMap) mem_map = nullptr;
   decltype(&::cuMemUnmap) mem_unmap = nullptr;
   decltype(&::cuMemSetAccess) mem_set_access = nullptr;
+  decltype(&::cuDeviceGet) device_get = nullptr;
+  decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
 };
 // Loads the table on first use (after the runtime has a device); throws CudaError if it cannot.
 const DriverApi& driver();

@@ -73,6 +73,7 @@ struct MpiSession {
 // Ranks, this rank's GPU and the collectives between them.
 struct Group {
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
+  int nccl_version = 0;  // ncclGetVersion, the same on every rank; 0 without NCCL or one rank
 #if MLPRIO_FSDP_HAVE_MPI
   std::optional<MpiSession> mpi;
 #endif
@@ -410,13 +411,40 @@ void abort_collectives(Group& g) {
 #endif
 }
 
+// The NCCL communicator of the ranks. The NCCL version is compared across ranks first (a mix
+// can hang in ncclCommInitRank); then one all-gather and one reduce-scatter of 64 MiB per rank
+// make NCCL set up its connections and their buffers (ring, and NVLS where it applies: GBs per
+// GPU on 8 x H200), which it does lazily at the first collective, so that they are held before
+// free memory is read for the budget instead of appearing as retries in the first minibatch.
 void set_up_nccl(Group& g) {
 #if MLPRIO_FSDP_HAVE_NCCL && MLPRIO_FSDP_HAVE_MPI
   if (g.size <= 1) return;
+  int version = 0;
+  NCCL_CHECK(ncclGetVersion(&version));
+  int lo = version, hi = version;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  if (lo != hi)
+    throw ::mlprio::RuntimeError("NCCL versions differ across ranks (" + std::to_string(lo) +
+                                 " .. " + std::to_string(hi) +
+                                 "): every node must load the same libnccl");
+  g.nccl_version = version;
   ncclUniqueId id;
   if (g.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
   NCCL_CHECK(ncclCommInitRank(&g.comm, g.size, id, g.rank));
+  const size_t per_rank = (64u << 20) / sizeof(float);
+  float* buf = nullptr;
+  CUDA_CHECK(cudaMalloc(&buf, per_rank * g.size * sizeof(float)));
+  struct Free {
+    float* p;
+    ~Free() { (void)cudaFree(p); }
+  } free_buf{buf};
+  CUDA_CHECK(cudaMemset(buf, 0, per_rank * g.size * sizeof(float)));
+  NCCL_CHECK(ncclAllGather(buf + per_rank * g.rank, buf, per_rank, ncclFloat32, g.comm, nullptr));
+  NCCL_CHECK(ncclReduceScatter(buf, buf + per_rank * g.rank, per_rank, ncclFloat32, ncclSum, g.comm,
+                               nullptr));
+  CUDA_CHECK(cudaStreamSynchronize(nullptr));
 #else
   (void)g;
 #endif
@@ -438,6 +466,7 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
   out.ranks = g.size;
   out.rank = g.rank;
   out.collectives = g.size > 1 && opts.base.sharding != ShardingStrategy::NO_SHARD;
+  out.nccl_version = g.nccl_version;
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev_index));
   out.device_name = prop.name;

@@ -51,7 +51,7 @@ class CudaDevice final : public Device {
 
   const DeviceCallTimes& times() const;
   int index() const;
-  uint64_t map_granularity() const;  // cuMemGetAllocationGranularity (minimum)
+  uint64_t map_granularity() const;  // cuMemGetAllocationGranularity (minimum); 0 without VMM
 
  private:
   struct Impl;

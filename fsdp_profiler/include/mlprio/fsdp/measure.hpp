@@ -50,6 +50,7 @@ struct MeasureResult {
   int ranks = 1;
   int rank = 0;
   bool collectives = false;  // NCCL ran (more than one rank)
+  int nccl_version = 0;      // ncclGetVersion (checked equal on every rank); 0: no NCCL used
   std::string device_name;   // of rank 0's GPU
   uint64_t capacity = 0;     // the budget every rank used (the minimum over ranks)
   std::vector<std::pair<int64_t, std::vector<MemorySample>>> series;  // as SweepResult::series
