@@ -42,6 +42,9 @@ set(MLPRIO_HAVE_CUDA OFF)
 set(MLPRIO_CUDA_ARCHITECTURES "80-real;90" CACHE STRING
     "CUDA architectures of the kernels (CMAKE_CUDA_ARCHITECTURES syntax; default 80-real;90)")
 set(CMAKE_CUDA_ARCHITECTURES ${MLPRIO_CUDA_ARCHITECTURES})
+# One CUDA runtime, the shared libcudart.so, as CUDA::cudart links it: nvcc's default (static)
+# would put both on the link line.
+set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
 if(NOT MLPRIO_WITH_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)

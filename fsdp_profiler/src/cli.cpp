@@ -14,8 +14,12 @@
 #include "mlprio/fsdp/snapshot.hpp"
 #include "mlprio/fsdp/sweep.hpp"
 #include "mlprio/util/errors.hpp"
-#if MLPRIO_FSDP_HAVE_CUDA
-#include "mlprio/fsdp/measure.hpp"
+#if MLPRIO_FSDP_MEASURE_MODULE
+#include <dlfcn.h>
+
+#include <climits>
+
+#include "measure_module.hpp"
 #endif
 
 namespace mlprio::fsdp::cli {
@@ -229,6 +233,43 @@ int run_sweep_command(const SweepArgs& a) {
   return 0;
 }
 
+#if MLPRIO_FSDP_MEASURE_MODULE
+// Opens mlprio-fsdp-cuda.so (measure_module.hpp): $MLPRIO_FSDP_CUDA_MODULE, else
+// <program's folder>/../lib/mlprio/mlprio-fsdp-cuda.so, the same place in the build tree and in
+// an install. nullptr with the reason when it cannot be loaded: on a node without the CUDA or
+// NCCL libraries dlopen names the missing library, which is "no CUDA here" (exit 3). A module
+// of another build is a fault to fix (RuntimeError).
+MeasureEntry load_measure_module(std::string& why) {
+  std::string path;
+  if (const char* env = std::getenv("MLPRIO_FSDP_CUDA_MODULE"); env != nullptr && *env != '\0') {
+    path = env;
+  } else {
+    char exe[PATH_MAX] = {};
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    std::string dir = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string(".");
+    dir = dir.substr(0, dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/'));
+    path = (dir.empty() ? std::string(".") : dir) + "/../lib/mlprio/mlprio-fsdp-cuda.so";
+  }
+  // RTLD_GLOBAL: Open MPI, loaded with the module, dlopens its own components, which need its
+  // symbols visible (as mpi4py loads it).
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (h == nullptr) {
+    const char* e = dlerror();
+    why = "cannot load the CUDA module " + path + ": " + (e ? e : "unknown dlopen error");
+    return nullptr;
+  }
+  auto abi = reinterpret_cast<MeasureAbiEntry>(dlsym(h, "mlprio_fsdp_measure_abi"));
+  auto entry = reinterpret_cast<MeasureEntry>(dlsym(h, "mlprio_fsdp_measure"));
+  if (abi == nullptr || entry == nullptr || abi() != MEASURE_MODULE_ABI)
+    throw mlprio::RuntimeError("the CUDA module " + path +
+                               " belongs to another build of mlprio-fsdp (ABI " +
+                               std::to_string(abi ? abi() : 0L) + ", expected " +
+                               std::to_string(MEASURE_MODULE_ABI) +
+                               "): install both from one build");
+  return entry;  // never closed: the program ends after measuring
+}
+#endif
+
 int run_measure_command(const MeasureArgs& m) {
   const SweepArgs& a = m.sweep;
   const FsdpConfig base = fsdp_config(a);
@@ -237,7 +278,7 @@ int run_measure_command(const MeasureArgs& m) {
   const AllocatorSettings settings = make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
   const uint64_t capacity = a.capacity == "auto" ? 0 : parse_bytes(a.capacity);
   const uint64_t headroom = parse_bytes(m.headroom);
-#if !MLPRIO_FSDP_HAVE_CUDA
+#if !MLPRIO_FSDP_MEASURE_MODULE
   (void)base, (void)settings, (void)capacity, (void)headroom;
   std::fprintf(stderr,
                "mlprio-fsdp: no CUDA device: this build has no CUDA support; use `mlprio-fsdp "
@@ -260,15 +301,19 @@ int run_measure_command(const MeasureArgs& m) {
       else std::fprintf(stderr, "\rmbs %lld (%zu/%zu)   ", static_cast<long long>(mbs), done + 1, total);
     };
   }
+  std::string why;
+  const MeasureEntry measure = load_measure_module(why);
   MeasureResult r;
-  try {
-    r = run_measure(o);
-  } catch (const NoCudaDeviceError& e) {
+  char err[4096] = "";
+  const int rc = measure != nullptr ? measure(&o, &r, err, sizeof err) : mlprio::EXIT_NO_DEVICE;
+  if (measure == nullptr || rc == mlprio::EXIT_NO_DEVICE) {
     std::fprintf(stderr,
                  "mlprio-fsdp: no CUDA device: use `mlprio-fsdp sweep` for the simulated device "
-                 "(%s)\n", e.what());
+                 "(%s)\n", measure == nullptr ? why.c_str() : err);
     return mlprio::EXIT_NO_DEVICE;
   }
+  if (rc == mlprio::EXIT_USAGE) throw mlprio::UsageError(err);
+  if (rc != 0) throw mlprio::RuntimeError(err);
   if (r.rank != 0) return 0;
   const FsdpConfig& c = o.base;
   ordered_json cfg = config_json(a, c, r.capacity, o);
