@@ -19,7 +19,8 @@ namespace mlprio::fsdp {
 
 int64_t TransformerShape::layer_params(bool cross) const {
   const int64_t attn = 4 * d_model * d_attn;  // q, k, v, o
-  const int64_t mlp = (gated_mlp ? 3 : 2) * d_model * d_ff;
+  const int64_t mlp = n_experts > 0 ? n_experts * 3 * d_model * d_ff + d_model * n_experts
+                                    : (gated_mlp ? 3 : 2) * d_model * d_ff;
   const int64_t norms = 2 * d_model;
   return attn * (cross ? 2 : 1) + mlp + norms + (cross ? d_model : 0);
 }
@@ -59,6 +60,13 @@ std::vector<TransformerShape> builtins() {
   l13.name = "llama2-13b";
   l13.n_layers = 40; l13.d_model = 5120; l13.n_heads = 40; l13.d_attn = 5120; l13.d_ff = 13824;
   v.push_back(l13);
+  // Mixtral-8x7B: LLaMA layers whose MLP is 8 SwiGLU experts, 2 per token. Its grouped-query
+  // attention (k, v 1024 wide) is not modelled: q, k, v, o are all d_attn wide, which counts
+  // 0.8B parameters more than the published 46.7B.
+  TransformerShape mx = l7;
+  mx.name = "mixtral-8x7b";
+  mx.d_ff = 14336; mx.n_experts = 8; mx.experts_per_token = 2;
+  v.push_back(mx);
   return v;
 }
 
@@ -118,6 +126,12 @@ std::vector<TransformerShape> from_file(const std::string& path) {
     s.gated_mlp = m.value("gated_mlp", false);
     s.tied_embeddings = m.value("tied_embeddings", true);
     s.dropout = m.value("dropout", true);
+    s.n_experts = num("n_experts", false, MAX_SHAPE_EXPERTS);
+    s.experts_per_token = num("experts_per_token", false, MAX_SHAPE_EXPERTS);
+    if (s.n_experts > 0 && (!s.gated_mlp || s.n_dec_layers > 0 || s.experts_per_token < 1 ||
+                            s.experts_per_token > s.n_experts))
+      throw ModelConfigError(loc + ": a mixture of experts (n_experts > 0) is a decoder-only "
+                                   "gated_mlp model with 1 <= experts_per_token <= n_experts");
     if (s.n_layers == 0 || s.d_model == 0 || s.n_heads == 0 || s.seq_len == 0)
       throw ModelConfigError(loc + ": n_layers, d_model, n_heads and seq_len must be > 0");
     if (s.n_dec_layers > 0 && s.dec_seq_len == 0)

@@ -3,6 +3,8 @@
 // minibatch; and the sweep finds the boundary on a device made small enough to hit it.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -240,4 +242,79 @@ TEST_CASE("generated streams balance by role and are deterministic", "[fsdp][gen
     }
   }
   CHECK(std::string(role_name(Role::ALL_GATHER_OUTPUT)) == "all_gather_output");
+}
+
+// ---- a model family added as a shape: Mixtral-style mixture of experts ----------------------
+
+namespace {
+
+TransformerShape tiny_moe() {
+  TransformerShape x;
+  x.name = "tiny-moe";
+  x.n_layers = 1; x.d_model = 8; x.n_heads = 2; x.d_attn = 8; x.d_ff = 16; x.vocab = 32;
+  x.seq_len = 5; x.gated_mlp = true; x.tied_embeddings = false; x.dropout = false;
+  x.n_experts = 4; x.experts_per_token = 2;
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("a mixture-of-experts shape has hand-derived parameter and expert allocations",
+          "[fsdp][generator][moe]") {
+  using V = std::vector<uint64_t>;
+  // Layer: q, k, v, o 4*8*8 = 256; 4 experts x (w1, w3, w2) 3*8*16 = 1536; router 8*4 = 32;
+  // two RMS norms 2*8 = 16: 1840. Root: embedding 32*8 + untied head 32*8 + final norm 2*8 = 528.
+  CHECK(tiny_moe().layer_params(false) == 1840);
+  CHECK(tiny_moe().root_params() == 528);
+  // Mixtral-8x7B as modelled (q, k, v, o all 4096 wide): 32 x (4*4096^2 + 8*3*4096*14336 +
+  // 4096*8 + 2*4096) + 2*32000*4096 + 2*4096.
+  CHECK(find_model("mixtral-8x7b").total_params() == 47'508'103'168);
+
+  StepGenerator gen(tiny_cfg(tiny_moe()));  // world 2, minibatch 3, bf16, FSDP1 FULL_SHARD
+  gen.init_trace();
+  const StepTrace t = gen.step_trace(0);
+  // All-gather outputs (bf16, shard x world): root 264*2*2, the layer 920*2*2 in forward and
+  // again in backward (FULL_SHARD resharded it after forward).
+  CHECK(sizes(t, "fsdp.all_gather_output") == V{1056, 3680, 3680});
+  CHECK(sizes(t, "fsdp.flat_grad") == V{3680, 1056});
+  // 3*5 = 15 tokens x 2 experts each = 30 (token, expert) pairs over 4 experts: 8, 8, 7, 7.
+  CHECK(sizes(t, "moe.expert_input") == V{8 * 8 * 2, 8 * 8 * 2, 7 * 8 * 2, 7 * 8 * 2});
+  CHECK(sizes(t, "moe.expert_w1") == V{8 * 16 * 2, 8 * 16 * 2, 7 * 16 * 2, 7 * 16 * 2});
+  CHECK(sizes(t, "moe.router_logits") == V{15 * 4 * 2});
+  CHECK(sizes(t, "moe.routing_softmax") == V{15 * 4 * 4});  // fp32
+  CHECK(sizes(t, "moe.topk_indices") == V{15 * 2 * 8});     // int64
+  CHECK(sizes(t, "mlp.gate").empty());  // no dense MLP
+  // Weight grads of the layer, in backward order: per expert (last first) w2 16*8*2 and
+  // w1 + w3 2*8*16*2, the router 8*4*2, o 8*8*2, q, k, v 3*8*8*2; the root's head and
+  // embedding 32*8*2 come separately. They add up to the layer's non-norm parameters in bf16.
+  const V wg = sizes(t, "grad.weight");
+  CHECK(wg == V{256, 512, 256, 512, 256, 512, 256, 512, 64, 128, 384});
+  uint64_t sum = 0;
+  for (uint64_t b : wg) sum += b;
+  CHECK(sum == (1840 - 16) * 2);
+
+  // The allocator's invariants hold for every FSDP variant of the new family.
+  for (auto version : {FsdpVersion::FSDP1, FsdpVersion::FSDP2}) {
+    for (bool ac : {false, true}) {
+      FsdpConfig c = tiny_cfg(tiny_moe());
+      c.version = version;
+      c.activation_checkpointing = ac;
+      StepGenerator g(c);
+      SimulatedDevice dev(1 * GiB);
+      const RunResult r = run_steps(g, dev, AllocatorSettings{}, 2, false, true);
+      CHECK(r.final_stats.num_ooms == 0);
+    }
+  }
+}
+
+TEST_CASE("a mixture-of-experts entry in a models file is checked", "[fsdp][generator][moe]") {
+  const std::string path = "test_moe_models.json";
+  {
+    std::ofstream f(path);
+    f << R"({"models": [{"name": "bad-moe", "n_layers": 2, "d_model": 8, "n_heads": 2,
+           "d_ff": 16, "vocab": 32, "seq_len": 4, "gated_mlp": true,
+           "n_experts": 4, "experts_per_token": 5}]})";
+  }
+  CHECK_THROWS_WITH(find_model("bad-moe", path), Catch::Contains("experts_per_token"));
+  std::remove(path.c_str());
 }

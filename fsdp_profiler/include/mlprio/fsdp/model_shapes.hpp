@@ -1,5 +1,5 @@
-// Transformer shapes the FSDP step generator knows by name: gpt2-xl, t5-3b, llama2-7b and
-// llama2-13b are built in; others come from a JSON file (fsdp_profiler/configs/models.json by
+// Transformer shapes the FSDP step generator knows by name: gpt2-xl, t5-3b, llama2-7b,
+// llama2-13b and mixtral-8x7b are built in; others come from a JSON file (fsdp_profiler/configs/models.json by
 // default) with the same fields. Parameter counts are computed from the shapes, so the
 // generator's memory follows the architecture rather than a headline number.
 #pragma once
@@ -25,6 +25,7 @@ inline constexpr int64_t MAX_SHAPE_WIDTH = int64_t{1} << 20;   // d_model, d_att
 inline constexpr int64_t MAX_SHAPE_LAYERS = int64_t{1} << 12;  // n_layers, n_dec_layers
 inline constexpr int64_t MAX_SHAPE_VOCAB = int64_t{1} << 24;
 inline constexpr int64_t MAX_SEQ_LEN = int64_t{1} << 20;       // seq_len, dec_seq_len, --seq-len
+inline constexpr int64_t MAX_SHAPE_EXPERTS = 1024;             // n_experts
 
 struct TransformerShape {
   std::string name;
@@ -40,6 +41,10 @@ struct TransformerShape {
   bool gated_mlp = false;    // LLaMA's SwiGLU: three d x d_ff matrices
   bool tied_embeddings = true;
   bool dropout = true;       // dropout masks are saved for backward
+  // Mixtral-style sparse MoE: the MLP is n_experts SwiGLU experts (each three d x d_ff
+  // matrices) behind a d x n_experts router, experts_per_token of them per token. 0: dense.
+  int64_t n_experts = 0;
+  int64_t experts_per_token = 0;
 
   bool encoder_decoder() const { return n_dec_layers > 0; }
   int64_t layer_params(bool decoder_layer_with_cross) const;

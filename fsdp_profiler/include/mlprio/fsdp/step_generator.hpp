@@ -123,7 +123,7 @@ class StepGenerator {
   int64_t persistent_extra_bytes() const { return cfg_.cublas_workspace_bytes; }
 
  private:
-  struct Builder;
+  friend class StepBuilder;  // builds one step (step_generator.cpp) from this state
   FsdpConfig cfg_;
   std::vector<int64_t> unit_numel_;  // unit 0 is the root (embeddings, head)
   std::vector<uint32_t> param_ids_, exp_avg_ids_, exp_avg_sq_ids_;
