@@ -3,12 +3,10 @@
 // device synchronisation, every allocation is written by fill_pattern on its stream (first
 // touch), Adam's moments are zeroed and updated by the fused AdamW kernel, and with more than one
 // rank the FSDP buffers are all-gathered / reduce-scattered by NCCL. Which generated buffers are
-// collective buffers is recognised from the generator's documented pattern (step_generator.cpp):
-//  - all-gather output: an allocation on the unshard stream (FSDP1 with mixed precision: the one
-//    that is world_size x the low-precision shard allocated just before it, which is its input;
-//    otherwise in place from this rank's slice);
-//  - reduce-scatter: an allocation on the post-backward stream that is 1/world_size of the last
-//    compute-stream allocation (the flat gradient), which is its input.
+// collective buffers, and their inputs, follows the Role of each allocation (CollectivePlan in
+// collectives.hpp: ALL_GATHER_OUTPUT from the live MP_SHARD or in place, RS_OUTPUT from the
+// latest live RS_INPUT), so reordering allocations in the generator cannot silently pair the
+// wrong buffers; a missing or mis-sized partner is an InvariantError.
 // Before each collective the ranks agree (MPI_Allreduce) that all of them hold both buffers, so a
 // rank that ran out of memory makes every rank skip that collective instead of hanging NCCL.
 #include "mlprio/fsdp/measure.hpp"
@@ -25,6 +23,7 @@
 
 #include "gpu_check.hpp"
 #include "mlprio/fsdp/allocator.hpp"
+#include "mlprio/fsdp/collectives.hpp"
 #include "mlprio/fsdp/cuda_device.hpp"
 #include "mlprio/kernels/check.hpp"
 #include "mlprio/fsdp/launch.hpp"
@@ -124,10 +123,15 @@ class Runner {
  public:
   Runner(const FsdpConfig& cfg, Group& group, std::array<cudaStream_t, NUM_GEN_STREAMS>& streams,
          CudaDevice& dev, const AllocatorSettings& settings, int64_t units)
-      : cfg_(cfg), g_(group), streams_(streams), dev_(dev), alloc_(dev, settings), units_(units) {
+      : cfg_(cfg),
+        g_(group),
+        streams_(streams),
+        dev_(dev),
+        alloc_(dev, settings),
+        units_(units),
+        ab_(cfg.mixed_precision ? 2 : 4),
+        plan_(group.size, ab_, cfg.sharding) {
     CUDA_CHECK(cudaEventCreateWithFlags(&ev_dep_, cudaEventDisableTiming));
-    collectives_ = g_.size > 1 && cfg.sharding != ShardingStrategy::NO_SHARD;
-    ab_ = cfg.mixed_precision ? 2 : 4;
   }
   ~Runner() {
     (void)cudaDeviceSynchronize();
@@ -195,6 +199,7 @@ class Runner {
       case OpKind::ALLOC: on_alloc(op, stats); break;
       case OpKind::FREE: {
         if (phase_ == static_cast<int32_t>(Phase::OPTIMIZER) && !adam_done_) run_adam();
+        plan_.on_op(op);  // a freed collective input is no longer a partner
         const auto it = live_.find(op.tensor);
         if (it != live_.end()) {
           alloc_.free(it->second);
@@ -258,39 +263,29 @@ class Runner {
     const auto phase = static_cast<Phase>(phase_);
     if (phase == Phase::INIT) params_.push_back(op.tensor);
     if (phase == Phase::OPTIMIZER) opt_allocs_.push_back(op.tensor);
-    const bool world = collectives_;
-    if (world && op.stream == UNSHARD_STREAM) {
-      const bool fsdp1_mp = cfg_.version == FsdpVersion::FSDP1 && cfg_.mixed_precision;
-      const bool is_output =
-          !fsdp1_mp || (last_unshard_ && op.bytes == last_unshard_bytes_ * static_cast<uint64_t>(g_.size));
-      if (is_output && op.bytes % (static_cast<uint64_t>(ab_) * g_.size) == 0) {
-        const uint64_t chunk = op.bytes / g_.size;
-        void* recv = ptr(op.tensor);
-        void* send = fsdp1_mp ? ptr(last_unshard_)
-                              : (recv ? static_cast<char*>(recv) + chunk * g_.rank : nullptr);
-        if (fsdp1_mp) last_unshard_ = 0;
+    const Collective c = plan_.on_op(op);
+    switch (c.kind) {
+      case CollectiveKind::NONE: break;
+      case CollectiveKind::ALL_GATHER: {
+        void* recv = ptr(c.output);
+        const uint64_t chunk = c.count * static_cast<uint64_t>(ab_);
+        void* send = c.in_place ? (recv ? static_cast<char*>(recv) + chunk * g_.rank : nullptr)
+                                : ptr(c.input);
         if (g_.all(recv && send)) {
-          all_gather(send, recv, chunk / ab_);
+          all_gather(send, recv, c.count);
           depend(COMPUTE_STREAM, UNSHARD_STREAM);  // forward/backward of the unit waits
         }
         return;  // the output is written by the collective, not touched
       }
-      last_unshard_ = op.tensor;
-      last_unshard_bytes_ = op.bytes;
-    } else if (world && op.stream == POST_BACKWARD_STREAM && last_compute_ &&
-               op.bytes * static_cast<uint64_t>(g_.size) == last_compute_bytes_ &&
-               op.bytes % ab_ == 0) {
-      void* send = ptr(last_compute_);
-      void* recv = ptr(op.tensor);
-      last_compute_ = 0;
-      if (g_.all(send && recv)) {
-        depend(POST_BACKWARD_STREAM, COMPUTE_STREAM);  // the flat gradient is complete
-        reduce_scatter(send, recv, op.bytes / ab_);
+      case CollectiveKind::REDUCE_SCATTER: {
+        void* send = ptr(c.input);
+        void* recv = ptr(c.output);
+        if (g_.all(send && recv)) {
+          depend(POST_BACKWARD_STREAM, COMPUTE_STREAM);  // the flat gradient is complete
+          reduce_scatter(send, recv, c.count);
+        }
+        return;
       }
-      return;
-    } else if (op.stream == COMPUTE_STREAM) {
-      last_compute_ = op.tensor;
-      last_compute_bytes_ = op.bytes;
     }
     if (void* p = ptr(op.tensor)) kernels::fill_pattern(p, op.bytes, op.tensor, st(op.stream));
   }
@@ -352,7 +347,6 @@ class Runner {
   CudaDevice& dev_;
   CachingAllocator alloc_;
   int64_t units_;
-  bool collectives_ = false;
   int ab_ = 2;
   int32_t phase_ = 0;
   cudaEvent_t ev_dep_ = nullptr;
@@ -360,8 +354,7 @@ class Runner {
   std::unordered_map<uint32_t, uint64_t> bytes_;
   std::vector<std::array<cudaEvent_t, NUM_GEN_STREAMS>> marks_;
   std::vector<std::array<uint64_t, NUM_GEN_STREAMS>> marker_pos_;
-  uint32_t last_unshard_ = 0, last_compute_ = 0;
-  uint64_t last_unshard_bytes_ = 0, last_compute_bytes_ = 0;
+  CollectivePlan plan_;
   std::vector<uint32_t> params_, opt_allocs_, exp_avg_, exp_avg_sq_;
   bool adam_done_ = true;
   int adam_step_ = 0;
