@@ -14,7 +14,8 @@
 //    compute stream and is freed at the next unit's reduce-scatter.
 // Activations per layer follow the usual accounting (Korthikanti et al. 2022: ~34 s*b*h bytes
 // plus 5 a*s^2*b for eager attention), allocated tensor by tensor in execution order so that the
-// allocator sees realistic sizes and lifetimes.
+// allocator sees realistic sizes and lifetimes. StepGenerator keeps the state that lives across
+// steps; one step is built by StepBuilder, whose members are the phases and layer parts by name.
 #include "mlprio/fsdp/step_generator.hpp"
 
 #include <algorithm>
