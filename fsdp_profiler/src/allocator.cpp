@@ -17,7 +17,9 @@ namespace mlprio::fsdp {
 
 namespace {
 
-uint64_t floor_pow2(uint64_t x) { return x == 0 ? 0 : (uint64_t{1} << (63 - std::countl_zero(x))); }
+uint64_t floor_pow2(uint64_t x) {
+  return x == 0 ? 0 : (uint64_t{1} << (63 - std::countl_zero(x)));
+}
 
 // Index of the 1 MiB..64 GiB interval a size falls in (torch clamps below and above).
 size_t interval_index(uint64_t size) {
@@ -36,7 +38,9 @@ uint64_t roundup_power2_next_division(uint64_t size, uint64_t divisions) {
   return floor_to_division == size ? size : floor_to_division + division;
 }
 
-[[noreturn]] void fail(const std::string& what) { throw InvariantError("allocator invariant: " + what); }
+[[noreturn]] void fail(const std::string& what) {
+  throw InvariantError("allocator invariant: " + what);
+}
 
 }  // namespace
 
@@ -44,8 +48,8 @@ uint64_t round_size(uint64_t bytes, const AllocatorSettings& s) {
   if (bytes < MIN_BLOCK_SIZE) return MIN_BLOCK_SIZE;
   const bool v1 = s.version == TorchVersion::TORCH_1_13;
   // 1.13 kept one value for all sizes (interval 0 holds it) and applied it when > 0.
-  const uint64_t divisions = v1 ? s.roundup_power2_divisions[0]
-                                : s.roundup_power2_divisions[interval_index(bytes)];
+  const uint64_t divisions =
+      v1 ? s.roundup_power2_divisions[0] : s.roundup_power2_divisions[interval_index(bytes)];
   const bool applies = (v1 ? divisions > 0 : divisions > 1) && bytes > MIN_BLOCK_SIZE * divisions;
   if (applies) return roundup_power2_next_division(bytes, divisions);
   return MIN_BLOCK_SIZE * ((bytes + MIN_BLOCK_SIZE - 1) / MIN_BLOCK_SIZE);
@@ -127,7 +131,8 @@ void CachingAllocator::replace_free_at(Pool& pool, StreamId stream, size_t index
     const size_t j =
         index + 1 + FreeList::search(v.data() + index + 1, v.size() - index - 1, e.key);
     std::move(v.begin() + static_cast<std::ptrdiff_t>(index + 1),
-              v.begin() + static_cast<std::ptrdiff_t>(j), v.begin() + static_cast<std::ptrdiff_t>(index));
+              v.begin() + static_cast<std::ptrdiff_t>(j),
+              v.begin() + static_cast<std::ptrdiff_t>(index));
     v[j - 1] = e;
   } else {
     v[index] = e;
@@ -200,8 +205,8 @@ uint64_t CachingAllocator::block_size(BlockId id) const {
 
 AllocResult CachingAllocator::malloc(uint64_t bytes, StreamId stream) {
   if (stream >= MAX_STREAMS)
-    throw InvariantError("stream id " + std::to_string(stream) + " >= " +
-                         std::to_string(MAX_STREAMS));
+    throw InvariantError("stream id " + std::to_string(stream) +
+                         " >= " + std::to_string(MAX_STREAMS));
   if (bytes == 0) return AllocResult{NO_BLOCK, 0, 0, true};
   if (pending_events_ > 0) process_events();
   const uint64_t size = round_size(bytes, settings_);
@@ -245,8 +250,7 @@ BlockId CachingAllocator::get_free_block(Pool& pool, StreamId stream, uint64_t s
   }
   const uint64_t candidate = v[i].size();
   if (size < settings_.max_split_size && candidate >= settings_.max_split_size) return NO_BLOCK;
-  if (size >= settings_.max_split_size &&
-      candidate >= size + settings_.max_non_split_rounding_size)
+  if (size >= settings_.max_split_size && candidate >= size + settings_.max_non_split_rounding_size)
     return NO_BLOCK;
   index = i;
   return v[i].id;
@@ -261,9 +265,9 @@ bool CachingAllocator::alloc_block(Pool& pool, StreamId stream, uint64_t size, u
     return out != NO_BLOCK;
   }
   const auto addr = device_.malloc_segment(alloc_size);
-  device_time_us_ += device_.latency().malloc_us +
-                     device_.latency().malloc_us_per_gib * static_cast<double>(alloc_size) /
-                         static_cast<double>(GiB);
+  device_time_us_ += device_.latency().malloc_us + device_.latency().malloc_us_per_gib *
+                                                       static_cast<double>(alloc_size) /
+                                                       static_cast<double>(GiB);
   if (!addr) return false;
   total_reserved_ += alloc_size;
   const BlockId id = new_block();
@@ -281,7 +285,7 @@ bool CachingAllocator::alloc_block(Pool& pool, StreamId stream, uint64_t size, u
 }
 
 AllocResult CachingAllocator::alloc_found_block(BlockId id, uint64_t size, uint64_t requested,
-                                               size_t index) {
+                                                size_t index) {
   const bool small = blk(id).is_small;
   const bool exp = blk(id).expandable >= 0;
   const bool already_split = blk(id).is_split();
@@ -341,8 +345,7 @@ AllocResult CachingAllocator::alloc_found_block(BlockId id, uint64_t size, uint6
   return AllocResult{id, b.addr, b.size, true};
 }
 
-bool CachingAllocator::release_available_cached_blocks(Pool& pool, StreamId stream,
-                                                       uint64_t size) {
+bool CachingAllocator::release_available_cached_blocks(Pool& pool, StreamId stream, uint64_t size) {
   if (settings_.max_split_size == UNLIMITED) return false;
   const uint64_t key_size = std::max(size, settings_.max_split_size);
   const auto& v = pool.blocks.by_stream[stream];
@@ -351,7 +354,8 @@ bool CachingAllocator::release_available_cached_blocks(Pool& pool, StreamId stre
     // No single cached block is large enough: release oversize blocks from the largest down
     // until enough is released. Releasing entry j leaves entries 0..j-1 where they are.
     uint64_t released = 0;
-    for (size_t j = i; j > 0 && released < key_size && v[j - 1].size() >= settings_.max_split_size;) {
+    for (size_t j = i;
+         j > 0 && released < key_size && v[j - 1].size() >= settings_.max_split_size;) {
       --j;
       const BlockId cid = v[j].id;
       if (blk(cid).expandable < 0 && !blk(cid).is_split()) {
@@ -556,7 +560,9 @@ void CachingAllocator::synchronize_and_free_events() {
   while (!deferred_.empty()) complete_deferred_free(deferred_.back());
 }
 
-void CachingAllocator::empty_cache() { release_cached_blocks(); }
+void CachingAllocator::empty_cache() {
+  release_cached_blocks();
+}
 
 void CachingAllocator::free_block(BlockId id) {
   const bool small = blk(id).is_small;
@@ -924,8 +930,7 @@ void CachingAllocator::check() const {
     for (size_t i = 0; i < 3; ++i)
       if (got[i].current != want[i].current)
         fail(std::string(name) + "[" + std::to_string(i) + "].current is " +
-             std::to_string(got[i].current) + ", recount gives " +
-             std::to_string(want[i].current));
+             std::to_string(got[i].current) + ", recount gives " + std::to_string(want[i].current));
   };
   cmp("allocation", stats_.allocation, recount.allocation);
   cmp("allocated_bytes", stats_.allocated_bytes, recount.allocated_bytes);

@@ -1,5 +1,5 @@
-// The replay, sweep and measure commands of mlprio-fsdp: turn parsed arguments into library calls and
-// print the results (a table, or JSON with --json), optionally writing HDF5 with --out.
+// The replay, sweep and measure commands of mlprio-fsdp: turn parsed arguments into library calls
+// and print the results (a table, or JSON with --json), optionally writing HDF5 with --out.
 #include "cli.hpp"
 
 #include <unistd.h>
@@ -31,9 +31,10 @@ using nlohmann::ordered_json;
 AllocatorSettings make_settings(const std::string& conf, const std::string& version,
                                 double fraction) {
   AllocatorSettings base;
-  if (version == "1.13") base.version = TorchVersion::TORCH_1_13;
-  else if (version != "2.x") throw SettingsError("--torch-version: expected 1.13 or 2.x, got '" +
-                                                 version + "'");
+  if (version == "1.13")
+    base.version = TorchVersion::TORCH_1_13;
+  else if (version != "2.x")
+    throw SettingsError("--torch-version: expected 1.13 or 2.x, got '" + version + "'");
   if (fraction < 0.0 || fraction > 1.0)
     throw SettingsError("--memory-fraction: expected a number in [0, 1]");
   base.memory_fraction = fraction;
@@ -74,16 +75,20 @@ void parse_range(const std::string& text, int64_t& lo, int64_t& hi, int64_t& ste
 }  // namespace
 
 int run_replay(const ReplayArgs& a) {
-  const AllocatorSettings settings = make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
+  const AllocatorSettings settings =
+      make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
   const uint64_t capacity = parse_bytes(a.capacity);
   const Snapshot snap = read_snapshot(a.snapshot);
   SimulatedDevice dev(capacity);
   ReplayOptions opts;
   opts.device_index = a.device;
   const ReplayResult r = replay_snapshot(snap, dev, settings, opts);
-  ordered_json summary = {{"device", r.device_index},        {"entries", r.entries},
-                          {"allocs", r.allocs},              {"frees", r.frees},
-                          {"failed_allocs", r.failed_allocs}, {"unmatched_frees", r.unmatched_frees},
+  ordered_json summary = {{"device", r.device_index},
+                          {"entries", r.entries},
+                          {"allocs", r.allocs},
+                          {"frees", r.frees},
+                          {"failed_allocs", r.failed_allocs},
+                          {"unmatched_frees", r.unmatched_frees},
                           {"other_actions", r.other_actions}};
   if (a.json) {
     ordered_json j;
@@ -95,19 +100,22 @@ int run_replay(const ReplayArgs& a) {
   } else {
     const auto& s = r.stats;
     std::printf("replayed %lld entries of device %d on %s (%s)\n",
-                static_cast<long long>(r.entries), r.device_index,
-                format_bytes(capacity).c_str(), settings.to_alloc_conf().c_str());
-    std::printf("  num_alloc_retries %lld, num_ooms %lld, failed allocs %lld, unmatched frees %lld\n",
-                static_cast<long long>(s.num_alloc_retries), static_cast<long long>(s.num_ooms),
-                static_cast<long long>(r.failed_allocs), static_cast<long long>(r.unmatched_frees));
+                static_cast<long long>(r.entries), r.device_index, format_bytes(capacity).c_str(),
+                settings.to_alloc_conf().c_str());
+    std::printf(
+        "  num_alloc_retries %lld, num_ooms %lld, failed allocs %lld, unmatched frees %lld\n",
+        static_cast<long long>(s.num_alloc_retries), static_cast<long long>(s.num_ooms),
+        static_cast<long long>(r.failed_allocs), static_cast<long long>(r.unmatched_frees));
     std::printf("  peak allocated %s, peak reserved %s, segments now %lld\n",
                 format_bytes(static_cast<uint64_t>(s.allocated_bytes[AGGREGATE].peak)).c_str(),
                 format_bytes(static_cast<uint64_t>(s.reserved_bytes[AGGREGATE].peak)).c_str(),
                 static_cast<long long>(s.segment[AGGREGATE].current));
   }
   if (!a.out.empty()) {
-    ordered_json cfg = {{"snapshot", a.snapshot}, {"capacity_bytes", capacity},
-                        {"alloc_conf", settings.to_alloc_conf()}, {"torch_version", a.torch_version}};
+    ordered_json cfg = {{"snapshot", a.snapshot},
+                        {"capacity_bytes", capacity},
+                        {"alloc_conf", settings.to_alloc_conf()},
+                        {"torch_version", a.torch_version}};
     write_replay_h5(a.out, RunInfo{a.command_line, cfg.dump(), ""}, r);
   }
   return 0;
@@ -153,17 +161,27 @@ static FsdpConfig fsdp_config(const SweepArgs& a) {
   FsdpConfig c;
   c.model = find_model(a.model, a.models_file);
   c.world_size = a.world_size;
-  if (a.sharding == "FULL_SHARD") c.sharding = ShardingStrategy::FULL_SHARD;
-  else if (a.sharding == "SHARD_GRAD_OP") c.sharding = ShardingStrategy::SHARD_GRAD_OP;
-  else if (a.sharding == "NO_SHARD") c.sharding = ShardingStrategy::NO_SHARD;
-  else throw SettingsError("--sharding: expected FULL_SHARD, SHARD_GRAD_OP or NO_SHARD, got '" +
-                           a.sharding + "'");
-  if (a.fsdp == "1") c.version = FsdpVersion::FSDP1;
-  else if (a.fsdp == "2") c.version = FsdpVersion::FSDP2;
-  else throw SettingsError("--fsdp: expected 1 or 2, got '" + a.fsdp + "'");
-  if (a.precision == "bf16") c.mixed_precision = true;
-  else if (a.precision == "fp32") c.mixed_precision = false;
-  else throw SettingsError("--precision: expected bf16 or fp32, got '" + a.precision + "'");
+  if (a.sharding == "FULL_SHARD")
+    c.sharding = ShardingStrategy::FULL_SHARD;
+  else if (a.sharding == "SHARD_GRAD_OP")
+    c.sharding = ShardingStrategy::SHARD_GRAD_OP;
+  else if (a.sharding == "NO_SHARD")
+    c.sharding = ShardingStrategy::NO_SHARD;
+  else
+    throw SettingsError("--sharding: expected FULL_SHARD, SHARD_GRAD_OP or NO_SHARD, got '" +
+                        a.sharding + "'");
+  if (a.fsdp == "1")
+    c.version = FsdpVersion::FSDP1;
+  else if (a.fsdp == "2")
+    c.version = FsdpVersion::FSDP2;
+  else
+    throw SettingsError("--fsdp: expected 1 or 2, got '" + a.fsdp + "'");
+  if (a.precision == "bf16")
+    c.mixed_precision = true;
+  else if (a.precision == "fp32")
+    c.mixed_precision = false;
+  else
+    throw SettingsError("--precision: expected bf16 or fp32, got '" + a.precision + "'");
   c.activation_checkpointing = a.activation_checkpointing;
   c.flash_attention = a.flash_attention;
   c.limit_all_gathers = a.limit_all_gathers;
@@ -191,8 +209,11 @@ int run_sweep_command(const SweepArgs& a) {
   const FsdpConfig& c = o.base;
   if (isatty(STDERR_FILENO)) {
     o.progress = [](int64_t mbs, size_t done, size_t total) {
-      if (mbs == 0) std::fprintf(stderr, "\r%zu/%zu minibatch sizes done.            \n", done, total);
-      else std::fprintf(stderr, "\rmbs %lld (%zu/%zu)   ", static_cast<long long>(mbs), done + 1, total);
+      if (mbs == 0)
+        std::fprintf(stderr, "\r%zu/%zu minibatch sizes done.            \n", done, total);
+      else
+        std::fprintf(stderr, "\rmbs %lld (%zu/%zu)   ", static_cast<long long>(mbs), done + 1,
+                     total);
     };
   }
   const SweepResult r = run_sweep(o);
@@ -203,8 +224,8 @@ int run_sweep_command(const SweepArgs& a) {
                  static_cast<long long>(MAX_SWEEP_POINTS));
   StepGenerator probe(c);
   const int64_t params = c.model.total_params();
-  const auto zero3 = static_cast<int64_t>(4 * probe.largest_unit_params() +
-                                          18 * params / c.world_size);
+  const auto zero3 =
+      static_cast<int64_t>(4 * probe.largest_unit_params() + 18 * params / c.world_size);
   const ordered_json cfg = config_json(a, c, o.capacity, o);
   if (a.json) {
     ordered_json j = cfg;
@@ -225,7 +246,8 @@ int run_sweep_command(const SweepArgs& a) {
     for (const auto& p : r.points)
       std::printf("%6lld %10.2f %8lld %5s %14s %14s %6.3f\n", static_cast<long long>(p.mbs),
                   p.retries_per_step, static_cast<long long>(p.first_step_retries),
-                  p.oom ? "yes" : "no", format_bytes(static_cast<uint64_t>(p.peak_reserved)).c_str(),
+                  p.oom ? "yes" : "no",
+                  format_bytes(static_cast<uint64_t>(p.peak_reserved)).c_str(),
                   format_bytes(static_cast<uint64_t>(p.peak_allocated)).c_str(), p.fragmentation);
     std::printf("max_safe_mbs %lld\n", static_cast<long long>(r.max_safe_mbs));
   }
@@ -261,11 +283,10 @@ MeasureEntry load_measure_module(std::string& why) {
   auto abi = reinterpret_cast<MeasureAbiEntry>(dlsym(h, "mlprio_fsdp_measure_abi"));
   auto entry = reinterpret_cast<MeasureEntry>(dlsym(h, "mlprio_fsdp_measure"));
   if (abi == nullptr || entry == nullptr || abi() != MEASURE_MODULE_ABI)
-    throw mlprio::RuntimeError("the CUDA module " + path +
-                               " belongs to another build of mlprio-fsdp (ABI " +
-                               std::to_string(abi ? abi() : 0L) + ", expected " +
-                               std::to_string(MEASURE_MODULE_ABI) +
-                               "): install both from one build");
+    throw mlprio::RuntimeError(
+        "the CUDA module " + path + " belongs to another build of mlprio-fsdp (ABI " +
+        std::to_string(abi ? abi() : 0L) + ", expected " + std::to_string(MEASURE_MODULE_ABI) +
+        "): install both from one build");
   return entry;  // never closed: the program ends after measuring
 }
 #endif
@@ -275,7 +296,8 @@ int run_measure_command(const MeasureArgs& m) {
   const FsdpConfig base = fsdp_config(a);
   int64_t lo = 1, hi = 1, step = 1;
   parse_range(a.mbs, lo, hi, step);
-  const AllocatorSettings settings = make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
+  const AllocatorSettings settings =
+      make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
   const uint64_t capacity = a.capacity == "auto" ? 0 : parse_bytes(a.capacity);
   const uint64_t headroom = parse_bytes(m.headroom);
 #if !MLPRIO_FSDP_MEASURE_MODULE
@@ -297,8 +319,11 @@ int run_measure_command(const MeasureArgs& m) {
   o.stop_after_oom = !m.keep_going;
   if (isatty(STDERR_FILENO)) {
     o.progress = [](int64_t mbs, size_t done, size_t total) {
-      if (mbs == 0) std::fprintf(stderr, "\r%zu/%zu minibatch sizes measured.            \n", done, total);
-      else std::fprintf(stderr, "\rmbs %lld (%zu/%zu)   ", static_cast<long long>(mbs), done + 1, total);
+      if (mbs == 0)
+        std::fprintf(stderr, "\r%zu/%zu minibatch sizes measured.            \n", done, total);
+      else
+        std::fprintf(stderr, "\rmbs %lld (%zu/%zu)   ", static_cast<long long>(mbs), done + 1,
+                     total);
     };
   }
   std::string why;
@@ -309,7 +334,8 @@ int run_measure_command(const MeasureArgs& m) {
   if (measure == nullptr || rc == mlprio::EXIT_NO_DEVICE) {
     std::fprintf(stderr,
                  "mlprio-fsdp: no CUDA device: use `mlprio-fsdp sweep` for the simulated device "
-                 "(%s)\n", measure == nullptr ? why.c_str() : err);
+                 "(%s)\n",
+                 measure == nullptr ? why.c_str() : err);
     return mlprio::EXIT_NO_DEVICE;
   }
   if (rc == mlprio::EXIT_USAGE) throw mlprio::UsageError(err);

@@ -63,7 +63,8 @@ Collective CollectivePlan::on_op(const Op& op) {
       c.output = op.tensor;
       c.count = op.bytes / elem_bytes_;
       return c;
-    default: return c;
+    default:
+      return c;
   }
 }
 

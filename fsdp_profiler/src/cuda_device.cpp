@@ -26,14 +26,16 @@ double since_us(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string bytes_text(uint64_t b) { return std::to_string(b) + " B"; }
+std::string bytes_text(uint64_t b) {
+  return std::to_string(b) + " B";
+}
 
 template <class Fn>
 void load_entry(const char* symbol, Fn& fn) {
   void* ptr = nullptr;
   cudaDriverEntryPointQueryResult status{};
-  CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &ptr, CUDA_VERSION, cudaEnableDefault,
-                                              &status));
+  CUDA_CHECK(
+      cudaGetDriverEntryPointByVersion(symbol, &ptr, CUDA_VERSION, cudaEnableDefault, &status));
   if (status != cudaDriverEntryPointSuccess || ptr == nullptr)
     throw kernels::CudaError(std::string("driver entry point ") + symbol +
                                  " not found (driver older than CUDA " +
@@ -120,7 +122,7 @@ struct CudaDevice::Impl {
     CUmemGenericAllocationHandle handle;
     uint64_t bytes;
   };
-  std::map<uint64_t, Mapping> mappings;              // addr -> physical pages mapped there
+  std::map<uint64_t, Mapping> mappings;               // addr -> physical pages mapped there
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // reserved virtual ranges
 
   CUmemAllocationProp prop() const {
@@ -150,8 +152,8 @@ CudaDevice::CudaDevice(int device_index, uint64_t capacity, LatencyModel latency
   CUdevice dev = 0;
   CU_CHECK(drv.device_get(&dev, device_index));
   int vmm = 0;
-  CU_CHECK(drv.device_get_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                                    dev));
+  CU_CHECK(
+      drv.device_get_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev));
   d.vmm = vmm != 0;
   if (!d.vmm) return;  // cudaMalloc segments only; expandable segments are refused when asked
   const CUmemAllocationProp p = d.prop();
@@ -171,7 +173,8 @@ CudaDevice::~CudaDevice() {
   };
   if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) warn("cudaDeviceSynchronize", e);
   for (const auto& [addr, bytes] : d.segments)
-    if (cudaError_t e = cudaFree(reinterpret_cast<void*>(addr)); e != cudaSuccess) warn("cudaFree", e);
+    if (cudaError_t e = cudaFree(reinterpret_cast<void*>(addr)); e != cudaSuccess)
+      warn("cudaFree", e);
   for (const auto& [addr, m] : d.mappings) {
     if (CUresult r = drv.mem_unmap(static_cast<CUdeviceptr>(addr), m.bytes); r != CUDA_SUCCESS)
       warn("cuMemUnmap", r);
@@ -182,12 +185,24 @@ CudaDevice::~CudaDevice() {
       warn("cuMemAddressFree", r);
 }
 
-uint64_t CudaDevice::capacity() const { return impl_->capacity; }
-uint64_t CudaDevice::used() const { return impl_->used; }
-const LatencyModel& CudaDevice::latency() const { return impl_->latency; }
-const DeviceCallTimes& CudaDevice::times() const { return impl_->times; }
-int CudaDevice::index() const { return impl_->index; }
-uint64_t CudaDevice::map_granularity() const { return impl_->granularity; }
+uint64_t CudaDevice::capacity() const {
+  return impl_->capacity;
+}
+uint64_t CudaDevice::used() const {
+  return impl_->used;
+}
+const LatencyModel& CudaDevice::latency() const {
+  return impl_->latency;
+}
+const DeviceCallTimes& CudaDevice::times() const {
+  return impl_->times;
+}
+int CudaDevice::index() const {
+  return impl_->index;
+}
+uint64_t CudaDevice::map_granularity() const {
+  return impl_->granularity;
+}
 
 std::optional<uint64_t> CudaDevice::malloc_segment(uint64_t bytes) {
   Impl& d = *impl_;
@@ -246,8 +261,7 @@ bool CudaDevice::map_pages(uint64_t addr, uint64_t bytes) {
   Impl& d = *impl_;
   if (bytes % d.granularity != 0 || addr % d.granularity != 0)
     throw DeviceError("cuda device: map_pages of " + bytes_text(bytes) +
-                      " is not a multiple of the mapping granularity " +
-                      bytes_text(d.granularity));
+                      " is not a multiple of the mapping granularity " + bytes_text(d.granularity));
   if (bytes > d.capacity - d.used) return false;
   const auto t0 = std::chrono::steady_clock::now();
   const CUmemAllocationProp p = d.prop();

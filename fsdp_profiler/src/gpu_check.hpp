@@ -53,8 +53,8 @@ inline void cu_check(CUresult r, const char* call, const char* file, int line) {
   const char* text = nullptr;
   if (driver().get_error_name(r, &name) != CUDA_SUCCESS) name = "CUDA_ERROR_?";
   if (driver().get_error_string(r, &text) != CUDA_SUCCESS) text = "unknown driver error";
-  const std::string msg = kernels::format_error_site(call, file, line,
-                                                     std::string(name) + " (" + text + ")");
+  const std::string msg =
+      kernels::format_error_site(call, file, line, std::string(name) + " (" + text + ")");
   switch (r) {
     case CUDA_ERROR_ILLEGAL_ADDRESS:
     case CUDA_ERROR_LAUNCH_FAILED:

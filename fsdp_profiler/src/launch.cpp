@@ -46,7 +46,9 @@ LauncherInfo launcher_info(const EnvLookup& env) {
   return info;
 }
 
-bool launched_with_ranks(const LauncherInfo& info) { return info.size > 1 || info.pmix; }
+bool launched_with_ranks(const LauncherInfo& info) {
+  return info.size > 1 || info.pmix;
+}
 
 void check_mpi_size(const LauncherInfo& info, int mpi_size) {
   if (info.size == 0 || info.size == mpi_size) return;
@@ -67,8 +69,8 @@ int device_for_rank(int local_rank, int local_size, int visible_gpus) {
         " visible GPU(s): start at most one rank per GPU (mpirun -n / srun --ntasks-per-node, "
         "or CUDA_VISIBLE_DEVICES)");
   if (local_rank < 0 || local_rank >= local_size)
-    throw ::mlprio::RuntimeError("local rank " + std::to_string(local_rank) +
-                                 " is outside 0.." + std::to_string(local_size - 1));
+    throw ::mlprio::RuntimeError("local rank " + std::to_string(local_rank) + " is outside 0.." +
+                                 std::to_string(local_size - 1));
   return local_rank;
 }
 

@@ -1,7 +1,8 @@
 // mlprio-fsdp: predicts CUDA caching-allocator retries and fragmentation for FSDP training on a
-// simulated device, or measures them on GPUs (measure, built with CUDA). main() declares every option (with help and default) and dispatches to
-// cli.cpp; errors become one message on stderr and the exit status of mlprio/util/errors.hpp:
-// 2 for usage or bad input, 1 for a runtime failure, 3 for no CUDA device (measure).
+// simulated device, or measures them on GPUs (measure, built with CUDA). main() declares every
+// option (with help and default) and dispatches to cli.cpp; errors become one message on stderr and
+// the exit status of mlprio/util/errors.hpp: 2 for usage or bad input, 1 for a runtime failure, 3
+// for no CUDA device (measure).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -12,7 +13,9 @@
 
 int main(int argc, char** argv) {
   using namespace mlprio::fsdp;
-  CLI::App app{"mlprio-fsdp: CUDA caching-allocator model for FSDP training (simulated device; measure on GPUs)"};
+  CLI::App app{
+      "mlprio-fsdp: CUDA caching-allocator model for FSDP training (simulated device; measure on "
+      "GPUs)"};
   app.require_subcommand(1);
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
@@ -26,8 +29,10 @@ int main(int argc, char** argv) {
   replay->add_option("--alloc-conf", ra.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF string");
   replay->add_option("--torch-version", ra.torch_version, "Allocator rules: 1.13 or 2.x")
       ->capture_default_str();
-  replay->add_option("--memory-fraction", ra.memory_fraction,
-                     "set_per_process_memory_fraction (0: not set)")->capture_default_str();
+  replay
+      ->add_option("--memory-fraction", ra.memory_fraction,
+                   "set_per_process_memory_fraction (0: not set)")
+      ->capture_default_str();
   replay->add_option("--device", ra.device, "Device index in the snapshot (-1: first non-empty)")
       ->capture_default_str();
   replay->add_flag("--json", ra.json, "Print {\"stats\": memory_stats} as JSON");
@@ -35,17 +40,21 @@ int main(int argc, char** argv) {
 
   // The options sweep and measure share (measure: --capacity defaults to "auto").
   auto add_fsdp_options = [](CLI::App* sub, cli::SweepArgs& a) {
-    sub->add_option("--model", a.model, "gpt2-xl, t5-3b, llama2-7b, llama2-13b or a models-file name")
+    sub->add_option("--model", a.model,
+                    "gpt2-xl, t5-3b, llama2-7b, llama2-13b or a models-file name")
         ->required();
     sub->add_option("--models-file", a.models_file, "Extra shapes (default configs/models.json)");
     sub->add_option("--world-size", a.world_size, "Number of GPUs")->capture_default_str();
-    sub->add_option("--capacity", a.capacity, "Memory per GPU, e.g. 80GiB (measure: auto = free GPU memory - headroom)")->capture_default_str();
+    sub->add_option("--capacity", a.capacity,
+                    "Memory per GPU, e.g. 80GiB (measure: auto = free GPU memory - headroom)")
+        ->capture_default_str();
     sub->add_option("--mbs", a.mbs, "Per-GPU minibatch range LO:HI[:STEP]")->capture_default_str();
     sub->add_option("--alloc-conf", a.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF string");
     sub->add_option("--torch-version", a.torch_version, "Allocator rules: 1.13 or 2.x")
         ->capture_default_str();
     sub->add_option("--memory-fraction", a.memory_fraction,
-                    "set_per_process_memory_fraction (0: not set)")->capture_default_str();
+                    "set_per_process_memory_fraction (0: not set)")
+        ->capture_default_str();
     sub->add_option("--sharding", a.sharding, "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD")
         ->capture_default_str();
     sub->add_option("--fsdp", a.fsdp, "FSDP implementation: 1 (flat params) or 2 (fully_shard)")
@@ -55,11 +64,13 @@ int main(int argc, char** argv) {
                   "Checkpoint every transformer block");
     sub->add_flag("--flash-attention", a.flash_attention, "No s^2 attention tensors");
     sub->add_option("--limit-all-gathers", a.limit_all_gathers,
-                    "FSDP1 all-gathers in flight (0: unlimited)")->capture_default_str();
+                    "FSDP1 all-gathers in flight (0: unlimited)")
+        ->capture_default_str();
     sub->add_option("--seq-len", a.seq_len,
                     "Tokens per sample (encoder length for encoder-decoder models; 0: the model's)")
         ->capture_default_str();
-    sub->add_option("--tgt-len", a.tgt_len, "Decoder tokens of an encoder-decoder model (0: the model's)")
+    sub->add_option("--tgt-len", a.tgt_len,
+                    "Decoder tokens of an encoder-decoder model (0: the model's)")
         ->capture_default_str();
     sub->add_option("--steps", a.steps, "Training steps per minibatch")->capture_default_str();
     sub->add_flag("--json", a.json, "Print the result as JSON");
@@ -68,7 +79,8 @@ int main(int argc, char** argv) {
 
   cli::SweepArgs sa;
   sa.command_line = command_line;
-  auto* sweep = app.add_subcommand("sweep", "Find the largest minibatch without cudaMalloc retries");
+  auto* sweep =
+      app.add_subcommand("sweep", "Find the largest minibatch without cudaMalloc retries");
   add_fsdp_options(sweep, sa);
   sweep->add_flag("--past-oom", sa.past_oom,
                   "Go on after the first minibatch that runs out of memory (default: stop there; "
@@ -78,12 +90,15 @@ int main(int argc, char** argv) {
   ma.sweep.command_line = command_line;
   ma.sweep.capacity = "auto";
   auto* measure = app.add_subcommand(
-      "measure", "Run the sweep's FSDP steps on this GPU (one rank per GPU under mpirun/srun; "
-                 "NCCL between ranks) and measure step time");
+      "measure",
+      "Run the sweep's FSDP steps on this GPU (one rank per GPU under mpirun/srun; "
+      "NCCL between ranks) and measure step time");
   add_fsdp_options(measure, ma.sweep);
-  measure->add_option("--headroom", ma.headroom,
-                    "GPU memory left outside the allocator for the CUDA context, NCCL and "
-                    "kernels (with --capacity auto)")->capture_default_str();
+  measure
+      ->add_option("--headroom", ma.headroom,
+                   "GPU memory left outside the allocator for the CUDA context, NCCL and "
+                   "kernels (with --capacity auto)")
+      ->capture_default_str();
   measure->add_flag("--keep-going", ma.keep_going,
                     "Measure larger minibatches after the first out-of-memory one");
 
@@ -101,7 +116,8 @@ int main(int argc, char** argv) {
     // SnapshotError, ModelConfigError, ...), 3 no device, 1 any other failure. Bad input is
     // reported without the "error:" prefix, as this program always has.
     const int code = mlprio::exit_code_for(e);
-    std::fprintf(stderr, "mlprio-fsdp: %s%s\n", code == mlprio::EXIT_USAGE ? "" : "error: ", e.what());
+    std::fprintf(stderr, "mlprio-fsdp: %s%s\n",
+                 code == mlprio::EXIT_USAGE ? "" : "error: ", e.what());
     return code;
   }
 }

@@ -25,10 +25,10 @@
 #include "mlprio/fsdp/allocator.hpp"
 #include "mlprio/fsdp/collectives.hpp"
 #include "mlprio/fsdp/cuda_device.hpp"
-#include "mlprio/kernels/check.hpp"
 #include "mlprio/fsdp/launch.hpp"
-#include "rank_abort.hpp"
+#include "mlprio/kernels/check.hpp"
 #include "mlprio/kernels/kernels.hpp"
+#include "rank_abort.hpp"
 
 #if MLPRIO_FSDP_HAVE_MPI
 #include <mpi.h>
@@ -160,10 +160,9 @@ class Runner {
       run_op(op, out ? &out->st : nullptr);
       if (op.kind == OpKind::ALLOC || op.kind == OpKind::FREE) {
         const auto& s = alloc_.stats();
-        series.push_back(MemorySample{static_cast<int64_t>(series.size()), step, phase_,
-                                      s.allocated_bytes[AGGREGATE].current,
-                                      s.reserved_bytes[AGGREGATE].current,
-                                      s.active_bytes[AGGREGATE].current});
+        series.push_back(MemorySample{
+            static_cast<int64_t>(series.size()), step, phase_, s.allocated_bytes[AGGREGATE].current,
+            s.reserved_bytes[AGGREGATE].current, s.active_bytes[AGGREGATE].current});
       }
     }
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -196,7 +195,9 @@ class Runner {
 
   void run_op(const Op& op, StepStats* stats) {
     switch (op.kind) {
-      case OpKind::ALLOC: on_alloc(op, stats); break;
+      case OpKind::ALLOC:
+        on_alloc(op, stats);
+        break;
       case OpKind::FREE: {
         if (phase_ == static_cast<int32_t>(Phase::OPTIMIZER) && !adam_done_) run_adam();
         plan_.on_op(op);  // a freed collective input is no longer a partner
@@ -265,7 +266,8 @@ class Runner {
     if (phase == Phase::OPTIMIZER) opt_allocs_.push_back(op.tensor);
     const Collective c = plan_.on_op(op);
     switch (c.kind) {
-      case CollectiveKind::NONE: break;
+      case CollectiveKind::NONE:
+        break;
       case CollectiveKind::ALL_GATHER: {
         void* recv = ptr(c.output);
         const uint64_t chunk = c.count * static_cast<uint64_t>(ab_);
@@ -372,7 +374,8 @@ void set_up_group(Group& g, const MeasureOptions& opts) {
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g.size));
     check_mpi_size(launcher, g.size);
     MPI_Comm local;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &local));
+    MPI_CHECK(
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &local));
     MPI_CHECK(MPI_Comm_rank(local, &g.local_rank));
     MPI_CHECK(MPI_Comm_size(local, &g.local_size));
     MPI_CHECK(MPI_Comm_free(&local));
@@ -486,8 +489,9 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
     cuda_memory_info(dev_index, free_b, total_b);
     const uint64_t avail = free_b > opts.headroom ? free_b - opts.headroom : 0;
     const uint64_t cap = g.min(opts.capacity ? std::min(opts.capacity, avail) : avail);
-    if (cap == 0) throw DeviceError("no GPU memory left after a headroom of " +
-                                    std::to_string(opts.headroom) + " bytes");
+    if (cap == 0)
+      throw DeviceError("no GPU memory left after a headroom of " + std::to_string(opts.headroom) +
+                        " bytes");
     out.capacity = cap;
     CudaDevice dev(dev_index, cap);
     std::vector<Runner::Step> steps;
@@ -539,7 +543,8 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
     mp.step_ms = agg[6];
     mp.first_step_ms = agg[7];
     mp.device_call_ms_per_step = agg[8];
-    mp.samples_per_s = mp.step_ms > 0 ? static_cast<double>(mbs * g.size) / (mp.step_ms / 1000.0) : 0;
+    mp.samples_per_s =
+        mp.step_ms > 0 ? static_cast<double>(mbs * g.size) / (mp.step_ms / 1000.0) : 0;
     mp.collectives_per_step = steps.back().collectives;
     out.points.push_back(mp);
     const bool bad = p.oom || p.retries_per_step > 0.0;
@@ -574,8 +579,9 @@ MeasureResult run_measure(const MeasureOptions& opts) {
 
   Group g;
   set_up_group(g, opts);
-  return run_or_abort_ranks(g.rank, g.size, [&] { return measure_on_group(g, opts, n_dev); },
-                            [&] { abort_collectives(g); });
+  return run_or_abort_ranks(
+      g.rank, g.size, [&] { return measure_on_group(g, opts, n_dev); },
+      [&] { abort_collectives(g); });
 }
 
 }  // namespace mlprio::fsdp

@@ -15,9 +15,9 @@ namespace mlprio::fsdp {
 
 // Bumped whenever MeasureOptions, MeasureResult or the entry's signature change; combined with
 // their sizes, so a stale module from another build is refused instead of misread.
-constexpr long MEASURE_MODULE_ABI =
-    1L * 1000000L + static_cast<long>(sizeof(MeasureOptions)) * 1000L +
-    static_cast<long>(sizeof(MeasureResult));
+constexpr long MEASURE_MODULE_ABI = 1L * 1000000L +
+                                    static_cast<long>(sizeof(MeasureOptions)) * 1000L +
+                                    static_cast<long>(sizeof(MeasureResult));
 
 // Runs run_measure(*opts) into *out. Returns 0, or the program's exit code for the error
 // (3 no device, 2 bad input, 1 runtime) with its message in err (NUL-terminated, truncated).

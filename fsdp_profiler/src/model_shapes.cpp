@@ -42,30 +42,55 @@ std::vector<TransformerShape> builtins() {
   std::vector<TransformerShape> v;
   TransformerShape g;  // GPT2-XL: 48 x 1600, 25 heads, context 1024
   g.name = "gpt2-xl";
-  g.n_layers = 48; g.d_model = 1600; g.n_heads = 25; g.d_attn = 1600; g.d_ff = 6400;
-  g.vocab = 50257; g.seq_len = 1024;
+  g.n_layers = 48;
+  g.d_model = 1600;
+  g.n_heads = 25;
+  g.d_attn = 1600;
+  g.d_ff = 6400;
+  g.vocab = 50257;
+  g.seq_len = 1024;
   v.push_back(g);
   TransformerShape t;  // T5-3B: 24 + 24 layers, d_model 1024, 32 heads x 128, d_ff 16384
   t.name = "t5-3b";
-  t.n_layers = 24; t.n_dec_layers = 24; t.d_model = 1024; t.n_heads = 32; t.d_attn = 4096;
-  t.d_ff = 16384; t.vocab = 32128; t.seq_len = 512; t.dec_seq_len = 128;
+  t.n_layers = 24;
+  t.n_dec_layers = 24;
+  t.d_model = 1024;
+  t.n_heads = 32;
+  t.d_attn = 4096;
+  t.d_ff = 16384;
+  t.vocab = 32128;
+  t.seq_len = 512;
+  t.dec_seq_len = 128;
   v.push_back(t);
   TransformerShape l7;  // LLaMA-2-7B
   l7.name = "llama2-7b";
-  l7.n_layers = 32; l7.d_model = 4096; l7.n_heads = 32; l7.d_attn = 4096; l7.d_ff = 11008;
-  l7.vocab = 32000; l7.seq_len = 4096; l7.gated_mlp = true; l7.tied_embeddings = false;
+  l7.n_layers = 32;
+  l7.d_model = 4096;
+  l7.n_heads = 32;
+  l7.d_attn = 4096;
+  l7.d_ff = 11008;
+  l7.vocab = 32000;
+  l7.seq_len = 4096;
+  l7.gated_mlp = true;
+  l7.tied_embeddings = false;
   l7.dropout = false;
   v.push_back(l7);
   TransformerShape l13 = l7;  // LLaMA-2-13B
   l13.name = "llama2-13b";
-  l13.n_layers = 40; l13.d_model = 5120; l13.n_heads = 40; l13.d_attn = 5120; l13.d_ff = 13824;
+  l13.n_layers = 40;
+  l13.d_model = 5120;
+  l13.n_heads = 40;
+  l13.d_attn = 5120;
+  l13.d_ff = 13824;
   v.push_back(l13);
   // Mixtral-8x7B: LLaMA layers whose MLP is 8 SwiGLU experts, 2 per token. Its grouped-query
   // attention (k, v 1024 wide) is not modelled: q, k, v, o are all d_attn wide, which counts
   // 0.8B parameters more than the published 46.7B.
   TransformerShape mx = l7;
   mx.name = "mixtral-8x7b";
-  mx.d_ff = 14336; mx.n_experts = 8; mx.experts_per_token = 2;
+  mx.d_ff = 14336;
+  mx.n_experts = 8;
+  mx.experts_per_token = 2;
   v.push_back(mx);
   return v;
 }
@@ -90,7 +115,8 @@ std::vector<TransformerShape> from_file(const std::string& path) {
   }
   const auto models = doc.find("models");
   if (!doc.is_object() || models == doc.end() || !models->is_array())
-    throw ModelConfigError(path + ": expected {\"models\": [ {\"name\": ..., \"n_layers\": ...} ]}");
+    throw ModelConfigError(path +
+                           ": expected {\"models\": [ {\"name\": ..., \"n_layers\": ...} ]}");
   for (size_t i = 0; i < models->size(); ++i) {
     const auto& m = (*models)[i];
     const std::string loc = path + ": models[" + std::to_string(i) + "]";
@@ -101,9 +127,9 @@ std::vector<TransformerShape> from_file(const std::string& path) {
         return 0;
       }
       const bool in_range =
-          it->is_number_unsigned() ? it->get<uint64_t>() <= static_cast<uint64_t>(max)
-                                   : it->is_number_integer() && it->get<int64_t>() >= 0 &&
-                                         it->get<int64_t>() <= max;
+          it->is_number_unsigned()
+              ? it->get<uint64_t>() <= static_cast<uint64_t>(max)
+              : it->is_number_integer() && it->get<int64_t>() >= 0 && it->get<int64_t>() <= max;
       if (!in_range)
         throw ModelConfigError(loc + "." + f + ": expected an integer from 0 to " +
                                std::to_string(max));
@@ -130,8 +156,9 @@ std::vector<TransformerShape> from_file(const std::string& path) {
     s.experts_per_token = num("experts_per_token", false, MAX_SHAPE_EXPERTS);
     if (s.n_experts > 0 && (!s.gated_mlp || s.n_dec_layers > 0 || s.experts_per_token < 1 ||
                             s.experts_per_token > s.n_experts))
-      throw ModelConfigError(loc + ": a mixture of experts (n_experts > 0) is a decoder-only "
-                                   "gated_mlp model with 1 <= experts_per_token <= n_experts");
+      throw ModelConfigError(loc +
+                             ": a mixture of experts (n_experts > 0) is a decoder-only "
+                             "gated_mlp model with 1 <= experts_per_token <= n_experts");
     if (s.n_layers == 0 || s.d_model == 0 || s.n_heads == 0 || s.seq_len == 0)
       throw ModelConfigError(loc + ": n_layers, d_model, n_heads and seq_len must be > 0");
     if (s.n_dec_layers > 0 && s.dec_seq_len == 0)

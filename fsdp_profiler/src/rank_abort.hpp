@@ -21,8 +21,8 @@
 namespace mlprio::fsdp {
 
 template <class Body>
-auto run_or_abort_ranks(int rank, int size, Body&& body, const std::function<void()>& abort_collectives)
-    -> decltype(body()) {
+auto run_or_abort_ranks(int rank, int size, Body&& body,
+                        const std::function<void()>& abort_collectives) -> decltype(body()) {
   try {
     return body();
   } catch (const std::exception& e) {

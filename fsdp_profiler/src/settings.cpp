@@ -34,7 +34,9 @@ constexpr KnownKey KNOWN_KEYS[] = {
     {"pinned_num_register_threads", "pinned_num_register_threads:8 (host memory; ignored)"},
 };
 
-std::string trim(std::string_view s) { return std::string(util::trim(s)); }
+std::string trim(std::string_view s) {
+  return std::string(util::trim(s));
+}
 
 [[noreturn]] void bad_value(const std::string& key, const std::string& value, const char* why) {
   const char* example = "";
@@ -102,8 +104,8 @@ void parse_divisions(const std::string& value, AllocatorSettings& s) {
     }
     const uint64_t mb = parse_uint(key, left);
     if (!std::has_single_bit(mb)) bad_value(key, left, "interval sizes must be powers of 2 (MiB)");
-    const size_t index = std::min<size_t>(static_cast<size_t>(std::countr_zero(mb)),
-                                          ROUNDUP_INTERVALS - 1);
+    const size_t index =
+        std::min<size_t>(static_cast<size_t>(std::countr_zero(mb)), ROUNDUP_INTERVALS - 1);
     if (first) {
       std::fill(s.roundup_power2_divisions.begin(),
                 s.roundup_power2_divisions.begin() + static_cast<std::ptrdiff_t>(index), d);
@@ -171,8 +173,8 @@ AllocatorSettings parse_alloc_conf(std::string_view conf, AllocatorSettings s) {
     } else {
       std::string known;
       for (const auto& k : KNOWN_KEYS) known += std::string(known.empty() ? "" : ", ") + k.name;
-      throw SettingsError("PYTORCH_CUDA_ALLOC_CONF: unknown key '" + key + "'; known keys: " +
-                          known);
+      throw SettingsError("PYTORCH_CUDA_ALLOC_CONF: unknown key '" + key +
+                          "'; known keys: " + known);
     }
   }
   return s;
@@ -186,8 +188,8 @@ std::string AllocatorSettings::to_alloc_conf() const {
     os << ",max_non_split_rounding_mb:" << max_non_split_rounding_size / MiB;
   if (garbage_collection_threshold > 0.0)
     os << ",garbage_collection_threshold:" << garbage_collection_threshold;
-  const bool any_div = std::any_of(roundup_power2_divisions.begin(),
-                                   roundup_power2_divisions.end(), [](uint64_t d) { return d; });
+  const bool any_div = std::any_of(roundup_power2_divisions.begin(), roundup_power2_divisions.end(),
+                                   [](uint64_t d) { return d; });
   if (any_div) {
     os << ",roundup_power2_divisions:[";
     for (size_t i = 0; i < ROUNDUP_INTERVALS; ++i)
@@ -211,16 +213,26 @@ uint64_t parse_bytes(std::string_view text) {
   std::transform(unit.begin(), unit.end(), unit.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   double mult = 0;
-  if (unit.empty() || unit == "b") mult = 1;
-  else if (unit == "kib" || unit == "ki") mult = 1024.0;
-  else if (unit == "mib" || unit == "mi") mult = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "gi") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "ti") mult = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb" || unit == "k") mult = 1e3;
-  else if (unit == "mb" || unit == "m") mult = 1e6;
-  else if (unit == "gb" || unit == "g") mult = 1e9;
-  else if (unit == "tb" || unit == "t") mult = 1e12;
-  else throw SettingsError("bad size unit '" + unit + "' in '" + t + "': " + hint);
+  if (unit.empty() || unit == "b")
+    mult = 1;
+  else if (unit == "kib" || unit == "ki")
+    mult = 1024.0;
+  else if (unit == "mib" || unit == "mi")
+    mult = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "gi")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "ti")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb" || unit == "k")
+    mult = 1e3;
+  else if (unit == "mb" || unit == "m")
+    mult = 1e6;
+  else if (unit == "gb" || unit == "g")
+    mult = 1e9;
+  else if (unit == "tb" || unit == "t")
+    mult = 1e12;
+  else
+    throw SettingsError("bad size unit '" + unit + "' in '" + t + "': " + hint);
   const auto bytes = to_integer<uint64_t>(std::round(v * mult), 1, MAX_SIZE_BYTES);
   if (!bytes)
     throw SettingsError("size '" + t + "' is out of range; expected 1 B to 1 PiB (" +
@@ -231,9 +243,12 @@ uint64_t parse_bytes(std::string_view text) {
 std::string format_bytes(uint64_t bytes) {
   char buf[64];
   const auto b = static_cast<double>(bytes);
-  if (bytes >= GiB) std::snprintf(buf, sizeof buf, "%.2f GiB", b / static_cast<double>(GiB));
-  else if (bytes >= MiB) std::snprintf(buf, sizeof buf, "%.2f MiB", b / static_cast<double>(MiB));
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  if (bytes >= GiB)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / static_cast<double>(GiB));
+  else if (bytes >= MiB)
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / static_cast<double>(MiB));
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
   return buf;
 }
 

@@ -32,7 +32,9 @@ void SimulatedDevice::free_segment(uint64_t /*addr*/, uint64_t bytes) {
   used_ -= bytes;
 }
 
-uint64_t SimulatedDevice::reserve_address_range(uint64_t bytes) { return take_addresses(bytes); }
+uint64_t SimulatedDevice::reserve_address_range(uint64_t bytes) {
+  return take_addresses(bytes);
+}
 
 bool SimulatedDevice::map_pages(uint64_t /*addr*/, uint64_t bytes) {
   if (bytes > capacity_ - used_) return false;

@@ -54,14 +54,16 @@ Snapshot parse_snapshot(std::string_view text, const std::string& src) {
   try {
     doc = io::parse_untrusted_json(text);
   } catch (const io::JsonInputError& e) {
-    throw SnapshotError(src + ": " + e.what() + " -- convert a pickle with fsdp_profiler/scripts/"
+    throw SnapshotError(src + ": " + e.what() +
+                        " -- convert a pickle with fsdp_profiler/scripts/"
                         "snapshot_to_json.py");
   }
   if (!doc.is_object())
     throw SnapshotError(src + ": top level must be an object with \"device_traces\"");
   const auto traces = doc.find("device_traces");
   if (traces == doc.end())
-    throw SnapshotError(src + ": no \"device_traces\" (record with torch.cuda.memory."
+    throw SnapshotError(src +
+                        ": no \"device_traces\" (record with torch.cuda.memory."
                         "_record_memory_history() before _dump_snapshot())");
   if (!traces->is_array())
     throw SnapshotError(src + ": \"device_traces\" must be a list (one list per device)");
@@ -78,8 +80,9 @@ Snapshot parse_snapshot(std::string_view text, const std::string& src) {
       if (!e.is_object()) throw SnapshotError(loc + ": expected an object {\"action\": ...}");
       const auto act = e.find("action");
       if (act == e.end() || !act->is_string())
-        throw SnapshotError(loc + ": missing or non-string \"action\" (alloc, free_requested, "
-                                  "free_completed, segment_alloc, ...)");
+        throw SnapshotError(loc +
+                            ": missing or non-string \"action\" (alloc, free_requested, "
+                            "free_completed, segment_alloc, ...)");
       TraceEntry t;
       t.action = parse_action(act->get<std::string>());
       const bool mem = t.action != TraceAction::OTHER;
@@ -139,9 +142,9 @@ ReplayResult replay_snapshot(const Snapshot& snap, Device& device,
   const auto& trace = snap.device_traces[static_cast<size_t>(dev)];
   CachingAllocator alloc(device, settings);
   std::unordered_map<uint64_t, StreamId> streams;
-  std::unordered_map<uint64_t, BlockId> live;      // trace address -> model block
-  std::unordered_map<uint64_t, BlockId> pending;   // free requested, not yet completed
-  std::unordered_map<uint64_t, int> failed;        // trace addresses whose alloc failed here
+  std::unordered_map<uint64_t, BlockId> live;     // trace address -> model block
+  std::unordered_map<uint64_t, BlockId> pending;  // free requested, not yet completed
+  std::unordered_map<uint64_t, int> failed;       // trace addresses whose alloc failed here
   auto stream_id = [&](uint64_t raw, size_t i) {
     auto it = streams.find(raw);
     if (it != streams.end()) return it->second;

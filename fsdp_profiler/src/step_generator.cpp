@@ -28,24 +28,42 @@ namespace mlprio::fsdp {
 
 const char* role_name(Role r) {
   switch (r) {
-    case Role::UNKNOWN: return "unknown";
-    case Role::PARAM_SHARD: return "param_shard";
-    case Role::MP_SHARD: return "mp_shard";
-    case Role::ALL_GATHER_OUTPUT: return "all_gather_output";
-    case Role::UNSHARDED_PARAM: return "unsharded_param";
-    case Role::ACTIVATION: return "activation";
-    case Role::DROPOUT_MASK: return "dropout_mask";
-    case Role::TEMPORARY: return "temporary";
-    case Role::ACTIVATION_GRAD: return "activation_grad";
-    case Role::WEIGHT_GRAD: return "weight_grad";
-    case Role::RS_INPUT: return "reduce_scatter_input";
-    case Role::RS_OUTPUT: return "reduce_scatter_output";
-    case Role::GRAD_SHARD: return "grad_shard";
-    case Role::LOGITS: return "logits";
-    case Role::LOSS: return "loss";
-    case Role::WORKSPACE: return "workspace";
-    case Role::OPTIMIZER_STATE: return "optimizer_state";
-    case Role::OPTIMIZER_TEMP: return "optimizer_temp";
+    case Role::UNKNOWN:
+      return "unknown";
+    case Role::PARAM_SHARD:
+      return "param_shard";
+    case Role::MP_SHARD:
+      return "mp_shard";
+    case Role::ALL_GATHER_OUTPUT:
+      return "all_gather_output";
+    case Role::UNSHARDED_PARAM:
+      return "unsharded_param";
+    case Role::ACTIVATION:
+      return "activation";
+    case Role::DROPOUT_MASK:
+      return "dropout_mask";
+    case Role::TEMPORARY:
+      return "temporary";
+    case Role::ACTIVATION_GRAD:
+      return "activation_grad";
+    case Role::WEIGHT_GRAD:
+      return "weight_grad";
+    case Role::RS_INPUT:
+      return "reduce_scatter_input";
+    case Role::RS_OUTPUT:
+      return "reduce_scatter_output";
+    case Role::GRAD_SHARD:
+      return "grad_shard";
+    case Role::LOGITS:
+      return "logits";
+    case Role::LOSS:
+      return "loss";
+    case Role::WORKSPACE:
+      return "workspace";
+    case Role::OPTIMIZER_STATE:
+      return "optimizer_state";
+    case Role::OPTIMIZER_TEMP:
+      return "optimizer_temp";
   }
   return "unknown";
 }
@@ -88,23 +106,23 @@ struct TraceWriter {
 struct Saved {
   uint32_t id;
   int64_t bytes;
-  int64_t weight_numel;  // weight grad produced when backward reaches this tensor
-  bool owned;            // false: an input owned elsewhere (not freed by this layer)
-  bool is_mask;          // no gradient flows through it (dropout masks, index tensors)
+  int64_t weight_numel;      // weight grad produced when backward reaches this tensor
+  bool owned;                // false: an input owned elsewhere (not freed by this layer)
+  bool is_mask;              // no gradient flows through it (dropout masks, index tensors)
   bool cross_input = false;  // the encoder output read by cross attention
 };
 
 struct LayerSpec {
-  int64_t s;          // query sequence length
-  int64_t s_enc;      // cross-attention key length (0: no cross attention)
-  uint32_t enc_out;   // encoder output tensor read by cross attention
+  int64_t s;                    // query sequence length
+  int64_t s_enc;                // cross-attention key length (0: no cross attention)
+  uint32_t enc_out;             // encoder output tensor read by cross attention
   bool first_in_stack = false;  // T5: this layer computes the stack's position bias
 };
 
 // The layer internals a shape selects. A new family whose layers are made of these parts is a
 // new TransformerShape (built in or in configs/models.json); a new kind of part is one member
 // function of StepBuilder and one value here.
-enum class NormKind { LAYER_NORM, RMS_NORM };             // GPT-2; T5 / LLaMA
+enum class NormKind { LAYER_NORM, RMS_NORM };  // GPT-2; T5 / LLaMA
 enum class ScoresKind { T5_BIAS, GPT2_CAUSAL, LLAMA_CAUSAL };
 enum class MlpKind { RELU, GELU_NEW, SWIGLU, MOE_SWIGLU };  // T5; GPT-2; LLaMA; Mixtral
 
@@ -195,12 +213,11 @@ StepTrace StepGenerator::init_trace() {
   param_ids_.clear();
   workspace_id_ = 0;
   for (size_t u = 0; u < unit_numel_.size(); ++u)
-    param_ids_.push_back(b.alloc(shard_numel(u) * 4, COMPUTE_STREAM, Role::PARAM_SHARD,
-                                 "fsdp.param_shard"));
+    param_ids_.push_back(
+        b.alloc(shard_numel(u) * 4, COMPUTE_STREAM, Role::PARAM_SHARD, "fsdp.param_shard"));
   b.sync_all();
   return t;
 }
-
 
 // Builds one training step of StepGenerator: forward through the FSDP units (unshard, layer
 // forward, reshard), the LM head and loss, backward in reverse (unshard with prefetch,
@@ -349,7 +366,8 @@ void StepBuilder::unshard(int64_t u) {
     // NO_SHARD: only a low-precision copy when mixed precision is on.
     if (cfg_.mixed_precision)
       held.push_back(w_.alloc(shard * ab_, UNSHARD_STREAM, Role::MP_SHARD, "fsdp.mp_param"));
-    else held.push_back(0);
+    else
+      held.push_back(0);
     return;
   }
   if (fsdp1_) {
@@ -369,12 +387,13 @@ void StepBuilder::unshard(int64_t u) {
                             "fsdp.all_gather_output"));
     w_.free(mp_shard);
   } else {
-    const uint32_t ag_out = w_.alloc(shard * world_ * ab_, UNSHARD_STREAM,
-                                     Role::ALL_GATHER_OUTPUT, "fsdp.all_gather_output");
+    const uint32_t ag_out = w_.alloc(shard * world_ * ab_, UNSHARD_STREAM, Role::ALL_GATHER_OUTPUT,
+                                     "fsdp.all_gather_output");
     // Copy-out into per-parameter tensors: attention, MLP and norm weights as separate sizes.
     const int64_t numel = gen_.unit_numel_[static_cast<size_t>(u)];
     const int64_t parts[] = {numel / 2, numel / 3, numel - numel / 2 - numel / 3};
-    for (int64_t p : parts) held.push_back(alloc(p * ab_, Role::UNSHARDED_PARAM, "fsdp.unsharded_param"));
+    for (int64_t p : parts)
+      held.push_back(alloc(p * ab_, Role::UNSHARDED_PARAM, "fsdp.unsharded_param"));
     w_.free(ag_out);
   }
 }
@@ -411,8 +430,10 @@ void StepBuilder::reduce_grads(int64_t u, std::vector<uint32_t>& wgrads) {
       if (ab_ != 4 || sharded_grads_[su] == 0) {
         const uint32_t fp32 =
             w_.alloc(shard * 4, POST_BACKWARD_STREAM, Role::GRAD_SHARD, "fsdp.grad_shard");
-        if (sharded_grads_[su] == 0) sharded_grads_[su] = fp32;
-        else w_.free(fp32);
+        if (sharded_grads_[su] == 0)
+          sharded_grads_[su] = fp32;
+        else
+          w_.free(fp32);
       }
       w_.free(out);
     } else if (sharded_grads_[su] == 0) {
@@ -638,7 +659,9 @@ uint32_t StepBuilder::mlp(std::vector<Saved>& sv, int64_t s) {
       }
       break;
     }
-    case MlpKind::GELU_NEW: mlp_gelu_new(sv, sbf); break;
+    case MlpKind::GELU_NEW:
+      mlp_gelu_new(sv, sbf);
+      break;
     case MlpKind::SWIGLU: {
       const char* names[] = {"mlp.gate", "mlp.up", "mlp.silu", "mlp.product"};
       for (int k = 0; k < 4; ++k) save(sv, sbf, k == 3 ? ff_ * d_ : 0, names[k]);
@@ -745,7 +768,8 @@ void StepBuilder::forward_unit(int64_t u) {
     } else {
       dec_bias_ = t5_position_bias(sv, s_dec_, s_dec_);
       const uint32_t zeros = matmul_temp(h_ * s_dec_ * s_enc_ * ab_, "t5.cross_bias_zeros");
-      cross_bias_ = alloc(bs_ * h_ * s_dec_ * s_enc_ * ab_, Role::ACTIVATION, "t5.cross_position_bias");
+      cross_bias_ =
+          alloc(bs_ * h_ * s_dec_ * s_enc_ * ab_, Role::ACTIVATION, "t5.cross_position_bias");
       w_.free(zeros);
     }
   }
@@ -789,8 +813,10 @@ void StepBuilder::loss_forward() {
   }
   logits_ = alloc(logits_bytes_, Role::LOGITS, "lm_head.logits");
   uint32_t ce_in = 0;
-  if (loss32 && ab_ != 4) ce_in = alloc(bs_ * s_out * m_.vocab * 4, Role::LOSS, "loss.logits_fp32");
-  else if (shift_copy_) ce_in = alloc(rows_out_ * m_.vocab * ab_, Role::LOSS, "loss.shifted_logits");
+  if (loss32 && ab_ != 4)
+    ce_in = alloc(bs_ * s_out * m_.vocab * 4, Role::LOSS, "loss.logits_fp32");
+  else if (shift_copy_)
+    ce_in = alloc(rows_out_ * m_.vocab * ab_, Role::LOSS, "loss.shifted_logits");
   log_probs_ = alloc(rows_out_ * m_.vocab * lsb_, Role::LOSS, "loss.log_softmax");
   w_.free(ce_in);
 }
@@ -812,7 +838,8 @@ void StepBuilder::loss_backward() {
     g = g_logits;
   }
   root_wgrads_.push_back(alloc(m_.vocab * d_ * ab_, Role::WEIGHT_GRAD, "grad.lm_head"));
-  const uint32_t g_hidden = alloc(bs_ * s_out * d_ * ab_, Role::ACTIVATION_GRAD, "grad.lm_head_input");
+  const uint32_t g_hidden =
+      alloc(bs_ * s_out * d_ * ab_, Role::ACTIVATION_GRAD, "grad.lm_head_input");
   w_.free(g);
   w_.free(final_norm_);
   const uint32_t g2 = alloc(bs_ * s_out * d_ * ab_, Role::ACTIVATION_GRAD, "grad.final_norm");

@@ -52,7 +52,8 @@ RunResult run_steps(StepGenerator& gen, Device& device, const AllocatorSettings&
         }
         case OpKind::MARK: {
           if (marks.size() <= op.tensor) marks.resize(op.tensor + 1);
-          for (uint8_t s = 0; s < NUM_GEN_STREAMS; ++s) marks[op.tensor][s] = alloc.stream_marker(s);
+          for (uint8_t s = 0; s < NUM_GEN_STREAMS; ++s)
+            marks[op.tensor][s] = alloc.stream_marker(s);
           break;
         }
         case OpKind::WAIT:
@@ -70,10 +71,10 @@ RunResult run_steps(StepGenerator& gen, Device& device, const AllocatorSettings&
       if (check_invariants) alloc.check();
       if (record_series && (op.kind == OpKind::ALLOC || op.kind == OpKind::FREE)) {
         const auto& s = alloc.stats();
-        res.series.push_back(MemorySample{
-            static_cast<int64_t>(res.series.size()), step, phase,
-            s.allocated_bytes[AGGREGATE].current, s.reserved_bytes[AGGREGATE].current,
-            s.active_bytes[AGGREGATE].current});
+        res.series.push_back(MemorySample{static_cast<int64_t>(res.series.size()), step, phase,
+                                          s.allocated_bytes[AGGREGATE].current,
+                                          s.reserved_bytes[AGGREGATE].current,
+                                          s.active_bytes[AGGREGATE].current});
       }
     }
     if (st) {
@@ -105,7 +106,6 @@ void fold_step_peaks(SweepPoint& p, const StepStats& s) {
   }
 }
 
-
 SweepResult run_sweep(const SweepOptions& opts) {
   if (opts.mbs_lo < 1 || opts.mbs_hi < opts.mbs_lo || opts.mbs_step < 1)
     throw std::invalid_argument("minibatch range must be LO:HI with 1 <= LO <= HI");
@@ -117,7 +117,8 @@ SweepResult run_sweep(const SweepOptions& opts) {
   SweepResult out;
   const auto total = static_cast<size_t>((opts.mbs_hi - opts.mbs_lo) / opts.mbs_step + 1);
   if (!opts.stop_after_oom && total > static_cast<size_t>(MAX_SWEEP_POINTS))
-    throw std::invalid_argument(std::to_string(total) + " minibatch sizes to run past the first OOM " +
+    throw std::invalid_argument(std::to_string(total) +
+                                " minibatch sizes to run past the first OOM " +
                                 "is more than the bound of " + std::to_string(MAX_SWEEP_POINTS) +
                                 " (MAX_SWEEP_POINTS); narrow the range or give it a step");
   std::vector<MemorySample> prev_series;

@@ -14,15 +14,17 @@ namespace {
 std::atomic<int> g_rank{-1};
 }
 
-void set_error_rank(int rank) { g_rank.store(rank); }
+void set_error_rank(int rank) {
+  g_rank.store(rank);
+}
 
 std::string format_error_site(const char* call, const char* file, int line,
                               const std::string& detail) {
   char host[256] = "?";
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '?';
   host[sizeof host - 1] = '\0';
-  std::string s = std::string(call) + " failed at " + file + ":" + std::to_string(line) +
-                  " on host " + host;
+  std::string s =
+      std::string(call) + " failed at " + file + ":" + std::to_string(line) + " on host " + host;
   if (g_rank.load() >= 0) s += " rank " + std::to_string(g_rank.load());
   return s + ": " + detail;
 }

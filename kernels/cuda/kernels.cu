@@ -31,8 +31,8 @@ __global__ void fill_pattern_vec_kernel(uint4* dst, uint64_t n_vec, uint32_t see
   for (uint64_t v = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; v < n_vec;
        v += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
     const uint64_t w = 4 * v;
-    dst[v] = make_uint4(pattern_word(seed, w), pattern_word(seed, w + 1),
-                        pattern_word(seed, w + 2), pattern_word(seed, w + 3));
+    dst[v] = make_uint4(pattern_word(seed, w), pattern_word(seed, w + 1), pattern_word(seed, w + 2),
+                        pattern_word(seed, w + 3));
   }
 }
 
@@ -47,8 +47,7 @@ __global__ void fill_pattern_bytes_kernel(unsigned char* base, uint64_t first, u
 
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
                              float* __restrict__ m, float* __restrict__ v, int64_t n, float beta1,
-                             float beta2, float eps, float step_size, float bc2_sqrt,
-                             float decay) {
+                             float beta2, float eps, float step_size, float bc2_sqrt, float decay) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float gi = g[i];
@@ -90,8 +89,8 @@ void fill_pattern(void* dst, uint64_t bytes, uint32_t seed, cudaStream_t stream)
   }
 }
 
-void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWParams& hp,
-           int step, cudaStream_t stream) {
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWParams& hp, int step,
+           cudaStream_t stream) {
   if (n <= 0) return;
   // Same host-side constants as adamw_ref, so both sides start from identical floats.
   const auto bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(hp.beta1), step));

@@ -21,9 +21,7 @@ int main(int argc, char** argv) {
         MPI_Barrier(MPI_COMM_WORLD);  // rank 0: waits for rank 1, which never comes
         return 0;
       },
-      [&] {
-        std::fprintf(stderr, "rank %d: collectives aborted\n", rank);
-      });
+      [&] { std::fprintf(stderr, "rank %d: collectives aborted\n", rank); });
   std::fprintf(stderr, "rank %d passed the barrier: the failing rank did not end the job\n", rank);
   MPI_Finalize();
   return 3;

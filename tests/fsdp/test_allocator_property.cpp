@@ -27,10 +27,18 @@ void run_random(const std::string& conf, AllocatorSettings base, uint64_t seed, 
       // Sizes across both pools and all segment-size rules, some near the device's capacity.
       uint64_t size = 0;
       switch (rng() % 4) {
-        case 0: size = 1 + rng() % (64 * KiB); break;
-        case 1: size = 1 + rng() % (2 * MiB); break;
-        case 2: size = 1 + rng() % (24 * MiB); break;
-        default: size = 1 + rng() % (96 * MiB); break;
+        case 0:
+          size = 1 + rng() % (64 * KiB);
+          break;
+        case 1:
+          size = 1 + rng() % (2 * MiB);
+          break;
+        case 2:
+          size = 1 + rng() % (24 * MiB);
+          break;
+        default:
+          size = 1 + rng() % (96 * MiB);
+          break;
       }
       const auto r = alloc.malloc(size, stream);
       if (r.ok) {

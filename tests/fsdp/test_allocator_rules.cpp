@@ -185,8 +185,8 @@ TEST_CASE("record_stream delays reuse until the other stream's event completes",
   const auto a = f.alloc.malloc(4 * MiB, 0);  // 20 MiB segment, split
   f.alloc.record_stream(a.id, 1);
   f.alloc.free(a.id);
-  CHECK(f.s().allocated_bytes[AGGREGATE].current == 0);        // drops at free request
-  CHECK(f.s().active_bytes[AGGREGATE].current == 4 * MiB);      // still active
+  CHECK(f.s().allocated_bytes[AGGREGATE].current == 0);     // drops at free request
+  CHECK(f.s().active_bytes[AGGREGATE].current == 4 * MiB);  // still active
   CHECK(f.alloc.pending_events() == 1);
   const auto b = f.alloc.malloc(4 * MiB, 0);  // a is not reusable yet: takes the remainder
   CHECK(b.addr == a.addr + 4 * MiB);
@@ -320,8 +320,8 @@ TEST_CASE("settings errors name the key and value", "[fsdp][settings]") {
     }
     return std::string("no error");
   };
-  CHECK_THAT(msg("max_split_size_mb:abc"), Catch::Contains("'abc'") &&
-                                               Catch::Contains("max_split_size_mb"));
+  CHECK_THAT(msg("max_split_size_mb:abc"),
+             Catch::Contains("'abc'") && Catch::Contains("max_split_size_mb"));
   CHECK_THAT(msg("max_split_size_mb:10"), Catch::Contains("> 20"));
   CHECK_THAT(msg("expandable_segments:yes"), Catch::Contains("True or False"));
   CHECK_THAT(msg("garbage_collection_threshold:1.5"), Catch::Contains("< 1"));

@@ -17,7 +17,12 @@ namespace {
 TransformerShape tiny(bool t5) {
   TransformerShape m;
   m.name = t5 ? "tiny-t5" : "tiny-gpt2";
-  m.n_layers = 1; m.d_model = 8; m.n_heads = 2; m.d_attn = 8; m.d_ff = 16; m.vocab = 32;
+  m.n_layers = 1;
+  m.d_model = 8;
+  m.n_heads = 2;
+  m.d_attn = 8;
+  m.d_ff = 16;
+  m.vocab = 32;
   m.seq_len = 4;
   if (t5) {
     m.n_dec_layers = 1;
@@ -88,10 +93,12 @@ StepTrace with_interlopers(const StepTrace& t, uint32_t& next_id) {
   for (const Op& op : t.ops) {
     const bool output = op.kind == OpKind::ALLOC &&
                         (op.role == Role::ALL_GATHER_OUTPUT || op.role == Role::RS_OUTPUT);
-    if (output) out.ops.push_back(Op{OpKind::ALLOC, COMPUTE_STREAM, next_id++, 4096, Role::TEMPORARY});
+    if (output)
+      out.ops.push_back(Op{OpKind::ALLOC, COMPUTE_STREAM, next_id++, 4096, Role::TEMPORARY});
     out.ops.push_back(op);
     if (op.kind == OpKind::ALLOC && op.role == Role::MP_SHARD)
-      out.ops.push_back(Op{OpKind::ALLOC, UNSHARD_STREAM, next_id++, op.bytes * 8, Role::TEMPORARY});
+      out.ops.push_back(
+          Op{OpKind::ALLOC, UNSHARD_STREAM, next_id++, op.bytes * 8, Role::TEMPORARY});
   }
   out.names.assign(out.ops.size(), nullptr);
   return out;
@@ -107,10 +114,10 @@ TEST_CASE("each collective gets its buffers by role", "[fsdp][collectives]") {
         for (bool mp : {true, false}) {
           for (int ranks : {1, 2, 8}) {
             for (bool interlopers : {false, true}) {
-              INFO((t5 ? "t5" : "gpt2") << " fsdp" << (version == FsdpVersion::FSDP1 ? 1 : 2)
-                                        << " sharding " << static_cast<int>(sharding) << " mp "
-                                        << mp << " ranks " << ranks << " interlopers "
-                                        << interlopers);
+              INFO((t5 ? "t5" : "gpt2")
+                   << " fsdp" << (version == FsdpVersion::FSDP1 ? 1 : 2) << " sharding "
+                   << static_cast<int>(sharding) << " mp " << mp << " ranks " << ranks
+                   << " interlopers " << interlopers);
               FsdpConfig c;
               c.model = tiny(t5);
               c.world_size = ranks;

@@ -2,8 +2,8 @@
 // writing --out (simulated with a file-size limit, writes failing with EFBIG) must end with exit
 // status 1, a message naming the file, and no output file under any name; a sweep stops at its
 // first OOM, and counts and sizes past their bounds are usage errors (exit 2) naming the bound.
-#include <catch2/catch.hpp>
 #include <sys/wait.h>
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -24,7 +24,9 @@ const fs::path& fsdp_exe() {
   return p;
 }
 
-fs::path scratch(const std::string& name) { return mlprio::test::scratch("mlprio_fsdp_cli_", name); }
+fs::path scratch(const std::string& name) {
+  return mlprio::test::scratch("mlprio_fsdp_cli_", name);
+}
 using mlprio::test::slurp;
 
 int run_in(const fs::path& dir, const std::string& limits, const std::string& args) {
@@ -65,7 +67,8 @@ TEST_CASE("fsdp sweep stops at the first OOM and bounds what it sizes", "[fsdp][
   CHECK(j["stopped_at_point_bound"] == false);
   // Going past the OOM is asked for, and then the range is bounded.
   CHECK(run_in(dir, "true", "sweep --model gpt2-xl --mbs 1:100000 --past-oom") == 2);
-  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("MAX_SWEEP_POINTS") && Catch::Contains("4096"));
+  CHECK_THAT(slurp(dir / "err.txt"),
+             Catch::Contains("MAX_SWEEP_POINTS") && Catch::Contains("4096"));
   CHECK(run_in(dir, "true", "sweep --model gpt2-xl --mbs 5:7 --steps 1 --past-oom --json") == 0);
   CHECK(nlohmann::json::parse(slurp(dir / "out.txt"))["points"].size() == 3);
   CHECK(run_in(dir, "true", "sweep --model gpt2-xl --mbs 1:2000000") == 2);
@@ -86,7 +89,8 @@ TEST_CASE("fsdp sweep stops at the first OOM and bounds what it sizes", "[fsdp][
         << R"( "d_ff": 4096, "vocab": 32000, "seq_len": 1024}]})";
   }
   CHECK(run_in(dir, "true", "sweep --model huge --models-file models.json") == 2);
-  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("models[0].d_model") && Catch::Contains("1048576"));
+  CHECK_THAT(slurp(dir / "err.txt"),
+             Catch::Contains("models[0].d_model") && Catch::Contains("1048576"));
   fs::remove_all(dir);
 }
 
@@ -104,8 +108,8 @@ TEST_CASE("fsdp exit codes: 2 usage and bad input, 1 runtime failure, 3 no devic
   CHECK_THAT(slurp(dir / "err.txt"), Catch::StartsWith("mlprio-fsdp: --torch-version"));
   // A runtime failure: the result file cannot be written (its folder does not exist).
   CHECK(run_in(dir, "true", "sweep --model gpt2-xl --mbs 1:1 --steps 1 --out no-such/f.h5") == 1);
-  CHECK_THAT(slurp(dir / "err.txt"), Catch::StartsWith("mlprio-fsdp: error: ") &&
-                                         Catch::Contains("no-such/f.h5"));
+  CHECK_THAT(slurp(dir / "err.txt"),
+             Catch::StartsWith("mlprio-fsdp: error: ") && Catch::Contains("no-such/f.h5"));
   // No device: measure on a machine without a CUDA device (or a build without CUDA).
   if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0)
     MLPRIO_SKIP("a GPU is present: measure runs (fsdp_measure_smoke covers it)");

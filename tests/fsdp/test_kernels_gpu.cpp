@@ -7,15 +7,15 @@
 
 #include <algorithm>
 #include <random>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "../support/skip.hpp"
 #include "mlprio/fsdp/allocator.hpp"
 #include "mlprio/fsdp/cuda_device.hpp"
 #include "mlprio/kernels/check.hpp"
 #include "mlprio/kernels/kernels.hpp"
-#include "../support/skip.hpp"
 
 using namespace mlprio::kernels;
 
@@ -80,9 +80,10 @@ TEST_CASE("adamw matches its reference within tolerance over three steps", "[ker
   CUDA_CHECK(cudaMemcpy(gp.data(), dp.ptr, n * 4, cudaMemcpyDeviceToHost));
   CUDA_CHECK(cudaMemcpy(gm.data(), dm.ptr, n * 4, cudaMemcpyDeviceToHost));
   CUDA_CHECK(cudaMemcpy(gv.data(), dv.ptr, n * 4, cudaMemcpyDeviceToHost));
-  for (auto [got, want, what] : {std::tuple{&gp, &p, "p"}, std::tuple{&gm, &m, "m"},
-                                 std::tuple{&gv, &v, "v"}}) {
-    const CompareResult r = compare_floats(got->data(), want->data(), n, ADAMW_REL_TOL, ADAMW_ABS_TOL);
+  for (auto [got, want, what] :
+       {std::tuple{&gp, &p, "p"}, std::tuple{&gm, &m, "m"}, std::tuple{&gv, &v, "v"}}) {
+    const CompareResult r =
+        compare_floats(got->data(), want->data(), n, ADAMW_REL_TOL, ADAMW_ABS_TOL);
     INFO(r.describe(what));
     CHECK(r.ok());
   }
@@ -125,7 +126,8 @@ TEST_CASE("CudaDevice: segments, mapped pages and the allocator model on a GPU",
   REQUIRE(dev.map_pages(base + page, page));
   fill_pattern(reinterpret_cast<void*>(base), 2 * page, 2, nullptr);  // spans both mappings
   std::vector<unsigned char> got(2 * page), want(2 * page);
-  CUDA_CHECK(cudaMemcpy(got.data(), reinterpret_cast<void*>(base), 2 * page, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(
+      cudaMemcpy(got.data(), reinterpret_cast<void*>(base), 2 * page, cudaMemcpyDeviceToHost));
   fill_pattern_ref(want.data(), 2 * page, 2);
   CHECK(compare_bytes(got.data(), want.data(), 2 * page).ok());
   dev.unmap_pages(base + page, page);

@@ -19,7 +19,8 @@ EnvLookup table(std::map<std::string, std::string> vars) {
 }  // namespace
 
 TEST_CASE("launcher: sizes from Open MPI, Slurm and PMI, PMIX_RANK is a rank and not a size") {
-  const auto ompi = launcher_info(table({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}}));
+  const auto ompi =
+      launcher_info(table({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}}));
   CHECK(ompi.size == 4);
   CHECK(ompi.size_from == "OMPI_COMM_WORLD_SIZE");
   CHECK(ompi.local_rank == 3);
@@ -63,25 +64,29 @@ TEST_CASE("MPI must agree with the launcher: singletons from a foreign mpirun ar
 TEST_CASE("one GPU per local rank, and more ranks than GPUs on a node is refused") {
   CHECK(device_for_rank(0, 1, 1) == 0);
   CHECK(device_for_rank(3, 4, 8) == 3);
-  CHECK_THROWS_WITH(device_for_rank(2, 4, 2), Catch::Contains("4 ranks on this node but 2 visible GPU(s)"));
+  CHECK_THROWS_WITH(device_for_rank(2, 4, 2),
+                    Catch::Contains("4 ranks on this node but 2 visible GPU(s)"));
   CHECK_THROWS_AS(device_for_rank(0, 1, 0), mlprio::RuntimeError);
 }
 
 TEST_CASE("CUDA probe: no driver and no device are no GPU but an old driver is a fault") {
   // No driver at all (cudaDriverGetVersion gives 0; the runtime says "insufficient driver").
-  auto r = classify_cuda(CountStatus::insufficient_driver, 0, 0, 13000, "cudaErrorInsufficientDriver");
+  auto r =
+      classify_cuda(CountStatus::insufficient_driver, 0, 0, 13000, "cudaErrorInsufficientDriver");
   CHECK(r.kind == CudaProbe::no_driver);
   // A 12.4 driver under a CUDA 13.0 runtime: both versions and what to do.
-  r = classify_cuda(CountStatus::insufficient_driver, 0, 12040, 13000, "cudaErrorInsufficientDriver");
+  r = classify_cuda(CountStatus::insufficient_driver, 0, 12040, 13000,
+                    "cudaErrorInsufficientDriver");
   CHECK(r.kind == CudaProbe::driver_too_old);
   CHECK_THAT(r.message, Catch::Contains("CUDA 12.4") && Catch::Contains("runtime is 13.0") &&
                             Catch::Contains("cuda-compat"));
   // Devices hidden (CUDA_VISIBLE_DEVICES="") or absent.
-  CHECK(classify_cuda(CountStatus::no_device, 0, 13000, 13000, "cudaErrorNoDevice").kind == CudaProbe::no_device);
+  CHECK(classify_cuda(CountStatus::no_device, 0, 13000, 13000, "cudaErrorNoDevice").kind ==
+        CudaProbe::no_device);
   CHECK(classify_cuda(CountStatus::ok, 0, 13000, 13000, "").kind == CudaProbe::no_device);
   // A GPU that is there but broken is an error (the GPU tests fail, not skip).
-  CHECK(classify_cuda(CountStatus::other_error, 0, 13000, 13000, "cudaErrorInitializationError").kind ==
-        CudaProbe::error);
+  CHECK(classify_cuda(CountStatus::other_error, 0, 13000, 13000, "cudaErrorInitializationError")
+            .kind == CudaProbe::error);
   CHECK(classify_cuda(CountStatus::ok, 2, 13010, 13000, "").kind == CudaProbe::ok);
   CHECK(cuda_version_text(12040) == "12.4");
   CHECK(cuda_version_text(13000) == "13.0");

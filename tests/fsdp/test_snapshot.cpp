@@ -22,7 +22,8 @@ std::string example_text() {
 }  // namespace
 
 TEST_CASE("example snapshot replays to hand-computed statistics", "[fsdp][snapshot]") {
-  const Snapshot snap = read_snapshot(std::string(MLPRIO_FSDP_TEST_DATA) + "/example_snapshot.json");
+  const Snapshot snap =
+      read_snapshot(std::string(MLPRIO_FSDP_TEST_DATA) + "/example_snapshot.json");
   REQUIRE(snap.device_traces.size() == 1);
   REQUIRE(snap.device_traces[0].size() == 12);
   CHECK(snap.device_traces[0][5].stream == 94558031345664ULL);  // 64-bit values survive
@@ -83,8 +84,9 @@ TEST_CASE("malformed snapshots give clear errors", "[fsdp][snapshot]") {
   CHECK_THAT(err("{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"size\": -5}]]}"),
              Catch::Contains("size"));
   CHECK_THAT(err("{\"device_traces\": [[{\"action\": 7}]]}"), Catch::Contains("action"));
-  CHECK_THAT(err("{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": \"0x10\", \"size\": 1}]]}"),
-             Catch::Contains("addr"));
+  CHECK_THAT(
+      err("{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": \"0x10\", \"size\": 1}]]}"),
+      Catch::Contains("addr"));
 }
 
 TEST_CASE("a snapshot nested 100,000 levels deep is refused, not a stack overflow",
@@ -102,9 +104,9 @@ TEST_CASE("a snapshot nested 100,000 levels deep is refused, not a stack overflo
   // Within the limit, a wrongly typed field is named without printing the value's contents.
   const std::string shallow = std::string(10, '[') + std::string(10, ']');
   try {
-    parse_snapshot("{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"size\": " +
-                       shallow + "}]]}",
-                   "x.json");
+    parse_snapshot(
+        "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"size\": " + shallow + "}]]}",
+        "x.json");
     FAIL("a list as size was accepted");
   } catch (const SnapshotError& e) {
     CHECK_THAT(e.what(), Catch::Contains("device_traces[0][0].size") && Catch::Contains("(array)"));
@@ -122,10 +124,18 @@ TEST_CASE("fuzz: mutated snapshots never crash the reader or the replay", "[fsdp
     for (int e = 0; e < edits; ++e) {
       const size_t pos = rng() % t.size();
       switch (rng() % 4) {
-        case 0: t[pos] = junk[rng() % (sizeof(junk) - 1)]; break;
-        case 1: t.erase(pos, 1 + rng() % 8); break;
-        case 2: t.insert(pos, 1, junk[rng() % (sizeof(junk) - 1)]); break;
-        default: t.resize(pos); break;
+        case 0:
+          t[pos] = junk[rng() % (sizeof(junk) - 1)];
+          break;
+        case 1:
+          t.erase(pos, 1 + rng() % 8);
+          break;
+        case 2:
+          t.insert(pos, 1, junk[rng() % (sizeof(junk) - 1)]);
+          break;
+        default:
+          t.resize(pos);
+          break;
       }
       if (t.empty()) t = "x";
     }

@@ -34,8 +34,8 @@ TEST_CASE("generated steps keep the allocator's invariants", "[fsdp][generator]"
           // A large block is not split when <= 1 MiB would remain, so each of the 3 resident
           // tensors per unit may carry up to 1 MiB of slack in allocated_bytes (as in torch).
           CHECK(r.final_stats.allocated_bytes[AGGREGATE].current <=
-                gen.resident_bytes() * 12 / 16 + static_cast<int64_t>(gen.unit_count()) * 3 *
-                                                     static_cast<int64_t>(MiB));
+                gen.resident_bytes() * 12 / 16 +
+                    static_cast<int64_t>(gen.unit_count()) * 3 * static_cast<int64_t>(MiB));
           CHECK(r.final_stats.num_ooms == 0);
           CHECK(r.final_stats.active_bytes[AGGREGATE].current ==
                 r.final_stats.allocated_bytes[AGGREGATE].current);
@@ -80,15 +80,27 @@ namespace {
 TransformerShape tiny_t5() {
   TransformerShape t;
   t.name = "tiny-t5";
-  t.n_layers = 1; t.n_dec_layers = 1; t.d_model = 8; t.n_heads = 2; t.d_attn = 8; t.d_ff = 16;
-  t.vocab = 32; t.seq_len = 4; t.dec_seq_len = 2;
+  t.n_layers = 1;
+  t.n_dec_layers = 1;
+  t.d_model = 8;
+  t.n_heads = 2;
+  t.d_attn = 8;
+  t.d_ff = 16;
+  t.vocab = 32;
+  t.seq_len = 4;
+  t.dec_seq_len = 2;
   return t;
 }
 
 TransformerShape tiny_gpt2() {
   TransformerShape g;
   g.name = "tiny-gpt2";
-  g.n_layers = 1; g.d_model = 8; g.n_heads = 2; g.d_attn = 8; g.d_ff = 32; g.vocab = 32;
+  g.n_layers = 1;
+  g.d_model = 8;
+  g.n_heads = 2;
+  g.d_attn = 8;
+  g.d_ff = 32;
+  g.vocab = 32;
   g.seq_len = 4;
   return g;
 }
@@ -123,12 +135,12 @@ TEST_CASE("T5 kernel transients have hand-derived sizes", "[fsdp][generator]") {
   // 3*2*2*4*4; the fp32 softmax output (saved) has the same sizes.
   CHECK(sizes(t, "attn.scores_fp32") == V{384, 96, 192});
   CHECK(sizes(t, "attn.softmax_fp32") == V{384, 96, 192});
-  CHECK(sizes(t, "attn.scores") == V{192, 48, 96});         // bf16 bmm output
-  CHECK(sizes(t, "attn.dropout_mask") == V{96, 24, 48});    // bool
+  CHECK(sizes(t, "attn.scores") == V{192, 48, 96});       // bf16 bmm output
+  CHECK(sizes(t, "attn.dropout_mask") == V{96, 24, 48});  // bool
   // Position bias + mask [b, h, s, s]: encoder 3*2*4*4*2, decoder 3*2*2*2*2; cross [b,h,t,s].
   CHECK(sizes(t, "t5.position_bias") == V{192, 48});
   CHECK(sizes(t, "t5.cross_position_bias") == V{96});
-  CHECK(sizes(t, "t5.position_buckets") == V{128, 32});     // int64 [s, s]
+  CHECK(sizes(t, "t5.position_buckets") == V{128, 32});  // int64 [s, s]
   // MLP: wi output (temporary) b*s*d_ff*2: encoder 3*4*16*2, decoder 3*2*16*2.
   CHECK(sizes(t, "mlp.wi_out") == V{384, 192});
   // RMS norm: x.to(fp32) b*s*d*4 (2 norms in the encoder layer, 3 in the decoder layer);
@@ -161,7 +173,8 @@ TEST_CASE("fp32 loss, sequence overrides and GPT-2's GELU have hand-derived size
     CHECK(sizes(t, "loss.logits_fp32") == V{3 * 3 * 32 * 4});
     CHECK(sizes(t, "loss.log_softmax") == V{3 * 3 * 32 * 4});
     CHECK(sizes(t, "loss.logits_grad") == V{3 * 3 * 32 * 2});  // back to bf16
-    CHECK(sizes(t, "attn.scores_fp32") == V{3 * 2 * 6 * 6 * 4, 3 * 2 * 3 * 3 * 4, 3 * 2 * 3 * 6 * 4});
+    CHECK(sizes(t, "attn.scores_fp32") ==
+          V{3 * 2 * 6 * 6 * 4, 3 * 2 * 3 * 3 * 4, 3 * 2 * 3 * 6 * 4});
   }
   {
     StepGenerator gen(tiny_cfg(tiny_gpt2()));  // decoder-only: fp32 loss by default
@@ -251,9 +264,18 @@ namespace {
 TransformerShape tiny_moe() {
   TransformerShape x;
   x.name = "tiny-moe";
-  x.n_layers = 1; x.d_model = 8; x.n_heads = 2; x.d_attn = 8; x.d_ff = 16; x.vocab = 32;
-  x.seq_len = 5; x.gated_mlp = true; x.tied_embeddings = false; x.dropout = false;
-  x.n_experts = 4; x.experts_per_token = 2;
+  x.n_layers = 1;
+  x.d_model = 8;
+  x.n_heads = 2;
+  x.d_attn = 8;
+  x.d_ff = 16;
+  x.vocab = 32;
+  x.seq_len = 5;
+  x.gated_mlp = true;
+  x.tied_embeddings = false;
+  x.dropout = false;
+  x.n_experts = 4;
+  x.experts_per_token = 2;
   return x;
 }
 
@@ -283,7 +305,7 @@ TEST_CASE("a mixture-of-experts shape has hand-derived parameter and expert allo
   CHECK(sizes(t, "moe.router_logits") == V{15 * 4 * 2});
   CHECK(sizes(t, "moe.routing_softmax") == V{15 * 4 * 4});  // fp32
   CHECK(sizes(t, "moe.topk_indices") == V{15 * 2 * 8});     // int64
-  CHECK(sizes(t, "mlp.gate").empty());  // no dense MLP
+  CHECK(sizes(t, "mlp.gate").empty());                      // no dense MLP
   // Weight grads of the layer, in backward order: per expert (last first) w2 16*8*2 and
   // w1 + w3 2*8*16*2, the router 8*4*2, o 8*8*2, q, k, v 3*8*8*2; the root's head and
   // embedding 32*8*2 come separately. They add up to the layer's non-norm parameters in bf16.

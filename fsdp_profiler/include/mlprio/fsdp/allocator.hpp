@@ -228,8 +228,8 @@ class CachingAllocator {
   std::vector<uint64_t> next_seq_;
   std::vector<uint64_t> done_seq_;
   uint64_t pending_events_ = 0;
-  uint64_t pending_streams_ = 0;  // bit per stream whose event queue is not empty
-  std::vector<BlockId> deferred_;      // blocks awaiting complete_deferred_free()
+  uint64_t pending_streams_ = 0;   // bit per stream whose event queue is not empty
+  std::vector<BlockId> deferred_;  // blocks awaiting complete_deferred_free()
 };
 
 }  // namespace mlprio::fsdp

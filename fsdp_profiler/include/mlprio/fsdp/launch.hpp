@@ -16,11 +16,11 @@ namespace mlprio::fsdp {
 using EnvLookup = std::function<const char*(const char*)>;
 
 struct LauncherInfo {
-  int size = 0;               // processes the launcher started; 0 when none says
-  std::string size_from;      // the variable that said so
-  int local_rank = -1;        // this process's rank on its node; -1 when none says
+  int size = 0;           // processes the launcher started; 0 when none says
+  std::string size_from;  // the variable that said so
+  int local_rank = -1;    // this process's rank on its node; -1 when none says
   std::string local_rank_from;
-  bool pmix = false;          // PMIX_RANK is set: a PMIx launcher, which names no size
+  bool pmix = false;  // PMIX_RANK is set: a PMIx launcher, which names no size
 };
 
 // Reads the launcher's variables: sizes from OMPI_COMM_WORLD_SIZE, SLURM_STEP_NUM_TASKS,

@@ -24,8 +24,8 @@ class NoCudaDeviceError : public ::mlprio::NoDeviceError {
 };
 
 struct MeasureOptions {
-  FsdpConfig base;         // world_size must equal the number of ranks when there is more than one
-  uint64_t capacity = 0;   // budget per GPU; 0: free memory minus headroom
+  FsdpConfig base;        // world_size must equal the number of ranks when there is more than one
+  uint64_t capacity = 0;  // budget per GPU; 0: free memory minus headroom
   uint64_t headroom = 3ULL << 30;  // left to the CUDA context, NCCL and the kernels' launches
   AllocatorSettings settings;
   int64_t mbs_lo = 1, mbs_hi = 1, mbs_step = 1;
@@ -35,11 +35,11 @@ struct MeasureOptions {
 };
 
 struct MeasurePoint {
-  SweepPoint model;              // the sweep's fields, from the allocator on the real device
-  double step_ms = 0.0;          // mean measured step time over the steps after the first
+  SweepPoint model;      // the sweep's fields, from the allocator on the real device
+  double step_ms = 0.0;  // mean measured step time over the steps after the first
   double first_step_ms = 0.0;
   double device_call_ms_per_step = 0.0;  // measured time inside cudaMalloc/Free, map/unmap
-  double samples_per_s = 0.0;    // mbs * ranks / step time (all ranks together)
+  double samples_per_s = 0.0;            // mbs * ranks / step time (all ranks together)
   int64_t collectives_per_step = 0;
 };
 

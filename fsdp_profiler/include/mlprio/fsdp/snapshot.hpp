@@ -62,8 +62,8 @@ struct ReplayResult {
 };
 
 struct ReplayOptions {
-  int device_index = -1;           // -1: the first device with a non-empty trace
-  bool check_invariants = false;   // run check() after every entry (slow; tests)
+  int device_index = -1;          // -1: the first device with a non-empty trace
+  bool check_invariants = false;  // run check() after every entry (slow; tests)
 };
 
 ReplayResult replay_snapshot(const Snapshot& snap, Device& device,

@@ -20,9 +20,9 @@ enum class FsdpVersion { FSDP1, FSDP2 };
 
 // Stream ids the generator uses (dense, as the allocator wants them).
 enum GenStream : uint8_t {
-  COMPUTE_STREAM = 0,         // the default stream
-  UNSHARD_STREAM = 1,         // FSDP1 all-gather; FSDP2 all-gather copy-in
-  POST_BACKWARD_STREAM = 2,   // FSDP1 reduce-scatter; FSDP2 reduce-scatter
+  COMPUTE_STREAM = 0,        // the default stream
+  UNSHARD_STREAM = 1,        // FSDP1 all-gather; FSDP2 all-gather copy-in
+  POST_BACKWARD_STREAM = 2,  // FSDP1 reduce-scatter; FSDP2 reduce-scatter
   NUM_GEN_STREAMS = 3
 };
 

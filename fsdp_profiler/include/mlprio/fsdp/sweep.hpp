@@ -47,13 +47,13 @@ RunResult run_steps(StepGenerator& gen, Device& device, const AllocatorSettings&
 
 struct SweepPoint {
   int64_t mbs = 0;
-  double retries_per_step = 0.0;   // mean over the steps after the first (all if only one)
+  double retries_per_step = 0.0;  // mean over the steps after the first (all if only one)
   int64_t first_step_retries = 0;
   bool oom = false;
   int64_t ooms = 0;
   int64_t peak_reserved = 0;
   int64_t peak_allocated = 0;
-  double fragmentation = 0.0;      // 1 - allocated/reserved at the moment allocated peaked
+  double fragmentation = 0.0;               // 1 - allocated/reserved at the moment allocated peaked
   double alloc_overhead_ms_per_step = 0.0;  // simulated device-call time (latency model)
 };
 
@@ -82,7 +82,7 @@ struct SweepOptions {
 
 struct SweepResult {
   std::vector<SweepPoint> points;
-  int64_t max_safe_mbs = 0;  // 0: even the smallest minibatch retries or runs out of memory
+  int64_t max_safe_mbs = 0;   // 0: even the smallest minibatch retries or runs out of memory
   int64_t first_bad_mbs = 0;  // 0: none
   bool stopped_at_point_bound = false;  // MAX_SWEEP_POINTS sizes run, none with an OOM
   // Per-operation memory series for up to two points (the last safe one and the first bad one).

@@ -17,7 +17,8 @@ namespace mlprio::kernels {
 
 class CudaError : public ::mlprio::RuntimeError {
  public:
-  CudaError(const std::string& what, cudaError_t code) : ::mlprio::RuntimeError(what), code_(code) {}
+  CudaError(const std::string& what, cudaError_t code)
+      : ::mlprio::RuntimeError(what), code_(code) {}
   cudaError_t code() const { return code_; }
 
  private:

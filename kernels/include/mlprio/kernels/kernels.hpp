@@ -17,8 +17,8 @@ namespace mlprio::kernels {
 void fill_pattern(void* dst, uint64_t bytes, uint32_t seed, cudaStream_t stream);
 
 // Fused AdamW over a flat shard of n fp32 values (one pass: read p, g, m, v; write p, m, v).
-void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWParams& hp,
-           int step, cudaStream_t stream);
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWParams& hp, int step,
+           cudaStream_t stream);
 
 // y = gelu_tanh(x) elementwise over n bf16 values (x and y may be the same buffer).
 void gelu_bf16(const uint16_t* x, uint16_t* y, int64_t n, cudaStream_t stream);

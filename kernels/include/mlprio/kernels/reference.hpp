@@ -61,7 +61,7 @@ int bf16_ulp_distance(uint16_t a, uint16_t b);
 
 // ---- comparison helpers shared by the tests and the benchmark ----------------------------------
 struct CompareResult {
-  int64_t wrong = 0;        // elements outside tolerance (nccl-tests' #wrong)
+  int64_t wrong = 0;  // elements outside tolerance (nccl-tests' #wrong)
   int64_t first_wrong = -1;
   double max_abs_err = 0.0;
   std::string describe(const char* what) const;  // one line for a failure message
