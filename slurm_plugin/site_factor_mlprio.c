@@ -3,7 +3,8 @@
  *  priority/multifactor from mlprio's learned model.
  *
  *  site_factor_p_set() runs under the job write lock on every set_job_prio():
- *  it only reads the job record and calls the C ABI, which answers from a
+ *  it reads the job record (writing only the LLM advisor's answer into
+ *  admin_comment, once) and calls the C ABI, which answers from a
  *  per-job cache or with one in-process model call within budget_us; anything
  *  slower is queued for a C++ worker and the job keeps a neutral factor until
  *  the answer is ready. A second thread started here (the "applier") waits for
@@ -208,6 +209,29 @@ static bool _shadow_mode(void)
 }
 
 /* Caller holds the job write lock. */
+/*
+ * The advisor's answer, once, where `scontrol show job` and mlprio-why show it:
+ * "mlprio_llm_run=HH:MM:SS mlprio_llm_conf=0.80" appended to admin_comment
+ * (the answer as given; SITE uses it within llm_min/max_factor of the model's
+ * prediction). set_job_prio() holds the job write lock here. Jobs without an
+ * advisor key cost one strstr.
+ */
+static void _note_advice(job_record_t *job_ptr)
+{
+	double run_s = 0, conf = 0;
+	char dur[32];
+
+	if (!job_ptr->admin_comment ||
+	    !strstr(job_ptr->admin_comment, "mlprio_llm=") ||
+	    strstr(job_ptr->admin_comment, "mlprio_llm_run=") ||
+	    (mlprio_advice_of(ctx, job_ptr->admin_comment, &run_s, &conf) !=
+	     MLPRIO_OK))
+		return;
+	mlprio_format_duration(run_s, dur, sizeof(dur));
+	xstrfmtcat(job_ptr->admin_comment, " mlprio_llm_run=%s mlprio_llm_conf=%.2f",
+		   dur, conf);
+}
+
 static void _set_factor(job_record_t *job_ptr)
 {
 	mlprio_job_t j;
@@ -233,6 +257,7 @@ static void _set_factor(job_record_t *job_ptr)
 	} else {
 		_log_admin_note(job_ptr, j.user);
 	}
+	_note_advice(job_ptr);
 	job_ptr->site_factor = (uint32_t) ((int64_t) NICE_OFFSET + f);
 }
 

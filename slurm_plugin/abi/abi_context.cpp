@@ -149,9 +149,16 @@ uint64_t fingerprint(const mlprio_job_t& j) {
   h = fnv(h, &j.req_nodes, sizeof j.req_nodes);
   h = fnv(h, &j.req_gpus, sizeof j.req_gpus);
   h = fnv(h, &j.req_mem_bytes, sizeof j.req_mem_bytes);
-  for (const char* s : {j.user, j.account, j.partition, j.qos, j.name, j.comment, j.admin_comment})
+  for (const char* s : {j.user, j.account, j.partition, j.qos, j.name, j.comment})
     h = fnv_str(h, s);
-  return h;
+  // The advisor's answer that site_factor/mlprio appends last (" mlprio_llm_run=...") is its
+  // output, not an input: left out, so writing it does not recompute the factor.
+  const char* ac = j.admin_comment;
+  if (const char* cut = ac ? std::strstr(ac, " mlprio_llm_run=") : nullptr) {
+    h = fnv(h, ac, static_cast<size_t>(cut - ac));
+    return fnv(h, "", 1);
+  }
+  return fnv_str(h, ac);
 }
 
 constexpr size_t CACHE_MAX = 262144;  // cleared when exceeded; entries are recomputed on demand
@@ -1167,6 +1174,21 @@ void mlprio_worker_stop(mlprio_ctx_t* ctx) {
     if (ctx->worker.joinable()) ctx->worker.join();
     ctx->worker_running = false;
   } catch (...) {
+  }
+}
+
+int mlprio_advice_of(mlprio_ctx_t* ctx, const char* admin_comment, double* runtime_s,
+                     double* confidence) {
+  if (!ctx || !admin_comment || !runtime_s || !confidence) return MLPRIO_PENDING;
+  try {
+    const uint64_t key = mlprio::plugin::llm_key_of(admin_comment);
+    AdviceEntry adv;
+    if (!key || !advice_for(*ctx, key, 0, &adv)) return MLPRIO_PENDING;
+    *runtime_s = adv.runtime_s;
+    *confidence = adv.confidence;
+    return MLPRIO_OK;
+  } catch (...) {
+    return fail(MLPRIO_ERR_INTERNAL, "mlprio_advice_of: unexpected exception");
   }
 }
 

@@ -214,6 +214,12 @@ void mlprio_worker_stop(mlprio_ctx_t *ctx);
  * MLPRIO_OK when ids or all are set, MLPRIO_TIMEOUT otherwise. */
 int mlprio_take_ready(mlprio_ctx_t *ctx, uint32_t *ids, size_t cap,
 		      size_t *n, int *all, int timeout_ms);
+/* The LLM advisor's answer for the job whose admin_comment holds its key
+ * ("mlprio_llm=..."): the run time it answered (seconds, before the
+ * llm_min_factor..llm_max_factor bounds) and its confidence. MLPRIO_OK when
+ * an answer is stored, MLPRIO_PENDING when none (yet, or ever). */
+int mlprio_advice_of(mlprio_ctx_t *ctx, const char *admin_comment,
+		     double *runtime_s, double *confidence);
 /* Ask the worker to stat the model file now (non-blocking; a changed file is
  * reloaded on the worker and reported as "all" by mlprio_take_ready). */
 void mlprio_ctx_poke(mlprio_ctx_t *ctx);

@@ -195,9 +195,23 @@ int main(int argc, char** argv) {
     out["priority"] = sj.priority;
     out["history_note"] =
         "user history from the model file's snapshot; slurmctld's live store may hold newer finishes";
-    if (sj.admin_comment && std::strstr(sj.admin_comment, "mlprio_llm="))
-      out["advisor"] = "job was handed to the LLM advisor; its answer lives in slurmctld's memory "
-                       "and moves the run time within llm_min_factor..llm_max_factor";
+    if (sj.admin_comment && std::strstr(sj.admin_comment, "mlprio_llm=")) {
+      // site_factor/mlprio writes the answer into AdminComment once it has one.
+      const char* run = std::strstr(sj.admin_comment, "mlprio_llm_run=");
+      const char* cnf = std::strstr(sj.admin_comment, "mlprio_llm_conf=");
+      if (run && cnf) {
+        const std::string r(run + 15, std::strcspn(run + 15, " "));
+        const std::string c(cnf + 16, std::strcspn(cnf + 16, " "));
+        out["advisor"] = "answered run " + r + " with confidence " + c +
+                         "; SITE uses it within llm_min_factor..llm_max_factor of the model's "
+                         "prediction (the computed SITE here is the model's alone)";
+        out["advisor_run"] = r;
+        out["advisor_confidence"] = c;
+      } else {
+        out["advisor"] = "job was handed to the LLM advisor, which has not answered (or its answer "
+                         "was refused: out of range, HTTP error, timeout)";
+      }
+    }
     mlprio_ctx_free(ctx);
     slurm_free_job_info_msg(msg);
 

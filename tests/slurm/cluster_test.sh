@@ -620,6 +620,8 @@ llm_good)
     marker="WANT_RT=$rt"; [ "$rt" = FAIL ] && marker="WANT_FAIL"
     id=$(sbatch --parsable -p hold -t 60 -o /dev/null --wrap "sleep 1 # $marker" 2>"$M/err") ||
       { fail "sbatch ($marker): $(cat "$M/err")"; continue; }
+    [ "$rt" = 2000 ] && id2000=$id
+    [ "$rt" = FAIL ] && idfail=$id
     case $rt in
       1) want[$id]=$(expect_site 1800) ;;          # clamped to 0.5 x 3600 s
       2000) want[$id]=$(expect_site 2000) ;;       # inside the bounds: taken as is
@@ -644,6 +646,13 @@ llm_good)
     fail "advisor counters not as expected: $(llm_stats)"
   llm_stats
   [ "$(grep -c '^request' "$M/llm.log")" -eq 5 ] || fail "fake server saw $(grep -c '^request' "$M/llm.log") requests, expected 5"
+  # The answer, as given, where scontrol show job and mlprio-why show it; none for the HTTP 500.
+  wait_for 10 sh -c "scontrol show job $id2000 | grep -q 'AdminComment=.*mlprio_llm_run=00:33:20 mlprio_llm_conf=[01]\.[0-9][0-9]'" ||
+    fail "job $id2000: no advisor answer in AdminComment: $(scontrol show job "$id2000" | grep -o 'AdminComment=.*')"
+  scontrol show job "$idfail" | grep -q "mlprio_llm_run=" && fail "job $idfail (HTTP 500) shows an answer"
+  "$MLPRIO_BUILD/bin/mlprio-why" "$id2000" >"$M/why" 2>&1 || fail "mlprio-why: $(cat "$M/why")"
+  grep "^advisor" "$M/why"
+  grep -q "^advisor: answered run 00:33:20 with confidence [01]\.[0-9][0-9]" "$M/why" || fail "mlprio-why does not show the advisor's answer"
   ;;
 llm_key)
   # llm_api_key_file: a group-readable key file is refused (logged; slurmctld runs on, jobs are
