@@ -1,6 +1,7 @@
 // Benchmarks of the plugin C ABI on the paths slurmctld drives: site_factor_p_set for one job
 // (cache hit, and cold = one inline model call) with per-call p99 as a counter, and
-// site_factor_p_update over 10,000 pending jobs (all hits, and all cold after a model change).
+// site_factor_p_update over 10,000 and 100,000 pending jobs (all hits, and all cold after a model
+// change): the time slurmctld holds its job write lock for one priority pass.
 // Each benchmark first checks the factors are non-zero and ordered, and exits non-zero if not.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,7 +48,7 @@ struct Fixture {
     }
     static std::vector<std::string> users;
     for (int u = 0; u < 50; ++u) users.push_back("user" + std::to_string(u));
-    jobs.resize(10000);
+    jobs.resize(100000);
     for (size_t i = 0; i < jobs.size(); ++i) {
       mlprio_job_t& j = jobs[i];
       j = {};
@@ -141,9 +142,11 @@ void BM_site_factor_set_cold(benchmark::State& state) {
 }
 BENCHMARK(BM_site_factor_set_cold);
 
-void BM_site_factor_update_10k(benchmark::State& state) {
+// Args: {cold, n}: one pass over the first n pending jobs, as site_factor_p_update makes it.
+void BM_site_factor_update(benchmark::State& state) {
   auto& f = fx();
   const bool cold = state.range(0) != 0;
+  const auto n = static_cast<size_t>(state.range(1));
   for (auto _ : state) {
     if (cold) {
       state.PauseTiming();
@@ -151,16 +154,22 @@ void BM_site_factor_update_10k(benchmark::State& state) {
       state.ResumeTiming();
     }
     int64_t sum = 0;
-    for (auto& j : f.jobs) {
+    for (size_t i = 0; i < n; ++i) {
       int64_t x = 0;
-      mlprio_site_factor(f.ctx, &j, &x);
+      mlprio_site_factor(f.ctx, &f.jobs[i], &x);
       sum += x;
     }
     benchmark::DoNotOptimize(sum);
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(f.jobs.size()));
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
 }
-BENCHMARK(BM_site_factor_update_10k)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_site_factor_update)
+    ->ArgNames({"cold", "n"})
+    ->Args({0, 10000})
+    ->Args({1, 10000})
+    ->Args({0, 100000})
+    ->Args({1, 100000})
+    ->Unit(benchmark::kMillisecond);
 
 // One history scan (_scan_history in site_factor_mlprio.c) over 10,000 ended jobs still in the
 // job list: Arg(1) all new (learned), Arg(0) all offered before (only the dedup), the two costs
@@ -168,7 +177,7 @@ BENCHMARK(BM_site_factor_update_10k)->Arg(0)->Arg(1)->Unit(benchmark::kMilliseco
 void BM_history_scan_10k(benchmark::State& state) {
   auto& f = fx();
   const bool fresh = state.range(0) != 0;
-  std::vector<mlprio_finish_t> ended(f.jobs.size());
+  std::vector<mlprio_finish_t> ended(10000);
   uint32_t base = 5000000;
   auto fill = [&] {
     for (size_t i = 0; i < ended.size(); ++i) {

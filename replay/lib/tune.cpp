@@ -83,7 +83,7 @@ TuneOutcome baseline_replay(const ReplaySetup& setup, const Trace& trace, const 
 }
 
 TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vector<TuneOutcome>& base,
-                      size_t windows, double max_wait_ratio) {
+                      size_t windows, double max_wait_ratio, double max_wait_floor) {
   TuneVerdict v;
   const size_t n = windows == 0 ? 0 : outcomes.size() / windows;
   double best_key = std::numeric_limits<double>::infinity();
@@ -95,8 +95,8 @@ TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vecto
       const TuneOutcome& o = outcomes[c * windows + w];
       const double b = std::max(base[w].avg_bsld, 1.0);
       log_sum += std::log(std::max(o.avg_bsld, 1.0) / b);
-      const double mw = base[w].max_wait > 0 ? o.max_wait / base[w].max_wait
-                                             : (o.max_wait > 0 ? o.max_wait : 1.0);
+      const double ref = std::max(base[w].max_wait, std::max(max_wait_floor, 0.0));
+      const double mw = ref > 0 ? o.max_wait / ref : (o.max_wait > 0 ? o.max_wait : 1.0);
       worst = std::max(worst, mw);
     }
     const double ratio = std::exp(log_sum / static_cast<double>(windows));

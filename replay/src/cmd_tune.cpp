@@ -30,6 +30,7 @@ struct TuneArgs {
   std::string model, out, windows;  // windows: empty = 4 x the held-out length
   double train_fraction = 0.8;
   double max_wait_ratio = 1.25;
+  double max_wait_floor = replay::DEFAULT_MAX_WAIT_FLOOR;
   bool json = false;
   replay::ReplaySpec spec;
 };
@@ -69,6 +70,8 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
     throw ConfigError("--train-fraction must lie strictly between 0 and 1");
   if (!(a.max_wait_ratio >= 1) || !std::isfinite(a.max_wait_ratio))
     throw ConfigError("--max-wait-ratio must be a number >= 1");
+  if (!(a.max_wait_floor >= 0) || !std::isfinite(a.max_wait_floor))
+    throw ConfigError("--max-wait-floor must be a number of seconds >= 0");
   ReplaySpec spec = a.spec;
   spec.estimate = "model:" + a.model;
   const ReplaySetup setup(spec);
@@ -87,10 +90,10 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   const bool quiet = a.json;
   const auto c1 = tune_stage1(setup.policy());
   const auto o1 = stage("stage 1 (score, starvation, estimate)", setup, trace, c1, windows, comm, quiet);
-  const TuneVerdict v1 = pick_best(o1, base, windows.size(), a.max_wait_ratio);
+  const TuneVerdict v1 = pick_best(o1, base, windows.size(), a.max_wait_ratio, a.max_wait_floor);
   const auto c2 = tune_stage2(c1[v1.best]);
   const auto o2 = stage("stage 2 (size, order, correction)", setup, trace, c2, windows, comm, quiet);
-  const TuneVerdict v2 = pick_best(o2, base, windows.size(), a.max_wait_ratio);
+  const TuneVerdict v2 = pick_best(o2, base, windows.size(), a.max_wait_ratio, a.max_wait_floor);
   const bool second = v2.feasible && (!v1.feasible || v2.bsld_ratio <= v1.bsld_ratio);
   const TuneVerdict& v = second ? v2 : v1;
   model::PolicyParams best = second ? c2[v2.best] : c1[v1.best];
@@ -101,7 +104,8 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   std::ostringstream by;
   by << "mlprio-replay tune: trace sha256 " << file_sha256(trace.path) << ", training jobs 0.."
      << n_train - 1 << ", " << windows.size() << " windows of " << windows.front().len
-     << ", max wait <= " << a.max_wait_ratio << " x FCFS+EASY; train bsld ratio " << v.bsld_ratio
+     << ", max wait <= " << a.max_wait_ratio << " x max(FCFS+EASY's, " << a.max_wait_floor
+     << " s); train bsld ratio " << v.bsld_ratio
      << ", max wait ratio " << v.max_wait_ratio << (v.feasible ? "" : " (no candidate met the bound)");
   best.tuned_by = by.str();
   nlohmann::json doc = model::read_model_document(a.model);
@@ -114,6 +118,8 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   j["policy"] = model::policy_to_json(best);
   j["train_bsld_ratio"] = v.bsld_ratio;
   j["train_max_wait_ratio"] = v.max_wait_ratio;
+  j["max_wait_ratio"] = a.max_wait_ratio;
+  j["max_wait_floor"] = a.max_wait_floor;
   j["candidates"] = c1.size() + c2.size();
   nlohmann::ordered_json ws = nlohmann::ordered_json::array();
   for (size_t w = 0; w < windows.size(); ++w) {
@@ -159,7 +165,12 @@ void add_tune_command(CLI::App& app) {
                   "COUNTxLEN: COUNT consecutive windows ending at the training boundary "
                   "(default 4 windows as long as the held-out tail)");
   cmd->add_option("--max-wait-ratio", args->max_wait_ratio,
-                  "Bound: every window's max wait <= this x FCFS+EASY's (requested times)")
+                  "Bound: every window's max wait <= this x FCFS+EASY's (requested times), or x "
+                  "the floor when FCFS's is shorter")
+      ->capture_default_str();
+  cmd->add_option("--max-wait-floor", args->max_wait_floor,
+                  "Seconds: the max-wait bound is ratio x max(FCFS's max wait, this); a wait "
+                  "under it never counts as starvation (0: the ratio alone)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print the choice and the per-window figures as JSON");
   add_replay_spec_options(*cmd, args->spec);

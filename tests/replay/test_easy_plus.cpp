@@ -192,6 +192,14 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
   const TuneVerdict none = pick_best(out, base, 2, 1.1);
   CHECK_FALSE(none.feasible);
   CHECK(none.best == 1);
+  // The floor: against max(100, 200) candidate 0 is within 1.25x (ratio 1.0) and wins; a floor
+  // below FCFS's max waits changes nothing.
+  const TuneVerdict floored = pick_best(out, base, 2, 1.25, 200);
+  CHECK(floored.feasible);
+  CHECK(floored.best == 0);
+  CHECK(floored.bsld_ratio == Approx(0.5));
+  CHECK(floored.max_wait_ratio == Approx(1.0));
+  CHECK(pick_best(out, base, 2, 1.25, 50).best == 1);
 
   // Two "ranks" each replaying their share and summing equals one process doing all.
   std::vector<Job> jobs;

@@ -7,6 +7,7 @@
 #   MLPRIO_BUILD    build dir holding lib/slurm/*.so and bin/mlprio_slurm_testmodel (required)
 #   CLUSTER_PLUGINS 1 (default) loads both plugins, 0 loads neither (baseline for the bench),
 #                   js loads job_submit/mlprio alone (no site factor plugin)
+#   CLUSTER_EXTRA_CONF lines appended to slurm.conf (e.g. MaxJobCount=20000 for a load bench)
 #   CL_PLUGIN_DIR   where slurmctld finds the mlprio plugins (default $MLPRIO_BUILD/lib/slurm)
 #   CLUSTER_DBD     1 adds accounting: a private mariadbd (own datadir, socket and port in the
 #                   temp dir, run as root), slurmdbd on its own DbdPort, the cluster registered
@@ -168,6 +169,7 @@ PartitionName=debug Nodes=mlprionode Default=YES MaxTime=INFINITE State=UP
 PartitionName=hold Nodes=mlprionode MaxTime=INFINITE State=DOWN
 PartitionName=short Nodes=mlprionode MaxTime=30 State=DOWN
 PartitionName=deftime Nodes=mlprionode DefaultTime=10 MaxTime=INFINITE State=DOWN
+${CLUSTER_EXTRA_CONF:-}
 CONF
 }
 

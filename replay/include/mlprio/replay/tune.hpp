@@ -48,9 +48,16 @@ struct TuneVerdict {
   double max_wait_ratio = 0;     // worst window's max_wait / FCFS's
   bool feasible = false;         // some candidate met the bound (else: the least starving one)
 };
-// outcomes[c * W + w] for candidate c, window w; base[w] FCFS's.
+// outcomes[c * W + w] for candidate c, window w; base[w] FCFS's. A window's max-wait bound is
+// max_wait_ratio x max(FCFS's max wait, max_wait_floor): on a window where FCFS keeps every wait
+// short (minutes), a ratio alone would forbid any reordering at all, while a wait that stays
+// below the floor is not starvation. The ratio reported is against that same reference.
 TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vector<TuneOutcome>& base,
-                      size_t windows, double max_wait_ratio);
+                      size_t windows, double max_wait_ratio, double max_wait_floor = 0);
+
+// The default floor of `tune --max-wait-floor` (seconds): the shortest starvation limit stage 1
+// tries, 6 h.
+inline constexpr double DEFAULT_MAX_WAIT_FLOOR = 6 * 3600.0;
 
 // Evaluates tasks [0, n) where `mine(i)` is true (the caller's share); the others stay zero, so
 // a sum over ranks gives every outcome exactly once.
