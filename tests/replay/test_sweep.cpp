@@ -2,7 +2,8 @@
 // hand-made traces: random windows drawn without replacement (100x1024 on hpc2n_subset used to
 // fail with "the sweep lists the same task twice"), a clear error when more distinct windows are
 // asked for than exist, a resume of 5000 tasks read through the plan's one task index (it used
-// to be rebuilt for every journal line), journal lines whose fields do not read back, and sweep
+// to be rebuilt for every journal line), journal lines whose fields do not read back, a journal
+// torn by a kill (header or last line), and sweep
 // config numbers that are not finite or not exact. The MPI tests (tests/mpi) cover the rest.
 #include <catch2/catch.hpp>
 
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -211,6 +213,73 @@ TEST_CASE("journal records whose fields do not read back are ignored, not fatal"
            {3, "ten"}, {3, ""}, {4, "99999999999999999999"}, {7, "0x1p0junk"}, {8, ""}}) {
     INFO("field " << k << " = '" << v << "'");
     CHECK_FALSE(Journal::parse_result(plan, seal_body(field(body, k, v))));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a journal torn by a kill: its header is started again, its last line ended",
+          "[replay][sweep][journal]") {
+  const fs::path dir = scratch("torn");
+  SweepSpec spec = random_spec(small_trace(dir, 40), 0, 0, 1);
+  spec.windows = {{0, 10}, {10, 10}, {20, 10}};
+  const SweepPlan plan = make_sweep_plan(spec);
+  const auto slurp = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto put = [](const std::string& p, const std::string& text) {
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+  };
+  const auto result = [&](int64_t task) {
+    TaskResult r;
+    r.task = task;
+    r.ok = true;
+    r.summary.jobs = 10;
+    r.summary.avg_wait = 1.5 + static_cast<double>(task);
+    return result_line(plan, r);
+  };
+  const std::string journal = (dir / "s.h5.journal").string();
+  { Journal j(journal, plan); }
+  const std::string header = slurp(journal);
+  REQUIRE(header.size() > 20);
+  REQUIRE(header.back() == '\n');
+
+  // Every cut of the header (a kill or a full disk while it was written) starts it again.
+  for (size_t cut = 1; cut < header.size(); cut += 7) {
+    INFO("header cut at " << cut);
+    put(journal, header.substr(0, cut));
+    {
+      Journal j(journal, plan);
+      CHECK(j.done().empty());
+      j.append(result(1));
+    }
+    CHECK(slurp(journal) == header + result(1));
+  }
+  // A first line that is not a prefix of this sweep's header is another sweep's: refused.
+  put(journal, "MLPRIO-SOMETHING-ELSE\n");
+  CHECK_THROWS_AS(Journal(journal, plan), SweepError);
+  put(journal, header.substr(0, 10) + "X");
+  CHECK_THROWS_AS(Journal(journal, plan), SweepError);
+
+  // A last record cut mid-write: ignored, and ended before the next append, which used to be
+  // glued onto it and lost with it (task 2 ran again on every resume). Cut just before its
+  // newline, the record is whole (its checksum holds) and is kept.
+  const std::string r0 = result(0), r1 = result(1);
+  for (size_t cut : {size_t{1}, r1.size() / 2, r1.size() - 1}) {
+    INFO("record cut at " << cut);
+    put(journal, header + r0 + r1.substr(0, cut));
+    const size_t whole = cut == r1.size() - 1 ? 1 : 0;
+    {
+      Journal j(journal, plan);
+      CHECK(j.done().size() == 1 + whole);
+      CHECK(j.done().count(0) == 1);
+      j.append(result(2));
+    }
+    Journal again(journal, plan);
+    CHECK(again.done().size() == 2 + whole);
+    REQUIRE(again.done().count(2) == 1);
+    CHECK(again.done().at(2).summary.avg_wait == 3.5);
+    CHECK(slurp(journal).back() == '\n');
   }
   fs::remove_all(dir);
 }

@@ -464,37 +464,70 @@ std::optional<TaskResult> Journal::parse_result(const SweepPlan& plan, const std
 
 Journal::Journal(const std::string& path, const SweepPlan& plan) : path_(path) {
   const std::string header = seal(std::string(JOURNAL_MAGIC) + "\t" + plan.fingerprint);
-  std::ifstream in(path);
-  if (in) {
-    std::string line;
-    bool first = true;
-    std::map<int64_t, int> started;
-    while (std::getline(in, line)) {
-      if (first) {
-        first = false;
-        if (line + "\n" != header)
-          throw SweepError("journal " + path + " belongs to a sweep with other settings (" +
-                           line.substr(0, 200) + "); delete it or choose another --out");
-        continue;
-      }
-      // Each line is unsealed once and its task found in the plan's index: linear in the
-      // journal's length.
-      const auto f = unseal(line);
-      if (!f) continue;  // torn by a kill mid-write: that task simply runs again
-      if ((*f)[0] == "S" && f->size() == 3) {
-        const int64_t task = find_task(plan, (*f)[1]);
-        const auto rank = whole_field<int>((*f)[2]);
-        if (task >= 0 && rank) started[task] = *rank;
-      } else if (auto r = result_from_fields(plan, *f)) {
-        done_[r->task] = std::move(*r);
-      }
+  // The whole file is read once: whether it ends in a newline decides what the next append
+  // needs (see below), and a header torn by a kill is told apart from another sweep's.
+  std::string text;
+  bool exists = false;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (in) {
+      exists = true;
+      std::ostringstream all;
+      all << in.rdbuf();
+      text = all.str();
     }
-    for (const auto& [task, rank] : started)
-      if (!done_.count(task)) interrupted_.emplace_back(task, rank);
   }
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  bool write_header = !exists || text.empty();
+  bool torn_tail = false;
+  if (!write_header) {
+    const size_t eol = text.find('\n');
+    const std::string first = text.substr(0, eol == std::string::npos ? text.size() : eol + 1);
+    if (first != header) {
+      // Killed while the header itself was written (one write() of a few dozen bytes, but a
+      // full disk can cut it): only a strict prefix of this sweep's own header, with nothing
+      // after it, counts as torn; the file is started again. Anything else is another sweep's.
+      if (eol == std::string::npos && header.compare(0, first.size(), first) == 0) {
+        write_header = true;
+      } else {
+        throw SweepError("journal " + path + " belongs to a sweep with other settings (" +
+                         first.substr(0, std::min<size_t>(first.find('\n'), 200)) +
+                         "); delete it or choose another --out");
+      }
+    } else {
+      std::map<int64_t, int> started;
+      size_t pos = first.size();
+      while (pos < text.size()) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string::npos) {
+          // A last record without its newline: torn by a kill mid-write. It is ignored (that
+          // task simply runs again) and ended before the next append, which would otherwise
+          // be glued to it and lost with it.
+          torn_tail = true;
+          end = text.size();
+        }
+        const std::string line = text.substr(pos, end - pos);
+        pos = end + 1;
+        // Each line is unsealed once and its task found in the plan's index: linear in the
+        // journal's length.
+        const auto f = unseal(line);
+        if (!f) continue;  // torn or tampered: that task simply runs again
+        if ((*f)[0] == "S" && f->size() == 3) {
+          const int64_t task = find_task(plan, (*f)[1]);
+          const auto rank = whole_field<int>((*f)[2]);
+          if (task >= 0 && rank) started[task] = *rank;
+        } else if (auto r = result_from_fields(plan, *f)) {
+          done_[r->task] = std::move(*r);
+        }
+      }
+      for (const auto& [task, rank] : started)
+        if (!done_.count(task)) interrupted_.emplace_back(task, rank);
+    }
+  }
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (write_header ? O_TRUNC : 0);
+  fd_ = ::open(path.c_str(), flags, 0644);
   if (fd_ < 0) throw SweepError("cannot open journal " + path + ": " + std::strerror(errno));
-  if (!in) append(header);
+  if (write_header) append(header);
+  if (torn_tail) append("\n");
 }
 
 Journal::~Journal() {
