@@ -13,15 +13,21 @@
 namespace mlprio::replay {
 
 std::string_view estimate_quantile_name(EstimateQuantile q) {
-  return q == EstimateQuantile::POINT ? "point" : "upper";
+  switch (q) {
+    case EstimateQuantile::POINT: return "point";
+    case EstimateQuantile::UPPER: return "upper";
+    case EstimateQuantile::REQUEST: return "request";
+  }
+  return "upper";
 }
 
 EstimateQuantile parse_estimate_quantile(std::string_view s) {
   if (s == "point") return EstimateQuantile::POINT;
   if (s == "upper") return EstimateQuantile::UPPER;
+  if (s == "request") return EstimateQuantile::REQUEST;
   throw ConfigError("--estimate-quantile '" + std::string(s) +
-                    "': valid values are point (the predicted run time) and upper (the model's "
-                    "high quantile, runtime_upper)");
+                    "': valid values are point (the predicted run time), upper (the model's "
+                    "high quantile, runtime_upper) and request (the requested time)");
 }
 
 std::vector<model::Prediction> predict_trace(const model::Predictor& predictor,
@@ -53,6 +59,7 @@ MlPredictions::MlPredictions(std::span<const Job> replayed,
 }
 
 double model_estimate(const Job& job, const model::Prediction& p, EstimateQuantile q) {
+  if (q == EstimateQuantile::REQUEST) return job.req_time >= 0 ? job.req_time : std::max(job.run, 0.0);
   const double first = q == EstimateQuantile::UPPER ? p.runtime_upper : p.runtime;
   const double second = q == EstimateQuantile::UPPER ? p.runtime : p.runtime_upper;
   if (std::isfinite(first) && first >= 0) return first;

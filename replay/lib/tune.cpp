@@ -41,16 +41,23 @@ std::vector<model::PolicyParams> tune_stage1(const model::PolicyParams& base) {
 }
 
 std::vector<model::PolicyParams> tune_stage2(const model::PolicyParams& best) {
+  // The failure weight: how far a predicted failure sinks a job (the model file's value first, so
+  // a model without a failure part, where it changes nothing, keeps it), then none and strong.
+  std::vector<double> fail = {best.score.fail_weight};
+  for (double f : {0.0, 1.0, 4.0})
+    if (f != best.score.fail_weight) fail.push_back(f);
   std::vector<model::PolicyParams> c;
   for (double size : {-0.5, -0.25, 0.0, 0.25, 0.5})
     for (const char* order : {"sjbf", "fcfs"})
-      for (const char* corr : {"tsafrir", "none"}) {
-        model::PolicyParams p = best;
-        p.score.size_weight = size;
-        p.backfill_order = order;
-        p.correction = corr;
-        c.push_back(p);
-      }
+      for (const char* corr : {"tsafrir", "none"})
+        for (double f : fail) {
+          model::PolicyParams p = best;
+          p.score.size_weight = size;
+          p.score.fail_weight = f;
+          p.backfill_order = order;
+          p.correction = corr;
+          c.push_back(p);
+        }
   return c;
 }
 
@@ -82,15 +89,29 @@ TuneOutcome baseline_replay(const ReplaySetup& setup, const Trace& trace, const 
   return replay_one(ReplaySetup(spec), trace, w, "fcfs");
 }
 
+std::string_view max_wait_stat_name(MaxWaitStat s) {
+  return s == MaxWaitStat::MEAN ? "mean" : "worst";
+}
+
+MaxWaitStat parse_max_wait_stat(std::string_view s) {
+  if (s == "worst") return MaxWaitStat::WORST;
+  if (s == "mean") return MaxWaitStat::MEAN;
+  throw ConfigError("--max-wait-stat '" + std::string(s) +
+                    "': valid values are worst (every window within the bound) and mean (the "
+                    "windows' max-wait ratios on average within the bound)");
+}
+
 TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vector<TuneOutcome>& base,
-                      size_t windows, double max_wait_ratio, double max_wait_floor) {
+                      size_t windows, double max_wait_ratio, double max_wait_floor,
+                      MaxWaitStat stat) {
   TuneVerdict v;
   const size_t n = windows == 0 ? 0 : outcomes.size() / windows;
   double best_key = std::numeric_limits<double>::infinity();
   double least_starving = std::numeric_limits<double>::infinity();
   size_t least_idx = 0;
+  double least_worst = 0;
   for (size_t c = 0; c < n; ++c) {
-    double log_sum = 0, worst = 0;
+    double log_sum = 0, worst = 0, sum = 0;
     for (size_t w = 0; w < windows; ++w) {
       const TuneOutcome& o = outcomes[c * windows + w];
       const double b = std::max(base[w].avg_bsld, 1.0);
@@ -98,24 +119,29 @@ TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vecto
       const double ref = std::max(base[w].max_wait, std::max(max_wait_floor, 0.0));
       const double mw = ref > 0 ? o.max_wait / ref : (o.max_wait > 0 ? o.max_wait : 1.0);
       worst = std::max(worst, mw);
+      sum += mw;
     }
     const double ratio = std::exp(log_sum / static_cast<double>(windows));
-    if (worst < least_starving) {
-      least_starving = worst;
+    const double bound_stat = stat == MaxWaitStat::MEAN ? sum / static_cast<double>(windows) : worst;
+    if (bound_stat < least_starving) {
+      least_starving = bound_stat;
       least_idx = c;
+      least_worst = worst;
     }
     // Strict '<' keeps the earliest of equal candidates: the grid order breaks ties.
-    if (worst <= max_wait_ratio && ratio < best_key) {
+    if (bound_stat <= max_wait_ratio && ratio < best_key) {
       best_key = ratio;
       v.best = c;
       v.bsld_ratio = ratio;
-      v.max_wait_ratio = worst;
+      v.max_wait_ratio = bound_stat;
+      v.worst_max_wait_ratio = worst;
       v.feasible = true;
     }
   }
   if (!v.feasible && n > 0) {
     v.best = least_idx;
     v.max_wait_ratio = least_starving;
+    v.worst_max_wait_ratio = least_worst;
     double log_sum = 0;
     for (size_t w = 0; w < windows; ++w)
       log_sum += std::log(std::max(outcomes[least_idx * windows + w].avg_bsld, 1.0) /

@@ -31,6 +31,7 @@ struct TuneArgs {
   double train_fraction = 0.8;
   double max_wait_ratio = 1.25;
   double max_wait_floor = replay::DEFAULT_MAX_WAIT_FLOOR;
+  std::string max_wait_stat = "mean";
   bool json = false;
   replay::ReplaySpec spec;
 };
@@ -72,6 +73,7 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
     throw ConfigError("--max-wait-ratio must be a number >= 1");
   if (!(a.max_wait_floor >= 0) || !std::isfinite(a.max_wait_floor))
     throw ConfigError("--max-wait-floor must be a number of seconds >= 0");
+  const MaxWaitStat stat = parse_max_wait_stat(a.max_wait_stat);
   ReplaySpec spec = a.spec;
   spec.estimate = "model:" + a.model;
   const ReplaySetup setup(spec);
@@ -90,10 +92,12 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   const bool quiet = a.json;
   const auto c1 = tune_stage1(setup.policy());
   const auto o1 = stage("stage 1 (score, starvation, estimate)", setup, trace, c1, windows, comm, quiet);
-  const TuneVerdict v1 = pick_best(o1, base, windows.size(), a.max_wait_ratio, a.max_wait_floor);
+  const TuneVerdict v1 =
+      pick_best(o1, base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
   const auto c2 = tune_stage2(c1[v1.best]);
   const auto o2 = stage("stage 2 (size, order, correction)", setup, trace, c2, windows, comm, quiet);
-  const TuneVerdict v2 = pick_best(o2, base, windows.size(), a.max_wait_ratio, a.max_wait_floor);
+  const TuneVerdict v2 =
+      pick_best(o2, base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
   const bool second = v2.feasible && (!v1.feasible || v2.bsld_ratio <= v1.bsld_ratio);
   const TuneVerdict& v = second ? v2 : v1;
   model::PolicyParams best = second ? c2[v2.best] : c1[v1.best];
@@ -104,9 +108,10 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   std::ostringstream by;
   by << "mlprio-replay tune: trace sha256 " << file_sha256(trace.path) << ", training jobs 0.."
      << n_train - 1 << ", " << windows.size() << " windows of " << windows.front().len
-     << ", max wait <= " << a.max_wait_ratio << " x max(FCFS+EASY's, " << a.max_wait_floor
-     << " s); train bsld ratio " << v.bsld_ratio
-     << ", max wait ratio " << v.max_wait_ratio << (v.feasible ? "" : " (no candidate met the bound)");
+     << ", " << max_wait_stat_name(stat) << " window max wait <= " << a.max_wait_ratio
+     << " x max(FCFS+EASY's, " << a.max_wait_floor << " s); train bsld ratio " << v.bsld_ratio
+     << ", max wait ratio " << v.max_wait_ratio << " (worst window " << v.worst_max_wait_ratio
+     << ")" << (v.feasible ? "" : " (no candidate met the bound)");
   best.tuned_by = by.str();
   nlohmann::json doc = model::read_model_document(a.model);
   doc["policy"] = model::policy_to_json(best);
@@ -118,7 +123,9 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   j["policy"] = model::policy_to_json(best);
   j["train_bsld_ratio"] = v.bsld_ratio;
   j["train_max_wait_ratio"] = v.max_wait_ratio;
+  j["train_worst_max_wait_ratio"] = v.worst_max_wait_ratio;
   j["max_wait_ratio"] = a.max_wait_ratio;
+  j["max_wait_stat"] = a.max_wait_stat;
   j["max_wait_floor"] = a.max_wait_floor;
   j["candidates"] = c1.size() + c2.size();
   nlohmann::ordered_json ws = nlohmann::ordered_json::array();
@@ -131,6 +138,26 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
                   {"ml_max_wait", o.max_wait}});
   }
   j["windows"] = ws;
+  // Every candidate's outcome per window (both stages), so a choice can be checked by hand.
+  nlohmann::ordered_json grid = nlohmann::ordered_json::array();
+  const auto add_grid = [&](int stage_no, const std::vector<model::PolicyParams>& cands,
+                            const std::vector<TuneOutcome>& outs) {
+    for (size_t c = 0; c < cands.size(); ++c) {
+      nlohmann::ordered_json bsld = nlohmann::ordered_json::array();
+      nlohmann::ordered_json maxw = nlohmann::ordered_json::array();
+      for (size_t w = 0; w < windows.size(); ++w) {
+        bsld.push_back(outs[c * windows.size() + w].avg_bsld);
+        maxw.push_back(outs[c * windows.size() + w].max_wait);
+      }
+      grid.push_back({{"stage", stage_no},
+                      {"policy", model::policy_to_json(cands[c])},
+                      {"bsld", bsld},
+                      {"max_wait", maxw}});
+    }
+  };
+  add_grid(1, c1, o1);
+  add_grid(2, c2, o2);
+  j["grid"] = grid;
   if (a.json) {
     std::cout << j.dump() << "\n";
   } else {
@@ -171,6 +198,11 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--max-wait-floor", args->max_wait_floor,
                   "Seconds: the max-wait bound is ratio x max(FCFS's max wait, this); a wait "
                   "under it never counts as starvation (0: the ratio alone)")
+      ->capture_default_str();
+  cmd->add_option("--max-wait-stat", args->max_wait_stat,
+                  "How the windows' max-wait ratios meet the bound: mean (their average) or "
+                  "worst (every window)")
+      ->check(CLI::IsMember({"worst", "mean"}))
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print the choice and the per-window figures as JSON");
   add_replay_spec_options(*cmd, args->spec);

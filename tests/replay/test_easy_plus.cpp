@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,33 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
   CHECK(floored.bsld_ratio == Approx(0.5));
   CHECK(floored.max_wait_ratio == Approx(1.0));
   CHECK(pick_best(out, base, 2, 1.25, 50).best == 1);
+
+  // The mean statistic: candidate 1 is within 1.25x on average (1.0 and 1.4: mean 1.2) although
+  // its second window alone is not, and it halves the slowdown; the worst statistic refuses it.
+  const std::vector<TuneOutcome> out3 = {{9, 110}, {18, 120}, {5, 100}, {10, 140}};
+  const TuneVerdict worst = pick_best(out3, base, 2, 1.25, 0, MaxWaitStat::WORST);
+  CHECK(worst.best == 0);
+  CHECK(worst.worst_max_wait_ratio == Approx(1.2));
+  const TuneVerdict mean = pick_best(out3, base, 2, 1.25, 0, MaxWaitStat::MEAN);
+  CHECK(mean.feasible);
+  CHECK(mean.best == 1);
+  CHECK(mean.bsld_ratio == Approx(0.5));
+  CHECK(mean.max_wait_ratio == Approx(1.2));
+  CHECK(mean.worst_max_wait_ratio == Approx(1.4));
+  CHECK(parse_max_wait_stat("mean") == MaxWaitStat::MEAN);
+  CHECK(max_wait_stat_name(MaxWaitStat::WORST) == "worst");
+  CHECK_THROWS_AS(parse_max_wait_stat("p99"), ConfigError);
+
+  // Stage 2 searches the failure weight too (the hazard of likely failures jumping the queue),
+  // the model file's value first so that ties keep it.
+  model::PolicyParams b1;
+  b1.score.fail_weight = 1.0;
+  const auto c2 = tune_stage2(b1);
+  CHECK(c2.size() == 60);
+  CHECK(c2.front().score.fail_weight == 1.0);
+  std::set<double> fails;
+  for (const auto& p : c2) fails.insert(p.score.fail_weight);
+  CHECK(fails == std::set<double>{0.0, 1.0, 4.0});
 
   // Two "ranks" each replaying their share and summing equals one process doing all.
   std::vector<Job> jobs;

@@ -235,6 +235,19 @@ TEST_CASE("a trained model changes backfilling and ml beats FCFS on predictable 
   CHECK(moved > 0);  // predictions changed what EASY backfilled
   CHECK(ml.summary.jobs == fcfs_request.summary.jobs);
   CHECK(ml.summary.avg_bsld < 0.8 * fcfs_request.summary.avg_bsld);
+
+  // Backfilling on the requested times (`--estimate-quantile request`): the model no longer
+  // changes what EASY backfills, so FCFS with it is FCFS+EASY on requests, job by job.
+  const SimResult fcfs_req_q = f.replay("fcfs", true, EstimateQuantile::REQUEST);
+  REQUIRE(fcfs_req_q.jobs.size() == fcfs_request.jobs.size());
+  for (size_t k = 0; k < fcfs_request.jobs.size(); ++k) {
+    INFO("job " << k);
+    CHECK(fcfs_req_q.jobs[k].id == fcfs_request.jobs[k].id);
+    CHECK(fcfs_req_q.jobs[k].start == fcfs_request.jobs[k].start);
+  }
+  CHECK(parse_estimate_quantile("request") == EstimateQuantile::REQUEST);
+  CHECK(estimate_quantile_name(EstimateQuantile::REQUEST) == "request");
+  CHECK_THROWS_AS(parse_estimate_quantile("median"), ConfigError);
 }
 
 TEST_CASE("policy ml without a model is a clear error", "[replay][ml]") {
@@ -278,7 +291,7 @@ TEST_CASE("the CLI replays with a model file under every backfilling rule", "[re
   const Fixture f;
   const fs::path err = f.dir / "err_ok.txt";
   for (const char* b : {"none", "easy", "conservative"})
-    for (const char* q : {"point", "upper"}) {
+    for (const char* q : {"point", "upper", "request"}) {
       INFO(b << " " << q);
       CHECK(run_cli("--trace " + f.trace_path.string() + " --policy ml,fcfs --backfill " + b +
                         " --estimate model:" + f.model_path.string() + " --estimate-quantile " + q +

@@ -22,10 +22,12 @@
 
 namespace mlprio::replay {
 
-// Which prediction backfilling uses: the point run time or the high quantile (runtime_upper).
-enum class EstimateQuantile { POINT, UPPER };
+// Which run time backfilling uses: the point prediction, the high quantile (runtime_upper), or
+// the user's request (classic EASY's guarantee for the head job, with the model only ordering the
+// queue).
+enum class EstimateQuantile { POINT, UPPER, REQUEST };
 std::string_view estimate_quantile_name(EstimateQuantile q);
-// Throws ConfigError naming the valid values (point, upper).
+// Throws ConfigError naming the valid values (point, upper, request).
 EstimateQuantile parse_estimate_quantile(std::string_view s);
 
 // Predictions for every job of `trace` (same order as trace.jobs, which must be sorted by

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -42,18 +43,29 @@ TuneOutcome tune_replay(const ReplaySetup& setup, const model::PolicyParams& pol
 // The baseline: FCFS + EASY, requested times.
 TuneOutcome baseline_replay(const ReplaySetup& setup, const Trace& trace, const TuneWindow& w);
 
+// How the windows' max-wait ratios are combined into the one figure the bound limits: the worst
+// window's (one short-waiting window can then veto every reordering), or their mean (each
+// window's max wait still counts, but one window's noise no longer decides alone).
+enum class MaxWaitStat { WORST, MEAN };
+std::string_view max_wait_stat_name(MaxWaitStat s);
+// Throws ConfigError naming the valid values (worst, mean).
+MaxWaitStat parse_max_wait_stat(std::string_view s);
+
 struct TuneVerdict {
   size_t best = 0;               // index into the candidates
   double bsld_ratio = 0;         // geometric mean over windows of avg_bsld / FCFS's
-  double max_wait_ratio = 0;     // worst window's max_wait / FCFS's
+  double max_wait_ratio = 0;     // the windows' max_wait / FCFS's, combined by the MaxWaitStat
+  double worst_max_wait_ratio = 0;  // the worst window's, whatever the statistic
   bool feasible = false;         // some candidate met the bound (else: the least starving one)
 };
 // outcomes[c * W + w] for candidate c, window w; base[w] FCFS's. A window's max-wait bound is
 // max_wait_ratio x max(FCFS's max wait, max_wait_floor): on a window where FCFS keeps every wait
 // short (minutes), a ratio alone would forbid any reordering at all, while a wait that stays
-// below the floor is not starvation. The ratio reported is against that same reference.
+// below the floor is not starvation. The ratio reported is against that same reference. The
+// bound applies to the windows' ratios combined by `stat`.
 TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vector<TuneOutcome>& base,
-                      size_t windows, double max_wait_ratio, double max_wait_floor = 0);
+                      size_t windows, double max_wait_ratio, double max_wait_floor = 0,
+                      MaxWaitStat stat = MaxWaitStat::WORST);
 
 // The default floor of `tune --max-wait-floor` (seconds): the shortest starvation limit stage 1
 // tries, 6 h.
