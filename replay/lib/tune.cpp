@@ -109,7 +109,7 @@ TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vecto
   double best_key = std::numeric_limits<double>::infinity();
   double least_starving = std::numeric_limits<double>::infinity();
   size_t least_idx = 0;
-  double least_worst = 0;
+  double least_worst = std::numeric_limits<double>::infinity();
   for (size_t c = 0; c < n; ++c) {
     double log_sum = 0, worst = 0, sum = 0;
     for (size_t w = 0; w < windows; ++w) {
@@ -123,10 +123,12 @@ TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vecto
     }
     const double ratio = std::exp(log_sum / static_cast<double>(windows));
     const double bound_stat = stat == MaxWaitStat::MEAN ? sum / static_cast<double>(windows) : worst;
-    if (bound_stat < least_starving) {
-      least_starving = bound_stat;
-      least_idx = c;
+    // The fallback when nothing qualifies is the safest candidate: the least starving by its
+    // worst window, whatever the statistic (a mean could hide one window starved 3x).
+    if (worst < least_worst) {
       least_worst = worst;
+      least_idx = c;
+      least_starving = bound_stat;
     }
     // Strict '<' keeps the earliest of equal candidates: the grid order breaks ties.
     if (bound_stat <= max_wait_ratio && ratio < best_key) {

@@ -214,6 +214,13 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
   CHECK(mean.bsld_ratio == Approx(0.5));
   CHECK(mean.max_wait_ratio == Approx(1.2));
   CHECK(mean.worst_max_wait_ratio == Approx(1.4));
+  // Nothing within 1.1x: the fallback is the candidate whose worst window is least starved (1.3),
+  // not the best mean (1.25, with one window at 1.5).
+  const std::vector<TuneOutcome> out4 = {{9, 100}, {18, 150}, {9, 130}, {18, 130}};
+  const TuneVerdict fallback = pick_best(out4, base, 2, 1.1, 0, MaxWaitStat::MEAN);
+  CHECK_FALSE(fallback.feasible);
+  CHECK(fallback.best == 1);
+  CHECK(fallback.worst_max_wait_ratio == Approx(1.3));
   CHECK(parse_max_wait_stat("mean") == MaxWaitStat::MEAN);
   CHECK(max_wait_stat_name(MaxWaitStat::WORST) == "worst");
   CHECK_THROWS_AS(parse_max_wait_stat("p99"), ConfigError);

@@ -56,7 +56,7 @@ struct TuneVerdict {
   double bsld_ratio = 0;         // geometric mean over windows of avg_bsld / FCFS's
   double max_wait_ratio = 0;     // the windows' max_wait / FCFS's, combined by the MaxWaitStat
   double worst_max_wait_ratio = 0;  // the worst window's, whatever the statistic
-  bool feasible = false;         // some candidate met the bound (else: the least starving one)
+  bool feasible = false;  // some candidate met the bound (else: the one whose worst window is least starved)
 };
 // outcomes[c * W + w] for candidate c, window w; base[w] FCFS's. A window's max-wait bound is
 // max_wait_ratio x max(FCFS's max wait, max_wait_floor): on a window where FCFS keeps every wait
