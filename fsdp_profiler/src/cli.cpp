@@ -14,6 +14,7 @@
 #include "mlprio/fsdp/snapshot.hpp"
 #include "mlprio/fsdp/sweep.hpp"
 #include "mlprio/util/errors.hpp"
+#include "mlprio/util/stop_signal.hpp"
 #if MLPRIO_FSDP_MEASURE_MODULE
 #include <dlfcn.h>
 
@@ -216,7 +217,19 @@ int run_sweep_command(const SweepArgs& a) {
                      total);
     };
   }
+  // SIGTERM/SIGINT stop the sweep between minibatch sizes, before anything is written; one that
+  // comes during the write only is recorded, so the output is written whole (temp + rename).
+  const util::StopOnSignal stop_on_signal;
+  o.stop = [] { return util::stop_signal() != 0; };
   const SweepResult r = run_sweep(o);
+  if (r.interrupted) {
+    if (o.progress) std::fputc('\n', stderr);
+    throw InterruptedError(
+        util::stop_signal(),
+        "sweep interrupted by " + util::signal_name(util::stop_signal()) + " after " +
+            std::to_string(r.points.size()) + " minibatch sizes; nothing written (the profiler " +
+            "sweep keeps no journal): run the same command again for the whole result");
+  }
   if (r.stopped_at_point_bound)
     std::fprintf(stderr,
                  "mlprio-fsdp sweep: stopped after %lld minibatch sizes without an OOM (the bound "

@@ -2,7 +2,7 @@
 // simulated device, or measures them on GPUs (measure, built with CUDA). main() declares every
 // option (with help and default) and dispatches to cli.cpp; errors become one message on stderr and
 // the exit status of mlprio/util/errors.hpp: 2 for usage or bad input, 1 for a runtime failure, 3
-// for no CUDA device (measure).
+// for no CUDA device (measure), 128 + signo for a sweep stopped by SIGTERM/SIGINT.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -116,8 +116,9 @@ int main(int argc, char** argv) {
     // SnapshotError, ModelConfigError, ...), 3 no device, 1 any other failure. Bad input is
     // reported without the "error:" prefix, as this program always has.
     const int code = mlprio::exit_code_for(e);
-    std::fprintf(stderr, "mlprio-fsdp: %s%s\n",
-                 code == mlprio::EXIT_USAGE ? "" : "error: ", e.what());
+    const bool plain =
+        code == mlprio::EXIT_USAGE || dynamic_cast<const mlprio::InterruptedError*>(&e) != nullptr;
+    std::fprintf(stderr, "mlprio-fsdp: %s%s\n", plain ? "" : "error: ", e.what());
     return code;
   }
 }

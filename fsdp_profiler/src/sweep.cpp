@@ -128,6 +128,10 @@ SweepResult run_sweep(const SweepOptions& opts) {
       out.stopped_at_point_bound = true;
       break;
     }
+    if (opts.stop && opts.stop()) {
+      out.interrupted = true;
+      return out;
+    }
     if (opts.progress) opts.progress(mbs, out.points.size(), total);
     FsdpConfig cfg = opts.base;
     cfg.micro_batch = mbs;

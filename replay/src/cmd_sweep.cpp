@@ -2,7 +2,9 @@
 // windows) as one resumable job. Under mpirun/srun the tasks are handed out by rank 0
 // (replay/mpi/lib/sweep_mpi.cpp); alone, or in a build without MPI, they run in a serial loop.
 // This file only gathers options (command line over config file) and chooses the driver; only
-// here is it decided what an error does to the exit code and to the other ranks.
+// here is it decided what an error does to the exit code and to the other ranks. SIGTERM/SIGINT
+// stop a sweep cleanly (the drivers journal what is in flight and write no output): exit 128 +
+// signo, see mlprio/util/errors.hpp.
 #include <unistd.h>
 
 #include <iostream>
@@ -11,6 +13,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/util/stop_signal.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include "mlprio/replay_dist/mpi_support.hpp"
 #endif
@@ -55,6 +58,14 @@ replay::dist::SweepSpec build_spec(const SweepArgs& a) {
 
 void print_outcome(const replay::dist::SweepPlan& plan, const replay::dist::SweepOutcome& o,
                    const SweepArgs& a) {
+  if (o.interrupted != 0) {
+    // Stopped cleanly on SIGTERM/SIGINT: no output, the journal is the state to resume from.
+    std::cerr << "mlprio-replay sweep: interrupted by " << util::signal_name(o.interrupted) << "; "
+              << o.journaled << " of " << plan.tasks.size()
+              << " results journaled; run the same command again to resume\n";
+    exit_code() = exit_code_for_signal(o.interrupted);
+    return;
+  }
   if (a.json) std::cout << replay::dist::sweep_json(plan, o.results) << "\n";
   std::cerr << "mlprio-replay sweep: " << plan.tasks.size() << " tasks (" << o.resumed
             << " from the journal), " << o.failed << " failed, " << o.seconds << " s -> " << a.out

@@ -27,6 +27,7 @@
 
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/util/checked_cast.hpp"
+#include "mlprio/util/stop_signal.hpp"
 #include "mlprio/util/text.hpp"
 #include "mlprio/replay/output.hpp"
 
@@ -614,8 +615,17 @@ int64_t test_kill_after(int rank) {
   return std::atoll(k);
 }
 
+int64_t count_journaled(const std::vector<TaskResult>& results) {
+  int64_t n = 0;
+  for (const auto& r : results) n += r.ok ? 1 : 0;
+  return n;
+}
+
 SweepOutcome run_sweep_serial(const SweepPlan& plan, const SweepRunOptions& opts) {
   const double t0 = now_seconds();
+  // Alive until the output is committed: a signal during the write only marks the flag, so the
+  // write is never cut (it is complete, and the run reports success).
+  const util::StopOnSignal stop_on_signal;
   Journal journal(opts.out + ".journal", plan);
   report_resume(plan, journal);
   SweepOutcome out;
@@ -625,6 +635,7 @@ SweepOutcome run_sweep_serial(const SweepPlan& plan, const SweepRunOptions& opts
   int64_t done = static_cast<int64_t>(plan.tasks.size() - todo.size());
   Progress progress(static_cast<int64_t>(plan.tasks.size()), done, opts.progress);
   for (int64_t id : todo) {
+    if (util::stop_signal() != 0) break;  // checked between tasks: the last one is journaled
     journal.append(started_line(plan, id, 0));
     TaskResult r = run_task(plan, plan.tasks[static_cast<size_t>(id)]);
     if (kill_after >= 0 && ++computed >= kill_after) std::raise(SIGKILL);
@@ -634,6 +645,12 @@ SweepOutcome run_sweep_serial(const SweepPlan& plan, const SweepRunOptions& opts
     progress.update(++done);
   }
   progress.finish();
+  out.seconds = now_seconds() - t0;
+  if (done < static_cast<int64_t>(plan.tasks.size())) {  // stopped by the signal
+    out.interrupted = util::stop_signal();
+    out.journaled = count_journaled(out.results);
+    return out;
+  }
   for (const auto& r : out.results) out.failed += r.ok ? 0 : 1;
   write_sweep_hdf5(plan, out.results, opts);
   out.seconds = now_seconds() - t0;

@@ -6,6 +6,15 @@
 // round trip; results travel as journal lines (exact hex floats; with --per-job followed by the
 // task's per-job arrays in the same message), which the master appends as they arrive: a killed rank or an aborted job loses only the tasks in flight, and re-running the
 // same command resumes from the journal.
+//
+// SIGTERM/SIGINT (mpirun and srun pass them to every rank; Slurm sends SIGTERM at a time limit or
+// scancel): every rank only records the signal (mlprio/util/stop_signal.hpp). The master then
+// hands out no more tasks, answers -1 to each worker as it reports, journals the results of the
+// tasks in flight as they arrive and writes no output; a worker that alone was signalled says so
+// with its result (tag TAG_STOP_BASE + signo) and the master stops the sweep the same way. The
+// run exits 128 + signo with "N of M results journaled". A second signal ends a process at once
+// (and Open MPI's mpirun itself sends SIGKILL about 1 s after SIGTERM, odls_base_sigkill_timeout):
+// then the tasks in flight are lost and, named in the journal, run again on resume.
 #include <signal.h>
 
 #include <atomic>
@@ -18,6 +27,7 @@
 #include <thread>
 
 #include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/util/stop_signal.hpp"
 
 namespace mlprio::replay::dist {
 
@@ -60,13 +70,17 @@ namespace {
 // has per-job detail (--per-job), by a NUL byte and encode_detail()'s bytes.
 constexpr int TAG_RESULT = 11;
 constexpr int TAG_TASK = 12;    // master -> worker: task id, or -1 to stop
+// worker -> master: as TAG_RESULT, from a worker that received signal (tag - TAG_STOP_BASE).
+constexpr int TAG_STOP_BASE = 1000;
 
 void worker_loop(const SweepPlan& plan, MPI_Comm comm, int rank) {
   const int64_t kill_after = test_kill_after(rank);
   int64_t computed = 0;
   std::string line;
   for (;;) {
-    MLPRIO_MPI_CHECK(MPI_Send(line.data(), static_cast<int>(line.size()), MPI_CHAR, 0, TAG_RESULT, comm));
+    const int sig = util::stop_signal();
+    const int tag = sig != 0 ? TAG_STOP_BASE + sig : TAG_RESULT;
+    MLPRIO_MPI_CHECK(MPI_Send(line.data(), static_cast<int>(line.size()), MPI_CHAR, 0, tag, comm));
     int64_t id = -1;
     MLPRIO_MPI_CHECK(MPI_Recv(&id, 1, MPI_INT64_T, 0, TAG_TASK, comm, MPI_STATUS_IGNORE));
     if (id < 0) break;
@@ -91,6 +105,9 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
   MLPRIO_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   MLPRIO_MPI_CHECK(MPI_Comm_size(comm, &size));
   SweepOutcome out;
+  // On every rank, alive until the output is committed (a signal during the write is only
+  // recorded: the write is never cut, and the finished sweep reports success).
+  const util::StopOnSignal stop_on_signal;
   if (rank != 0) {
     worker_loop(plan, comm, rank);
     MLPRIO_MPI_CHECK(MPI_Barrier(comm));
@@ -140,17 +157,41 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
     ++done;
   };
   int active = size - 1;
+  int stopping = 0;  // the signal the sweep is stopping on
+  const int64_t start_done = done;
+  auto begin_stop = [&](int sig, int from_rank) {
+    stopping = sig;
+    size_t left = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      left = pending.size();
+      pending.clear();  // no new tasks; the compute thread stops after its current one
+    }
+    const int64_t in_flight = static_cast<int64_t>(todo.size() - left) - (done - start_done);
+    progress.finish();
+    std::cerr << "mlprio-replay sweep: " << util::signal_name(sig)
+              << (from_rank > 0 ? " on rank " + std::to_string(from_rank) : std::string())
+              << ": no new tasks; journaling the " << in_flight
+              << " in flight (a second signal stops at once; they then run again on resume)\n";
+  };
   std::string buf;
   try {
     while (active > 0 || !local_done) {
+      if (stopping == 0 && util::stop_signal() != 0) begin_stop(util::stop_signal(), 0);
       int flag = 0;
       MPI_Status st;
-      MLPRIO_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, TAG_RESULT, comm, &flag, &st));
+      MLPRIO_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st));
+      if (flag && st.MPI_TAG != TAG_RESULT && st.MPI_TAG <= TAG_STOP_BASE)
+        throw SweepError("rank " + std::to_string(st.MPI_SOURCE) +
+                         " sent an unexpected message (tag " + std::to_string(st.MPI_TAG) +
+                         ") to the sweep's master");
+      if (flag && st.MPI_TAG > TAG_STOP_BASE && stopping == 0)
+        begin_stop(st.MPI_TAG - TAG_STOP_BASE, st.MPI_SOURCE);
       if (flag) {
         int count = 0;
         MLPRIO_MPI_CHECK(MPI_Get_count(&st, MPI_CHAR, &count));
         buf.assign(static_cast<size_t>(count), '\0');
-        MLPRIO_MPI_CHECK(MPI_Recv(buf.data(), count, MPI_CHAR, st.MPI_SOURCE, TAG_RESULT, comm,
+        MLPRIO_MPI_CHECK(MPI_Recv(buf.data(), count, MPI_CHAR, st.MPI_SOURCE, st.MPI_TAG, comm,
                                   MPI_STATUS_IGNORE));
         if (count > 0) {
           const size_t nul = buf.find('\0');
@@ -197,6 +238,13 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
   local.join();
   for (auto& r : finished) record(std::move(r));
   progress.finish();
+  if (stopping != 0) {  // every in-flight result is journaled; no output is written
+    out.interrupted = stopping;
+    out.journaled = count_journaled(out.results);
+    MLPRIO_MPI_CHECK(MPI_Barrier(comm));
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  }
   for (const auto& r : out.results) out.failed += r.ok ? 0 : 1;
   write_sweep_hdf5(plan, out.results, opts);
   MLPRIO_MPI_CHECK(MPI_Barrier(comm));

@@ -6,13 +6,18 @@
 //   2  usage or bad input: a command-line parse error, a bad option value, a file that cannot
 //      be used (trace, model, snapshot, configuration)
 //   3  no device: `mlprio-fsdp measure` without a usable CUDA device
+//   128+N  stopped cleanly by signal N (143 SIGTERM, 130 SIGINT), the shell's convention for a
+//      process a signal ended: `mlprio-replay sweep` and `mlprio-fsdp sweep` catch the first
+//      SIGTERM/SIGINT (util/stop_signal.hpp), stop between units of work and exit so; a second
+//      signal ends the process at once. (Under mpirun, mpirun's own exit status is its own.)
 //
 //   std::runtime_error
 //   └── Error                     every mlprio exception
 //       ├── UsageError            exit 2: InputError, JsonInputError, ModelError, ConfigError, ...
 //       ├── RuntimeError          exit 1: H5Error, MpiError, XgbError, DeviceError, CudaError, ...
 //       ├── InvariantError        exit 1: an internal invariant broke (a bug, never bad input)
-//       └── NoDeviceError         exit 3: NoCudaDeviceError
+//       ├── NoDeviceError         exit 3: NoCudaDeviceError
+//       └── InterruptedError      exit 128+N: stopped cleanly on signal N
 //
 // Each main catches CLI11's parse errors itself (exit 2) and maps everything else in one place
 // with exit_code_for(). A plain std::invalid_argument from a parser is bad input too (exit 2);
@@ -30,6 +35,10 @@ inline constexpr int EXIT_OK = 0;
 inline constexpr int EXIT_RUNTIME_FAILURE = 1;
 inline constexpr int EXIT_USAGE = 2;
 inline constexpr int EXIT_NO_DEVICE = 3;
+inline constexpr int EXIT_SIGNAL_BASE = 128;
+
+// 128 + signo: the status of a run stopped cleanly by signal `signo`.
+inline constexpr int exit_code_for_signal(int signo) noexcept { return EXIT_SIGNAL_BASE + signo; }
 
 class Error : public std::runtime_error {
  public:
@@ -61,8 +70,21 @@ class NoDeviceError : public Error {
   using Error::Error;
 };
 
+// A run stopped cleanly on SIGTERM/SIGINT (util/stop_signal.hpp): what was finished is kept as
+// the message says. Exit 128 + signo.
+class InterruptedError : public Error {
+ public:
+  InterruptedError(int signo, const std::string& what) : Error(what), signo_(signo) {}
+  int signo() const noexcept { return signo_; }
+
+ private:
+  int signo_;
+};
+
 // The exit code for an exception that reached a program's main (see the table above).
 inline int exit_code_for(const std::exception& e) noexcept {
+  if (const auto* i = dynamic_cast<const InterruptedError*>(&e); i != nullptr)
+    return exit_code_for_signal(i->signo());
   if (dynamic_cast<const NoDeviceError*>(&e) != nullptr) return EXIT_NO_DEVICE;
   if (dynamic_cast<const UsageError*>(&e) != nullptr) return EXIT_USAGE;
   if (dynamic_cast<const std::invalid_argument*>(&e) != nullptr) return EXIT_USAGE;

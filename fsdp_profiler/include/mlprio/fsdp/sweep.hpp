@@ -78,6 +78,9 @@ struct SweepOptions {
   // may be longer, and the sweep stops after that many points (stopped_at_point_bound).
   bool stop_after_oom = false;
   std::function<void(int64_t mbs, size_t done, size_t total)> progress;
+  // Asked before each minibatch size; true stops the sweep there (SweepResult::interrupted).
+  // The CLI answers with mlprio/util/stop_signal.hpp (SIGTERM/SIGINT).
+  std::function<bool()> stop;
 };
 
 struct SweepResult {
@@ -85,6 +88,7 @@ struct SweepResult {
   int64_t max_safe_mbs = 0;   // 0: even the smallest minibatch retries or runs out of memory
   int64_t first_bad_mbs = 0;  // 0: none
   bool stopped_at_point_bound = false;  // MAX_SWEEP_POINTS sizes run, none with an OOM
+  bool interrupted = false;             // SweepOptions::stop said stop: `points` is only a prefix
   // Per-operation memory series for up to two points (the last safe one and the first bad one).
   std::vector<std::pair<int64_t, std::vector<MemorySample>>> series;
 };

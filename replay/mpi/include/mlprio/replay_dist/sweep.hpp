@@ -181,9 +181,15 @@ struct SweepOutcome {
   int64_t resumed = 0;              // tasks taken from the journal
   int64_t failed = 0;
   double seconds = 0;
+  // Stopped on this signal (SIGTERM/SIGINT, see mlprio/util/stop_signal.hpp) before the output
+  // was written: no output file, the journal holds `journaled` results (rank 0 only) from which
+  // the same command resumes. 0 when the sweep ran to its end.
+  int interrupted = 0;
+  int64_t journaled = 0;
 };
 
-// Runs every task not yet in the journal, one after the other, then writes the output.
+// Runs every task not yet in the journal, one after the other, then writes the output. The
+// first SIGTERM/SIGINT stops it after the task running then is journaled (outcome.interrupted).
 SweepOutcome run_sweep_serial(const SweepPlan& plan, const SweepRunOptions& opts);
 
 // Writes `results` (all tasks, by id) to opts.out through mlprio::h5 (temp + rename).
@@ -204,6 +210,10 @@ void check_recomputed(const SweepPlan& plan, const Journal& journal, const TaskR
 
 // Reports journal state (resumed count, interrupted tasks by name) on stderr.
 void report_resume(const SweepPlan& plan, const Journal& journal);
+
+// The tasks with a good result among `results` (by task id): those whose journaled result a
+// resumed run reuses (SweepOutcome::journaled of an interrupted sweep).
+int64_t count_journaled(const std::vector<TaskResult>& results);
 
 // The progress line: "done/total, tasks/s, ETA" (only when stderr is a terminal).
 class Progress {
