@@ -7,7 +7,12 @@
 
 namespace mlprio::replay {
 
-std::vector<TuneWindow> training_windows(int64_t train_jobs, int64_t count, int64_t len) {
+std::vector<TuneWindow> training_windows(int64_t train_jobs, int64_t count, int64_t len,
+                                         const std::vector<double>& loads) {
+  if (loads.empty()) throw ConfigError("tune: at least one load factor is needed");
+  for (double l : loads)
+    if (!(l >= 1.0 && l <= 4.0))
+      throw ConfigError("tune: a load factor must lie in [1, 4] (1 = the recorded load)");
   if (count <= 0 || len <= 0) throw ConfigError("tune: windows need COUNT > 0 and LEN > 0");
   len = std::min(len, train_jobs / count);
   if (len < 50)
@@ -15,8 +20,18 @@ std::vector<TuneWindow> training_windows(int64_t train_jobs, int64_t count, int6
                       " jobs) is too small for " + std::to_string(count) +
                       " windows of at least 50 jobs");
   std::vector<TuneWindow> w;
-  for (int64_t i = 0; i < count; ++i) w.push_back({train_jobs - (count - i) * len, len});
+  for (int64_t i = 0; i < count; ++i)
+    for (double l : loads) w.push_back({train_jobs - (count - i) * len, len, l});
   return w;
+}
+
+std::vector<Job> scaled_window(std::span<const Job> jobs, const TuneWindow& w) {
+  const std::span<const Job> s = select_window(jobs, w.start, w.len);
+  std::vector<Job> out(s.begin(), s.end());
+  if (out.empty() || w.load == 1.0) return out;
+  const double t0 = out.front().submit;
+  for (Job& j : out) j.submit = t0 + (j.submit - t0) / w.load;
+  return out;
 }
 
 std::vector<model::PolicyParams> tune_stage1(const model::PolicyParams& base) {
@@ -71,7 +86,8 @@ TuneOutcome replay_one(const ReplaySetup& setup, const Trace& trace, const TuneW
   cfg.record_series = false;
   const std::span<const Job> jobs(trace.jobs);
   setup.apply_window(cfg, trace, jobs, w.start, w.len);
-  const SimResult r = simulate(select_window(jobs, w.start, w.len), cfg);
+  const SimResult r = w.load == 1.0 ? simulate(select_window(jobs, w.start, w.len), cfg)
+                                    : simulate(scaled_window(jobs, w), cfg);
   return {r.summary.avg_bsld, r.summary.max_wait};
 }
 }  // namespace

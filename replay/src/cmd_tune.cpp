@@ -32,6 +32,7 @@ struct TuneArgs {
   double max_wait_ratio = 1.25;
   double max_wait_floor = replay::DEFAULT_MAX_WAIT_FLOOR;
   std::string max_wait_stat = "mean";
+  std::vector<double> loads = {1.0};
   bool json = false;
   replay::ReplaySpec spec;
 };
@@ -65,6 +66,12 @@ std::vector<replay::TuneOutcome> stage(const char* name, const replay::ReplaySet
   return out;
 }
 
+std::string loads_text(const std::vector<double>& loads) {
+  std::ostringstream s;
+  for (size_t i = 0; i < loads.size(); ++i) s << (i ? "," : "") << loads[i];
+  return s.str();
+}
+
 void run_tune(const TuneArgs& a, const Comm& comm) {
   using namespace mlprio::replay;
   if (!(a.train_fraction > 0 && a.train_fraction < 1))
@@ -84,7 +91,7 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   const auto n_train = static_cast<int64_t>(std::floor(a.train_fraction * static_cast<double>(n)));
   // Default length: the held-out tail's, so a tuning window looks like the test that follows.
   const int64_t len = a.windows.empty() ? std::max<int64_t>(n - n_train, 1) : len_arg;
-  const std::vector<TuneWindow> windows = training_windows(n_train, count, len);
+  const std::vector<TuneWindow> windows = training_windows(n_train, count, len, a.loads);
 
   std::vector<TuneOutcome> base(windows.size());
   for (size_t w = 0; w < windows.size(); ++w) base[w] = baseline_replay(setup, trace, windows[w]);
@@ -107,7 +114,8 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
 
   std::ostringstream by;
   by << "mlprio-replay tune: trace sha256 " << file_sha256(trace.path) << ", training jobs 0.."
-     << n_train - 1 << ", " << windows.size() << " windows of " << windows.front().len
+     << n_train - 1 << ", " << windows.size() / a.loads.size() << " windows of "
+     << windows.front().len << " at load x" << loads_text(a.loads)
      << ", " << max_wait_stat_name(stat) << " window max wait <= " << a.max_wait_ratio
      << " x max(FCFS+EASY's, " << a.max_wait_floor << " s); train bsld ratio " << v.bsld_ratio
      << ", max wait ratio " << v.max_wait_ratio << " (worst window " << v.worst_max_wait_ratio
@@ -126,12 +134,14 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   j["train_worst_max_wait_ratio"] = v.worst_max_wait_ratio;
   j["max_wait_ratio"] = a.max_wait_ratio;
   j["max_wait_stat"] = a.max_wait_stat;
+  j["loads"] = a.loads;
   j["max_wait_floor"] = a.max_wait_floor;
   j["candidates"] = c1.size() + c2.size();
   nlohmann::ordered_json ws = nlohmann::ordered_json::array();
   for (size_t w = 0; w < windows.size(); ++w) {
     const TuneOutcome& o = chosen[ci * windows.size() + w];
     ws.push_back({{"window", {windows[w].start, windows[w].len}},
+                  {"load", windows[w].load},
                   {"fcfs_bsld", base[w].avg_bsld},
                   {"fcfs_max_wait", base[w].max_wait},
                   {"ml_bsld", o.avg_bsld},
@@ -162,12 +172,13 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "chosen policy: " << model::policy_to_json(best).dump() << "\n";
-    std::printf("%-14s %10s %10s %12s %12s\n", "window", "fcfs_bsld", "ml_bsld", "fcfs_maxw_h",
-                "ml_maxw_h");
+    std::printf("%-14s %6s %10s %10s %12s %12s\n", "window", "load", "fcfs_bsld", "ml_bsld",
+                "fcfs_maxw_h", "ml_maxw_h");
     for (const auto& w : ws)
-      std::printf("%-14s %10.2f %10.2f %12.1f %12.1f\n",
+      std::printf("%-14s %6.2f %10.2f %10.2f %12.1f %12.1f\n",
                   (std::to_string(w["window"][0].get<int64_t>()) + ":" +
                    std::to_string(w["window"][1].get<int64_t>())).c_str(),
+                  w["load"].get<double>(),
                   w["fcfs_bsld"].get<double>(), w["ml_bsld"].get<double>(),
                   w["fcfs_max_wait"].get<double>() / 3600, w["ml_max_wait"].get<double>() / 3600);
     std::cout << "wrote " << a.out << (v.feasible ? "" : " (WARNING: no candidate met the max-wait bound; kept the least starving)") << "\n";
@@ -198,6 +209,11 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--max-wait-floor", args->max_wait_floor,
                   "Seconds: the max-wait bound is ratio x max(FCFS's max wait, this); a wait "
                   "under it never counts as starvation (0: the ratio alone)")
+      ->capture_default_str();
+  cmd->add_option("--loads", args->loads,
+                  "Load factors each window is replayed at (inter-arrival gaps divided by the "
+                  "factor; 1 = as recorded), comma separated, each in [1, 4]")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--max-wait-stat", args->max_wait_stat,
                   "How the windows' max-wait ratios meet the bound: mean (their average) or "

@@ -181,6 +181,26 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
   CHECK(w.back().start + w.back().len == 1000);
   CHECK_THROWS_AS(training_windows(100, 4, 300), ConfigError);
 
+  // Load factors: each window once per load, window-major; gaps divided by the load.
+  const auto wl = training_windows(1000, 2, 300, {1.0, 2.0});
+  REQUIRE(wl.size() == 4);
+  CHECK((wl[0].start == wl[1].start && wl[0].load == 1.0 && wl[1].load == 2.0));
+  CHECK(wl[2].start == 700);
+  CHECK_THROWS_AS(training_windows(1000, 2, 300, {0.5}), ConfigError);
+  CHECK_THROWS_AS(training_windows(1000, 2, 300, {}), ConfigError);
+  {
+    std::vector<Job> js;
+    for (int i = 0; i < 6; ++i) js.push_back(mk(i + 1, 100.0 + 40.0 * i, 1, 50, 60, 1));
+    const auto sw = scaled_window(js, {2, 3, 2.0});
+    REQUIRE(sw.size() == 3);
+    CHECK(sw[0].id == 3);
+    CHECK(sw[0].submit == 180.0);  // the first submission stays
+    CHECK(sw[1].submit == 200.0);  // 40 s gaps become 20 s
+    CHECK(sw[2].submit == 220.0);
+    CHECK(sw[2].run == 50.0);
+    CHECK(scaled_window(js, {2, 3, 1.0})[2].submit == 260.0);
+  }
+
   // Candidate 0 halves the slowdown but doubles the max wait; candidate 1 is 10 % better within
   // the bound; the bound picks 1; with no feasible candidate, the least starving.
   const std::vector<TuneOutcome> base = {{10, 100}, {20, 100}};

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,13 +21,25 @@
 
 namespace mlprio::replay {
 
+// A window of the training part, replayed at `load` times its recorded offered load: the gaps
+// between its submissions are divided by `load` (Feitelson's load scaling by inter-arrival
+// compression; 1 = as recorded). The period after training can be busier than the training part
+// was; replaying the same windows at a higher load as well keeps tune from choosing what only
+// pays at the recorded load.
 struct TuneWindow {
   int64_t start = 0, len = 0;
+  double load = 1.0;
 };
 
 // COUNT consecutive windows of LEN jobs ending at `train_jobs` (the last COUNT x LEN jobs of the
 // training part); LEN is cut so they fit. Throws ConfigError when the training part is too small.
-std::vector<TuneWindow> training_windows(int64_t train_jobs, int64_t count, int64_t len);
+// With several `loads`, every window is listed once per load (window-major).
+std::vector<TuneWindow> training_windows(int64_t train_jobs, int64_t count, int64_t len,
+                                         const std::vector<double>& loads = {1.0});
+
+// The jobs of `w` with submissions compressed to w.load (the first submission stays put);
+// the jobs themselves (ids, sizes, run and requested times) are unchanged.
+std::vector<Job> scaled_window(std::span<const Job> jobs, const TuneWindow& w);
 
 // The candidates of each stage (stage 2 around `best`).
 std::vector<model::PolicyParams> tune_stage1(const model::PolicyParams& base);
