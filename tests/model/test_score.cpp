@@ -96,3 +96,16 @@ TEST_CASE("size weight favours or penalises wide jobs within its bound", "[model
   cfg.size_weight = -0.5;
   CHECK(score(job_at(0, 1024), pred(600), 0, CLUSTER, cfg) < score(job_at(0, 1), pred(600), 0, CLUSTER, cfg));
 }
+
+TEST_CASE("a likely failure ranks below a reliable job three times as long", "[model][score]") {
+  // The admin hazard: failed jobs are short. With the default fail weight (1) the failure term
+  // (8 x p_fail log2 units) outweighs a 3x shorter prediction; with weight 0 the order is the
+  // prediction's alone.
+  Prediction flaky = pred(600), steady = pred(1800);
+  flaky.fail_prob = 0.8;
+  steady.fail_prob = 0.0;
+  ScoreConfig cfg;
+  CHECK(score(job_at(0), steady, 100, CLUSTER, cfg) > score(job_at(0), flaky, 100, CLUSTER, cfg));
+  cfg.fail_weight = 0;
+  CHECK(score(job_at(0), steady, 100, CLUSTER, cfg) < score(job_at(0), flaky, 100, CLUSTER, cfg));
+}

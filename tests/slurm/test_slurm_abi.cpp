@@ -489,6 +489,44 @@ TEST_CASE("predictions: history gives the run time and failure probability") {
 }
 
 namespace {
+mlprio_finish_t ended(uint32_t id, const char* user, double start, double run, int state);
+}  // namespace
+
+TEST_CASE("a user whose jobs mostly fail gets a lower factor than a reliable user") {
+  // The admin hazard: failed jobs are short, so a score that ignored the failure probability
+  // put the 80 %-failing user first. With the default parameters (fail weight 1) the reliable
+  // user's identical request ranks higher although her jobs run three times as long.
+  TempDir d;
+  write_formula(d.file("m.json"));
+  mlprio_ctx_t* ctx = nullptr;
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json") + ",weight=10000").c_str(), 0, &ctx) ==
+          MLPRIO_OK);
+  std::vector<mlprio_finish_t> done;
+  for (uint32_t i = 0; i < 10; ++i) {
+    done.push_back(ended(100 + i, "flaky", 1.7e9 + 1000.0 * i, 600,
+                         i < 8 ? MLPRIO_END_FAILED : MLPRIO_END_COMPLETED));
+    done.push_back(ended(200 + i, "steady", 1.7e9 + 1000.0 * i, 1800, MLPRIO_END_COMPLETED));
+  }
+  size_t learned = 0;
+  REQUIRE(mlprio_observe_finished(ctx, done.data(), done.size(), &learned) == MLPRIO_OK);
+  CHECK(learned == 20);
+  auto a = job(300, 7200), b = job(301, 7200);
+  a.user = "flaky";
+  b.user = "steady";
+  mlprio_prediction_t pa, pb;
+  REQUIRE(mlprio_predict(ctx, &a, &pa) == MLPRIO_OK);
+  REQUIRE(mlprio_predict(ctx, &b, &pb) == MLPRIO_OK);
+  CHECK(pa.runtime_s < pb.runtime_s);  // the failing user's jobs are predicted shorter...
+  CHECK(pa.fail_prob > 0.5);
+  CHECK(pb.fail_prob < 0.1);
+  int64_t fa = 0, fb = 0;
+  REQUIRE(mlprio_site_factor(ctx, &a, &fa) == MLPRIO_OK);
+  REQUIRE(mlprio_site_factor(ctx, &b, &fb) == MLPRIO_OK);
+  CHECK(fb > fa);  // ... and still come after the reliable user's
+  mlprio_ctx_free(ctx);
+}
+
+namespace {
 mlprio_finish_t ended(uint32_t id, const char* user, double start, double run,
                       int state = MLPRIO_END_COMPLETED) {
   mlprio_finish_t f{};
