@@ -355,12 +355,27 @@ static int64_t _now_ms(void)
 	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+struct reprio_counts {
+	int pending;
+	int changed;
+};
+
+/* Re-prioritises one pending job; counts it, and whether its priority moved. */
 static int _reprio_pending(void *x, void *arg)
 {
 	job_record_t *job_ptr = x;
+	struct reprio_counts *c = arg;
+	uint32_t before;
 
-	if (IS_JOB_PENDING(job_ptr))
-		set_job_prio(job_ptr);
+	if (!IS_JOB_PENDING(job_ptr))
+		return SLURM_SUCCESS;
+	before = job_ptr->priority;
+	set_job_prio(job_ptr);
+	if (c) {
+		c->pending++;
+		if (job_ptr->priority != before)
+			c->changed++;
+	}
 	return SLURM_SUCCESS;
 }
 
@@ -430,6 +445,7 @@ static void *_applier(void *arg)
 	while (!applier_stop) {
 		size_t n = 0, i;
 		int all = 0;
+		struct reprio_counts counts = { 0, 0 };
 		int64_t period = mlprio_history_period_ms(ctx);
 
 		if ((period > 0) && (_now_ms() >= next_scan)) {
@@ -445,7 +461,7 @@ static void *_applier(void *arg)
 			break;
 		lock_slurmctld(job_write_lock);
 		if (all) {
-			list_for_each(job_list, _reprio_pending, NULL);
+			list_for_each(job_list, _reprio_pending, &counts);
 		} else {
 			for (i = 0; i < n; i++) {
 				job_record_t *job_ptr = find_job_record(ids[i]);
@@ -454,9 +470,12 @@ static void *_applier(void *arg)
 			}
 		}
 		unlock_slurmctld(job_write_lock);
-		if (all)
-			info("%s: re-prioritised pending jobs after a model change",
-			     plugin_type);
+		if (all && counts.changed)
+			info("%s: re-prioritised pending jobs after a model change: %d of %d changed priority",
+			     plugin_type, counts.changed, counts.pending);
+		else if (all)
+			debug("%s: model change: none of the %d pending jobs changed priority",
+			      plugin_type, counts.pending);
 		else
 			debug("%s: applied %zu late answers", plugin_type, n);
 	}

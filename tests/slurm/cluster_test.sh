@@ -422,6 +422,8 @@ reconfig_now|reconfig_js_only)
     wait_for 30 sh -c "[ \"\$(sprio -h -j $a -o %S | tr -d ' ')\" = $want ]" ||
       fail "SITE of job A is $(site_of "$a"), expected $want from the new model"
     expect_log "site_factor/mlprio: reconfigured (formula model" 10
+    # The re-prioritisation says how many pending jobs it moved (job A did).
+    expect_log "site_factor/mlprio: re-prioritised pending jobs after a model change: [1-9][0-9]* of [1-9]" 10
     # One load for the new configuration, by whichever came first (hook or fence), not two.
     n=$(grep -c "site_factor/mlprio: \(reconfigure\|slurm.conf re-read\): model loaded" "$CL_DIR/slurmctld.log")
     [ "$n" -eq 1 ] || fail "the model was loaded $n times for one reconfigure"
