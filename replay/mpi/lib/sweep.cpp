@@ -538,10 +538,22 @@ Journal::~Journal() {
 void Journal::append(const std::string& line) {
   // One write() per record on an O_APPEND file: a kill leaves whole records or a torn last one,
   // which the reader's checksum rejects.
-  const ssize_t n = ::write(fd_, line.data(), line.size());
-  if (n != static_cast<ssize_t>(line.size()))
-    throw SweepError("cannot append to journal " + path_ + ": " + std::strerror(errno));
-  ::fdatasync(fd_);
+  // A short write (the disk filled up mid-record) is continued; the next write() then says why
+  // it cannot go on (ENOSPC, EFBIG), and the torn record it leaves is rejected on resume.
+  size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw JournalWriteError("cannot append to journal " + path_ + ": " +
+                       (n < 0 ? std::string(std::strerror(errno)) : "nothing written") +
+                       " (the results journaled so far are kept: free space and run the same "
+                       "command again to resume)");
+    off += static_cast<size_t>(n);
+  }
+  if (::fdatasync(fd_) != 0 && errno != EINVAL && errno != EROFS)
+    throw JournalWriteError("cannot flush journal " + path_ + ": " + std::strerror(errno) +
+                     " (free space and run the same command again to resume)");
 }
 
 bool journaled_ok(const Journal& journal, int64_t task) {

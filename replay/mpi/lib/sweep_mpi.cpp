@@ -22,6 +22,7 @@
 #include <chrono>
 #include <csignal>
 #include <deque>
+#include <exception>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -122,6 +123,7 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
   std::mutex mu;  // guards pending, finished and the journal
   std::vector<TaskResult> finished;
   std::atomic<bool> local_done{false};
+  std::exception_ptr local_error;  // set (under mu) when the compute thread failed: a full disk
   auto take = [&]() -> int64_t {
     std::lock_guard<std::mutex> lock(mu);
     if (pending.empty()) return -1;
@@ -132,16 +134,22 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
   std::thread local([&]() {
     const int64_t kill_after = test_kill_after(0);
     int64_t computed = 0;
-    for (int64_t id = take(); id >= 0; id = take()) {
-      {
+    try {
+      for (int64_t id = take(); id >= 0; id = take()) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          journal.append(started_line(plan, id, 0));
+        }
+        TaskResult r = run_task(plan, plan.tasks[static_cast<size_t>(id)]);
+        if (kill_after >= 0 && ++computed >= kill_after) std::raise(SIGKILL);
         std::lock_guard<std::mutex> lock(mu);
-        journal.append(started_line(plan, id, 0));
+        if (!journaled_ok(journal, id)) journal.append(result_line(plan, r));
+        finished.push_back(std::move(r));
       }
-      TaskResult r = run_task(plan, plan.tasks[static_cast<size_t>(id)]);
-      if (kill_after >= 0 && ++computed >= kill_after) std::raise(SIGKILL);
+    } catch (...) {  // the journal could not be written: the master rethrows it
       std::lock_guard<std::mutex> lock(mu);
-      if (!journaled_ok(journal, id)) journal.append(result_line(plan, r));
-      finished.push_back(std::move(r));
+      local_error = std::current_exception();
+      pending.clear();
     }
     local_done = true;
   });
@@ -220,6 +228,7 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
       std::vector<TaskResult> mine;
       {
         std::lock_guard<std::mutex> lock(mu);
+        if (local_error) std::rethrow_exception(local_error);
         mine.swap(finished);
       }
       for (auto& r : mine) record(std::move(r));
@@ -236,6 +245,7 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
     throw;
   }
   local.join();
+  if (local_error) std::rethrow_exception(local_error);
   for (auto& r : finished) record(std::move(r));
   progress.finish();
   if (stopping != 0) {  // every in-flight result is journaled; no output is written

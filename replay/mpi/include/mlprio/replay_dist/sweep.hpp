@@ -34,6 +34,13 @@ class SweepError : public ::mlprio::UsageError {
   using ::mlprio::UsageError::UsageError;
 };
 
+// The journal could not be written (a full disk, a file-size limit): a runtime failure (exit 1),
+// not bad input; what was journaled before it is kept for the resume.
+class JournalWriteError : public ::mlprio::RuntimeError {
+ public:
+  using ::mlprio::RuntimeError::RuntimeError;
+};
+
 // The window draw's generator: core's SplitMix64 (mlprio/util/splitmix64.hpp).
 using SplitMix64 = ::mlprio::util::SplitMix64;
 
