@@ -48,7 +48,7 @@ for spec in "mira 0" "theta 0" "hpc2n_subset 0" "metacentrum_wagap_2013 2176" \
   start=$(( n - n / 5 ))  # the held-out tail: jobs floor(0.8 n) .. n-1
   $B/mlprio-model train --trace "$f" --train-fraction 0.8 -o "$OUT/$t.json" >"$OUT/$t.train.log" 2>&1
   "${MPI[@]}" $B/mlprio-replay tune --trace "$f" "${m[@]}" --too-large skip --model "$OUT/$t.json" \
-    --train-fraction 0.8 -o "$OUT/$t.tuned.json" --json >"$OUT/$t.tune.json" 2>"$OUT/$t.tune.log"
+    --train-fraction 0.8 ${TUNE_ARGS:-} -o "$OUT/$t.tuned.json" --json >"$OUT/$t.tune.json" 2>"$OUT/$t.tune.log"
   run=($B/mlprio-replay run --trace "$f" "${m[@]}" --backfill easy --too-large skip
        --window "$start:$n" --no-series --json)
   "${run[@]}" --policy fcfs,sjf,f1,unicep,multifactor | fmt "$t" ""

@@ -84,13 +84,15 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   ReplaySpec spec = a.spec;
   spec.estimate = "model:" + a.model;
   const ReplaySetup setup(spec);
-  int64_t count = 4, len_arg = 0;
+  int64_t count = 2, len_arg = 0;
   if (!a.windows.empty()) std::tie(count, len_arg) = dist::parse_windows_arg(a.windows);
   const Trace trace = load_trace_reporting(a.trace, a.json || comm.rank != 0);
   const auto n = static_cast<int64_t>(trace.jobs.size());
   const auto n_train = static_cast<int64_t>(std::floor(a.train_fraction * static_cast<double>(n)));
-  // Default length: the held-out tail's, so a tuning window looks like the test that follows.
-  const int64_t len = a.windows.empty() ? std::max<int64_t>(n - n_train, 1) : len_arg;
+  // Default: the training part in two halves. Long windows carry the backlog a busy period
+  // builds up (every window starts from an empty cluster); four windows as long as the held-out
+  // tail were the default before and chose policies that did not carry over to busier tails.
+  const int64_t len = a.windows.empty() ? std::max<int64_t>(n_train, 1) : len_arg;
   const std::vector<TuneWindow> windows = training_windows(n_train, count, len, a.loads);
 
   std::vector<TuneOutcome> base(windows.size());
@@ -201,7 +203,7 @@ void add_tune_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--windows", args->windows,
                   "COUNTxLEN: COUNT consecutive windows ending at the training boundary "
-                  "(default 4 windows as long as the held-out tail)");
+                  "(default 2 windows: the training part in two halves)");
   cmd->add_option("--max-wait-ratio", args->max_wait_ratio,
                   "Bound: every window's max wait <= this x FCFS+EASY's (requested times), or x "
                   "the floor when FCFS's is shorter")
