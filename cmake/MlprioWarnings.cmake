@@ -17,6 +17,19 @@ if(MLPRIO_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# Thread sanitizer (the tsan preset, scripts/tsan): -DMLPRIO_SANITIZE_THREAD=ON. TSan cannot be
+# combined with ASan, and only C/C++ are instrumented (the preset turns CUDA off).
+option(MLPRIO_SANITIZE_THREAD "Build with ThreadSanitizer (not with MLPRIO_SANITIZE)" OFF)
+if(MLPRIO_SANITIZE_THREAD)
+  if(MLPRIO_SANITIZE)
+    message(FATAL_ERROR "MLPRIO_SANITIZE_THREAD and MLPRIO_SANITIZE exclude each other "
+                        "(ThreadSanitizer cannot run with AddressSanitizer)")
+  endif()
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=thread>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>)
+  add_link_options(-fsanitize=thread)
+endif()
+
 # Fuzz preset: every library is instrumented for libFuzzer's coverage; only fuzz/ links the driver.
 if(MLPRIO_FUZZ)
   add_compile_options(-fsanitize=fuzzer-no-link)

@@ -1010,3 +1010,108 @@ TEST_CASE("bad fine-tuning hints are ignored and said so; good ones kept") {
   CHECK(std::string(buf) == "bs=0 (out of range: batch_size is 1..1e8)");
   CHECK(mlprio_feature_problems(nullptr, nullptr, nullptr, buf, sizeof buf) == 0);
 }
+
+// Concurrency (scripts/tsan runs this under ThreadSanitizer): scorer threads take every path of
+// the ABI at once (inline and worker-queued factors, predictions, decisions, finished jobs, the
+// factor cache, with curl the LLM advisor's answers) while another thread replaces the model
+// file by atomic rename and reloads it, and an applier thread drains the ready ids as the
+// site factor's does. Bounded by counts, not by time: no assertion depends on timing.
+TEST_CASE("scoring, reloading and applying at once keep every call's contract") {
+  TempDir d;
+  const std::string path = d.file("m.json");
+  write_formula(path, "alice", 3300, 0.2);
+  std::string params = "model=" + path + ",check_period_ms=1,history_period_ms=1000";
+#ifdef MLPRIO_HAVE_CURL
+  RecordingLlm llm;
+  params += ",llm_url=" + llm.url();
+#endif
+  mlprio_ctx_t* inline_ctx = nullptr;  // the default budget: factors computed in the call
+  mlprio_ctx_t* async_ctx = nullptr;   // budget_us=0: every factor goes through the worker
+  REQUIRE(mlprio_ctx_create(params.c_str(), 1, &inline_ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_ctx_create((params + ",budget_us=0").c_str(), 1, &async_ctx) == MLPRIO_OK);
+#ifdef MLPRIO_HAVE_CURL
+  REQUIRE(mlprio_llm_enable(async_ctx) == MLPRIO_OK);
+#endif
+  REQUIRE(mlprio_worker_start(inline_ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_worker_start(async_ctx) == MLPRIO_OK);
+
+  constexpr int SCORERS = 3, JOBS = 150, RELOADS = 12;
+  std::atomic<int> bad{0}, scorers_left{SCORERS};
+  std::atomic<size_t> applied{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < SCORERS; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < JOBS; ++i) {
+        const uint32_t id = static_cast<uint32_t>(1000 * (t + 1) + i);
+        auto j = job(id, 600 + 60 * i);
+        j.user = i % 2 ? "alice" : "bob";
+        char note[64];
+        std::snprintf(note, sizeof note, "mlprio_llm=%016x", static_cast<unsigned>(id));
+        j.admin_comment = note;
+        int64_t f = 0;
+        const int a = mlprio_site_factor(async_ctx, &j, &f);
+        const int b = mlprio_site_factor(inline_ctx, &j, &f);
+        if ((a != MLPRIO_OK && a != MLPRIO_PENDING) || (b != MLPRIO_OK && b != MLPRIO_PENDING))
+          bad++;
+        mlprio_prediction_t p;
+        if (mlprio_predict(inline_ctx, &j, &p) != MLPRIO_OK || !std::isfinite(p.runtime_s)) bad++;
+        mlprio_decision_t dec;
+        if (mlprio_decide(inline_ctx, params.c_str(), 1, &j, &dec) != MLPRIO_OK) bad++;
+#ifdef MLPRIO_HAVE_CURL
+        if (i % 10 == 0) {
+          const int s = mlprio_llm_submit(async_ctx, id, &j);
+          if (s != MLPRIO_OK && s != MLPRIO_PENDING) bad++;
+        }
+        double run = 0, conf = 0;
+        (void)mlprio_advice_of(async_ctx, note, &run, &conf);
+#endif
+        if (i % 5 == 0) {
+          mlprio_finish_t fin{};
+          fin.job = j;
+          fin.start_time = 1.7e9 + i;
+          fin.end_time = fin.start_time + 100 + i;
+          fin.state = MLPRIO_END_COMPLETED;
+          size_t learned = 0;
+          if (mlprio_observe_finished(inline_ctx, &fin, 1, &learned) != MLPRIO_OK) bad++;
+        }
+        (void)mlprio_first_sight(async_ctx, id);
+        if (i % 7 == 0) mlprio_forget(inline_ctx, id);
+      }
+      scorers_left--;
+    });
+  // The applier: drains ready ids (and "all") until the scorers are done.
+  threads.emplace_back([&] {
+    uint32_t ids[256];
+    while (scorers_left.load() > 0) {
+      size_t n = 0;
+      int all = 0;
+      for (mlprio_ctx_t* c : {async_ctx, inline_ctx})
+        if (mlprio_take_ready(c, ids, 256, &n, &all, 2) == MLPRIO_OK) applied += n + all;
+    }
+  });
+  // The model file replaced by rename (as `mlprio-model train -o` does), reloaded both by the
+  // caller (as site_factor's reconfigure would) and by the worker's file watcher (poke).
+  int reloads = 0;
+  for (int r = 0; r < RELOADS; ++r) {
+    const std::string tmp = d.file("m.json.tmp");
+    write_formula(tmp, "alice", r % 2 ? 1800 : 3300, r % 2 ? 0.1 : 0.2);
+    REQUIRE(::rename(tmp.c_str(), path.c_str()) == 0);
+    mlprio_ctx_poke(async_ctx);
+    int reloaded = 0;
+    if (mlprio_ctx_check_reload(inline_ctx, &reloaded) != MLPRIO_OK) bad++;
+    reloads += reloaded;
+    if (r % 4 == 3 && mlprio_ctx_reconfigure(async_ctx, (params + ",budget_us=0").c_str(), 1) !=
+                          MLPRIO_OK)
+      bad++;
+  }
+  for (auto& t : threads) t.join();
+  CHECK(bad.load() == 0);
+  CHECK(reloads == RELOADS);  // each rename is a new inode: always seen as a change
+  // Both contexts still answer with a model after all of it.
+  auto j = job(1, 600);
+  mlprio_prediction_t p;
+  CHECK(mlprio_predict(async_ctx, &j, &p) == MLPRIO_OK);
+  CHECK(mlprio_predict(inline_ctx, &j, &p) == MLPRIO_OK);
+  mlprio_ctx_free(async_ctx);
+  mlprio_ctx_free(inline_ctx);
+}
