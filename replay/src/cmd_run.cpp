@@ -17,12 +17,12 @@
 #include "mlprio/replay/rlscheduler.hpp"
 #include "mlprio/replay/simulator.hpp"
 #include "mlprio/replay/spec.hpp"
-#include "mlprio/replay_dist/sweep.hpp"
-#include "mlprio/replay_dist/time_parallel.hpp"
+#include "mlprio/replay/dist/sweep.hpp"
+#include "mlprio/replay/dist/time_parallel.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include <memory>
 
-#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
 #endif
 
 namespace mlprio::cli {

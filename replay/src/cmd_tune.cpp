@@ -17,9 +17,9 @@
 #include "commands.hpp"
 #include "mlprio/model/model_file.hpp"
 #include "mlprio/replay/tune.hpp"
-#include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
-#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
 #endif
 
 namespace mlprio::cli {

@@ -26,7 +26,7 @@
 #include <mutex>
 #include <thread>
 
-#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
 #include "mlprio/util/stop_signal.hpp"
 
 namespace mlprio::replay::dist {

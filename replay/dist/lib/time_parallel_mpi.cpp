@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
 
 namespace mlprio::replay::dist {
 

@@ -2,7 +2,7 @@
 // replay, the journal that makes sweeps resumable, the output writers and the serial loop. The
 // MPI master/worker in sweep_mpi.cpp reuses all of it, so one process and N ranks produce the
 // same bytes: results travel as journal lines whose numbers are C99 hex floats (exact).
-#include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "mlprio/replay/simulator.hpp"
-#include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep.hpp"
 #include "mlprio/util/checked_cast.hpp"
 #include "mlprio/util/text.hpp"
 

@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "mlprio/replay_dist/sweep.hpp"
-#include "mlprio/replay_dist/time_parallel.hpp"
+#include "mlprio/replay/dist/sweep.hpp"
+#include "mlprio/replay/dist/time_parallel.hpp"
 #include "mlprio/util/errors.hpp"
 
 namespace mlprio::replay::dist {
