@@ -17,7 +17,7 @@
 #include "mlprio/replay/rlscheduler.hpp"
 #include "mlprio/replay/simulator.hpp"
 #include "mlprio/replay/spec.hpp"
-#include "mlprio/replay/dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
 #include "mlprio/replay/dist/time_parallel.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include <memory>
@@ -51,7 +51,7 @@ bool time_parallel_run(const RunArgs& a, std::span<const Job> jobs, const replay
                        replay::SimResult& result) {
   replay::dist::TimeParallelResult tp;
 #ifdef MLPRIO_REPLAY_HAVE_MPI
-  replay::dist::MpiSession mpi(nullptr, nullptr);
+  util::MpiSession mpi(nullptr, nullptr);
   if (mpi.size() == 1 && a.segments > 1) {
     tp = replay::dist::time_parallel_serial(jobs, cfg, a.segments);
   } else {

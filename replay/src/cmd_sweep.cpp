@@ -12,7 +12,8 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "mlprio/replay/dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep_run.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
 #include "mlprio/util/stop_signal.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include "mlprio/replay/dist/mpi_support.hpp"
@@ -79,7 +80,7 @@ void run_sweep_command(const SweepArgs& a) {
   opts.progress = !a.no_progress;
   opts.command_line = command_line();
 #ifdef MLPRIO_REPLAY_HAVE_MPI
-  replay::dist::MpiSession mpi(nullptr, nullptr);
+  util::MpiSession mpi(nullptr, nullptr);
   try {
     const auto plan = replay::dist::make_sweep_plan(build_spec(a));
     const auto outcome = replay::dist::run_sweep_mpi(plan, opts, MPI_COMM_WORLD);

@@ -17,7 +17,7 @@
 #include "commands.hpp"
 #include "mlprio/model/model_file.hpp"
 #include "mlprio/replay/tune.hpp"
-#include "mlprio/replay/dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include "mlprio/replay/dist/mpi_support.hpp"
 #endif
@@ -210,7 +210,7 @@ void add_tune_command(CLI::App& app) {
     Comm comm;
     comm.sum = [](std::vector<replay::TuneOutcome>&) {};
 #ifdef MLPRIO_REPLAY_HAVE_MPI
-    replay::dist::MpiSession mpi(nullptr, nullptr);
+    util::MpiSession mpi(nullptr, nullptr);
     comm.rank = mpi.rank();
     comm.size = mpi.size();
     comm.sum = [](std::vector<replay::TuneOutcome>& v) {

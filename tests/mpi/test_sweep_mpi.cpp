@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "mlprio/replay/dist/mpi_support.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
 #include "mpi_test_util.hpp"
 
 using namespace mlprio;

@@ -18,7 +18,8 @@
 
 #include "../support/process.hpp"
 #include "mlprio/jobs/trace.hpp"
-#include "mlprio/replay/dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep_run.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
 
 using namespace mlprio;
 using namespace mlprio::replay::dist;
