@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "cli_common.hpp"
 #include "commands.hpp"
+#include "mlprio/cli/program.hpp"
+#include "mlprio/cli/trace_options.hpp"
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/model/predictor.hpp"
 #include "mlprio/replay/ml.hpp"
@@ -19,6 +20,7 @@
 #include "mlprio/replay/spec.hpp"
 #include "mlprio/replay/dist/sweep_windows.hpp"
 #include "mlprio/replay/dist/time_parallel.hpp"
+#include "replay_options.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include <memory>
 

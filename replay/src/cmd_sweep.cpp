@@ -10,11 +10,12 @@
 #include <iostream>
 #include <memory>
 
-#include "cli_common.hpp"
 #include "commands.hpp"
+#include "mlprio/cli/program.hpp"
 #include "mlprio/replay/dist/sweep_run.hpp"
 #include "mlprio/replay/dist/sweep_windows.hpp"
 #include "mlprio/util/stop_signal.hpp"
+#include "replay_options.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include "mlprio/replay/dist/mpi_support.hpp"
 #endif

@@ -13,11 +13,12 @@
 #include <sstream>
 #include <tuple>
 
-#include "cli_common.hpp"
 #include "commands.hpp"
+#include "mlprio/cli/trace_options.hpp"
 #include "mlprio/model/model_file.hpp"
 #include "mlprio/replay/tune.hpp"
 #include "mlprio/replay/dist/sweep_windows.hpp"
+#include "replay_options.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include "mlprio/replay/dist/mpi_support.hpp"
 #endif
