@@ -39,7 +39,9 @@ int& exit_code() {
   return code;
 }
 
-const std::string& command_line() { return recorded_command_line(); }
+const std::string& command_line() {
+  return recorded_command_line();
+}
 
 int report_failure(const ProgramStyle& style, const std::exception& e) {
   // One mapping for every tool (mlprio/util/errors.hpp).

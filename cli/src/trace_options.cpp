@@ -7,13 +7,15 @@
 namespace mlprio::cli {
 
 void add_trace_options(CLI::App& cmd, TraceOptions& opts) {
-  cmd.add_option("--trace", opts.path, "Job trace to read (SWF, sacct --parsable2, Alibaba pod CSV; plain or gzip)")
+  cmd.add_option("--trace", opts.path,
+                 "Job trace to read (SWF, sacct --parsable2, Alibaba pod CSV; plain or gzip)")
       ->required();
   cmd.add_option("--format", opts.format, "Trace format: auto, swf, sacct, alibaba")
       ->check(CLI::IsMember({"auto", "swf", "sacct", "alibaba", "jobcomp"}))
       ->capture_default_str();
-  cmd.add_flag("--strict", opts.strict,
-               "Stop at the first malformed line (error names file, line and field) instead of skipping it");
+  cmd.add_flag(
+      "--strict", opts.strict,
+      "Stop at the first malformed line (error names file, line and field) instead of skipping it");
 }
 
 namespace {
@@ -24,7 +26,8 @@ void report_detailed(const std::string& path, const ReadReport& r) {
               << (r.skipped == 1 ? "" : "s") << " (use --strict to stop at the first):\n";
     for (const auto& e : r.first_errors) std::cerr << "  " << e.what() << "\n";
     if (r.skipped > static_cast<int64_t>(r.first_errors.size()))
-      std::cerr << "  ... and " << (r.skipped - static_cast<int64_t>(r.first_errors.size())) << " more\n";
+      std::cerr << "  ... and " << (r.skipped - static_cast<int64_t>(r.first_errors.size()))
+                << " more\n";
   }
   if (!r.was_sorted)
     std::cerr << "mlprio: " << path << ": not sorted by submit time (" << r.out_of_order

@@ -102,10 +102,10 @@ int main(int argc, char** argv) {
 
   // Bad input (SettingsError, SnapshotError, ModelConfigError, ...) is reported without the
   // "error:" prefix, as this program always has.
-  return mlprio::cli::run_program(
-      app, argc, argv, {.name = "mlprio-fsdp", .plain_input_errors = true}, [&] {
-        if (replay->parsed()) return cli::run_replay(ra);
-        if (measure->parsed()) return cli::run_measure_command(ma);
-        return cli::run_sweep_command(sa);
-      });
+  const mlprio::cli::ProgramStyle style{.name = "mlprio-fsdp", .plain_input_errors = true};
+  return mlprio::cli::run_program(app, argc, argv, style, [&] {
+    if (replay->parsed()) return cli::run_replay(ra);
+    if (measure->parsed()) return cli::run_measure_command(ma);
+    return cli::run_sweep_command(sa);
+  });
 }

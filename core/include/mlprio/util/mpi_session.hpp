@@ -34,11 +34,11 @@ class MpiError : public ::mlprio::RuntimeError {
                  ":" + std::to_string(line) + ": " + std::string(text, static_cast<size_t>(len)));
 }
 
-#define MLPRIO_MPI_CHECK(call)                                               \
-  do {                                                                       \
-    const int mlprio_mpi_rc_ = (call);                                       \
-    if (mlprio_mpi_rc_ != MPI_SUCCESS)                                       \
-      ::mlprio::util::mpi_fail(mlprio_mpi_rc_, #call, __FILE__, __LINE__);   \
+#define MLPRIO_MPI_CHECK(call)                                             \
+  do {                                                                     \
+    const int mlprio_mpi_rc_ = (call);                                     \
+    if (mlprio_mpi_rc_ != MPI_SUCCESS)                                     \
+      ::mlprio::util::mpi_fail(mlprio_mpi_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // Initialises MPI unless it already is (then MPI is left running at the end, for its owner to
