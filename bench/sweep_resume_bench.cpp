@@ -23,7 +23,7 @@
 
 #include "mlprio/jobs/lublin.hpp"
 #include "mlprio/jobs/trace.hpp"
-#include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep_run.hpp"
 
 using namespace mlprio;
 using namespace mlprio::replay::dist;

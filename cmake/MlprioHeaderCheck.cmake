@@ -3,12 +3,19 @@
 # include guard fails too). C headers are compiled as C and as C++. The translation units form one
 # OBJECT library per component, part of the default build (nothing links them).
 #
-#   mlprio_header_check(<component> TARGET <library> DIR <include dir> [EXCLUDE <relative path>...])
+#   mlprio_header_check(<component> TARGET <library> DIR <include dir>
+#                       [EXCLUDE <relative path>...] [HEADERS <relative path>...])
 #
-# <library> supplies the include directories and definitions a user of the header gets.
+# <library> supplies the include directories and definitions a user of the header gets. HEADERS
+# checks only the headers named (those of DIR that need a dependency the rest does not, such as
+# MPI); without it every header under DIR is checked, less EXCLUDE.
 function(mlprio_header_check component)
-  cmake_parse_arguments(HC "" "TARGET;DIR" "EXCLUDE" ${ARGN})
-  file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE ${HC_DIR} ${HC_DIR}/*.hpp ${HC_DIR}/*.h)
+  cmake_parse_arguments(HC "" "TARGET;DIR" "EXCLUDE;HEADERS" ${ARGN})
+  if(HC_HEADERS)
+    set(headers ${HC_HEADERS})
+  else()
+    file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE ${HC_DIR} ${HC_DIR}/*.hpp ${HC_DIR}/*.h)
+  endif()
   if(HC_EXCLUDE)
     list(REMOVE_ITEM headers ${HC_EXCLUDE})
   endif()

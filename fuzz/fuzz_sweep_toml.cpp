@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "fuzz_util.hpp"
-#include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep_spec.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = mlprio::fuzz::write_input(data, size, ".toml");

@@ -1,15 +1,14 @@
 // mlprio-fsdp: predicts CUDA caching-allocator retries and fragmentation for FSDP training on a
 // simulated device, or measures them on GPUs (measure, built with CUDA). main() declares every
 // option (with help and default) and dispatches to cli.cpp; errors become one message on stderr and
-// the exit status of mlprio/util/errors.hpp: 2 for usage or bad input, 1 for a runtime failure, 3
-// for no CUDA device (measure), 128 + signo for a sweep stopped by SIGTERM/SIGINT.
+// the exit status of mlprio/util/errors.hpp (mlprio/cli/program.hpp): 2 for usage or bad input, 1
+// for a runtime failure, 3 for no CUDA device (measure), 128 + signo for a sweep stopped by
+// SIGTERM/SIGINT.
 #include <CLI/CLI.hpp>
-#include <cstdio>
-#include <exception>
 #include <string>
 
 #include "cli.hpp"
-#include "mlprio/util/errors.hpp"
+#include "mlprio/cli/program.hpp"
 
 int main(int argc, char** argv) {
   using namespace mlprio::fsdp;
@@ -17,8 +16,7 @@ int main(int argc, char** argv) {
       "mlprio-fsdp: CUDA caching-allocator model for FSDP training (simulated device; measure on "
       "GPUs)"};
   app.require_subcommand(1);
-  std::string command_line;
-  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+  const std::string command_line = mlprio::cli::join_command_line(argc, argv);
 
   cli::ReplayArgs ra;
   ra.command_line = command_line;
@@ -102,23 +100,12 @@ int main(int argc, char** argv) {
   measure->add_flag("--keep-going", ma.keep_going,
                     "Measure larger minibatches after the first out-of-memory one");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  try {
+  // Bad input (SettingsError, SnapshotError, ModelConfigError, ...) is reported without the
+  // "error:" prefix, as this program always has.
+  const mlprio::cli::ProgramStyle style{.name = "mlprio-fsdp", .plain_input_errors = true};
+  return mlprio::cli::run_program(app, argc, argv, style, [&] {
     if (replay->parsed()) return cli::run_replay(ra);
     if (measure->parsed()) return cli::run_measure_command(ma);
     return cli::run_sweep_command(sa);
-  } catch (const std::exception& e) {
-    // One mapping for every tool (mlprio/util/errors.hpp): 2 bad input (SettingsError,
-    // SnapshotError, ModelConfigError, ...), 3 no device, 1 any other failure. Bad input is
-    // reported without the "error:" prefix, as this program always has.
-    const int code = mlprio::exit_code_for(e);
-    const bool plain =
-        code == mlprio::EXIT_USAGE || dynamic_cast<const mlprio::InterruptedError*>(&e) != nullptr;
-    std::fprintf(stderr, "mlprio-fsdp: %s%s\n", plain ? "" : "error: ", e.what());
-    return code;
-  }
+  });
 }

@@ -31,50 +31,19 @@
 #include "rank_abort.hpp"
 
 #if MLPRIO_FSDP_HAVE_MPI
-#include <mpi.h>
+#include "mlprio/util/mpi_session.hpp"
 #endif
 
 namespace mlprio::fsdp {
 
 namespace {
 
-#if MLPRIO_FSDP_HAVE_MPI
-void mpi_check(int rc, const char* call, const char* file, int line) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  throw std::runtime_error(kernels::format_error_site(call, file, line, text));
-}
-#define MPI_CHECK(call) mpi_check((call), #call, __FILE__, __LINE__)
-
-struct MpiSession {
-  bool active = false;
-  bool owner = false;
-  explicit MpiSession(const LauncherInfo& launcher) {
-    if (!launched_with_ranks(launcher)) return;
-    int init = 0;
-    MPI_CHECK(MPI_Initialized(&init));
-    if (!init) {
-      int provided = 0;
-      MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
-      owner = true;
-    }
-    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    active = true;
-  }
-  ~MpiSession() {
-    if (owner) MPI_Finalize();
-  }
-};
-#endif
-
 // Ranks, this rank's GPU and the collectives between them.
 struct Group {
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
   int nccl_version = 0;  // ncclGetVersion, the same on every rank; 0 without NCCL or one rank
 #if MLPRIO_FSDP_HAVE_MPI
-  std::optional<MpiSession> mpi;
+  std::optional<util::MpiSession> mpi;  // only when started as one of several ranks
 #endif
 #if MLPRIO_FSDP_HAVE_NCCL
   ncclComm_t comm = nullptr;
@@ -83,7 +52,7 @@ struct Group {
 #if MLPRIO_FSDP_HAVE_MPI
     if (size > 1) {
       int in = mine ? 1 : 0, out = 0;
-      MPI_CHECK(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
+      MLPRIO_MPI_CHECK(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
       return out != 0;
     }
 #endif
@@ -91,7 +60,8 @@ struct Group {
   }
   void max(double* v, int n) const {
 #if MLPRIO_FSDP_HAVE_MPI
-    if (size > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    if (size > 1)
+      MLPRIO_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
 #else
     (void)v;
     (void)n;
@@ -101,7 +71,8 @@ struct Group {
 #if MLPRIO_FSDP_HAVE_MPI
     if (size > 1) {
       unsigned long long in = v, out = 0;
-      MPI_CHECK(MPI_Allreduce(&in, &out, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD));
+      MLPRIO_MPI_CHECK(
+          MPI_Allreduce(&in, &out, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD));
       return out;
     }
 #endif
@@ -368,17 +339,17 @@ class Runner {
 void set_up_group(Group& g, const MeasureOptions& opts) {
   const LauncherInfo launcher = launcher_info([](const char* v) { return std::getenv(v); });
 #if MLPRIO_FSDP_HAVE_MPI
-  g.mpi.emplace(launcher);
-  if (g.mpi->active) {
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g.rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g.size));
+  if (launched_with_ranks(launcher)) {
+    g.mpi.emplace();
+    g.rank = g.mpi->rank();
+    g.size = g.mpi->size();
     check_mpi_size(launcher, g.size);
     MPI_Comm local;
-    MPI_CHECK(
+    MLPRIO_MPI_CHECK(
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &local));
-    MPI_CHECK(MPI_Comm_rank(local, &g.local_rank));
-    MPI_CHECK(MPI_Comm_size(local, &g.local_size));
-    MPI_CHECK(MPI_Comm_free(&local));
+    MLPRIO_MPI_CHECK(MPI_Comm_rank(local, &g.local_rank));
+    MLPRIO_MPI_CHECK(MPI_Comm_size(local, &g.local_size));
+    MLPRIO_MPI_CHECK(MPI_Comm_free(&local));
     kernels::set_error_rank(g.rank);
   }
 #else
@@ -418,8 +389,8 @@ void set_up_nccl(Group& g) {
   int version = 0;
   NCCL_CHECK(ncclGetVersion(&version));
   int lo = version, hi = version;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  MLPRIO_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  MLPRIO_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
   if (lo != hi)
     throw ::mlprio::RuntimeError("NCCL versions differ across ranks (" + std::to_string(lo) +
                                  " .. " + std::to_string(hi) +
@@ -427,7 +398,7 @@ void set_up_nccl(Group& g) {
   g.nccl_version = version;
   ncclUniqueId id;
   if (g.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-  MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+  MLPRIO_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
   NCCL_CHECK(ncclCommInitRank(&g.comm, g.size, id, g.rank));
   const size_t per_rank = (64u << 20) / sizeof(float);
   float* buf = nullptr;

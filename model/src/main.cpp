@@ -2,7 +2,8 @@
 // calls one library function (model_tool.hpp) per subcommand and decides the exit code as every
 // mlprio program does (mlprio/util/errors.hpp): 0 on success; 2 for usage or bad input (a parse
 // error, a bad option value, a trace or model file that cannot be used); 1 for a runtime failure
-// (writing the model or the plot failed, XGBoost failed). The message goes to stderr.
+// (writing the model or the plot failed, XGBoost failed). The message goes to stderr
+// (mlprio/cli/program.hpp).
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,8 @@
 #include <iostream>
 
 #include "model_tool.hpp"
+#include "mlprio/cli/program.hpp"
+#include "mlprio/cli/trace_options.hpp"
 #include "mlprio/model/model_file.hpp"
 #include "mlprio/util/errors.hpp"
 
@@ -19,12 +22,7 @@ using namespace mlprio::model;
 namespace {
 
 Trace read_trace(const std::string& path, const std::string& format) {
-  ReadOptions ro;
-  ro.format = parse_trace_format(format);
-  Trace t = load_trace(path, ro);
-  if (t.report.skipped > 0)
-    std::cerr << "note: " << t.report.skipped << " malformed lines skipped in " << path << "\n";
-  return t;
+  return cli::load_trace_reporting({.path = path, .format = format}, cli::TraceReport::BRIEF);
 }
 
 void print_prediction_csv_header() { std::cout << "id,submit,run,req_time,runtime,runtime_upper,fail_prob\n"; }
@@ -97,18 +95,9 @@ int main(int argc, char** argv) {
   shadow->add_option("--format", format, "swf|sacct|alibaba|jobcomp|auto")->capture_default_str();
   shadow->add_flag("--json", json, "print the figures as JSON");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "mlprio-model: " << e.what() << "\n(run with --help for usage)\n";
-    return 2;
-  }
-
-  try {
+  const cli::ProgramStyle style{.name = "mlprio-model",
+                                .parse_errors = cli::ProgramStyle::ParseErrors::BRIEF};
+  return cli::run_program(app, argc, argv, style, [&] {
     if (*train) {
       topt.tune = !no_tune;
       topt.modal = !no_modal;
@@ -180,9 +169,6 @@ int main(int argc, char** argv) {
       const auto doc = read_model_document(model_path);
       std::cout << explain_job(doc, job_from_spec(job_spec)).dump(2) << "\n";
     }
-  } catch (const std::exception& e) {
-    std::cerr << "mlprio-model: error: " << e.what() << "\n";
-    return exit_code_for(e);
-  }
-  return 0;
+    return 0;
+  });
 }

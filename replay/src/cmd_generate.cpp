@@ -22,7 +22,6 @@
 #include <utility>
 #include <vector>
 
-#include "cli_common.hpp"
 #include "commands.hpp"
 #include "mlprio/jobs/lublin.hpp"
 #include "mlprio/jobs/trace.hpp"

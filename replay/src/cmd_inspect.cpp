@@ -10,8 +10,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cli_common.hpp"
 #include "commands.hpp"
+#include "mlprio/cli/trace_options.hpp"
 #include "mlprio/jobs/user_stats.hpp"
 #include "mlprio/util/checked_cast.hpp"
 

@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "cli_common.hpp"
 #include "commands.hpp"
+#include "mlprio/cli/program.hpp"
+#include "mlprio/cli/trace_options.hpp"
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/model/predictor.hpp"
 #include "mlprio/replay/ml.hpp"
@@ -17,12 +18,13 @@
 #include "mlprio/replay/rlscheduler.hpp"
 #include "mlprio/replay/simulator.hpp"
 #include "mlprio/replay/spec.hpp"
-#include "mlprio/replay_dist/sweep.hpp"
-#include "mlprio/replay_dist/time_parallel.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
+#include "mlprio/replay/dist/time_parallel.hpp"
+#include "replay_options.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include <memory>
 
-#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
 #endif
 
 namespace mlprio::cli {
@@ -51,7 +53,7 @@ bool time_parallel_run(const RunArgs& a, std::span<const Job> jobs, const replay
                        replay::SimResult& result) {
   replay::dist::TimeParallelResult tp;
 #ifdef MLPRIO_REPLAY_HAVE_MPI
-  replay::dist::MpiSession mpi(nullptr, nullptr);
+  util::MpiSession mpi(nullptr, nullptr);
   if (mpi.size() == 1 && a.segments > 1) {
     tp = replay::dist::time_parallel_serial(jobs, cfg, a.segments);
   } else {

@@ -1,6 +1,6 @@
 // `mlprio-replay sweep`: many replays (traces x policies x multifactor grid x backfilling rules x
 // windows) as one resumable job. Under mpirun/srun the tasks are handed out by rank 0
-// (replay/mpi/lib/sweep_mpi.cpp); alone, or in a build without MPI, they run in a serial loop.
+// (replay/dist/lib/sweep_mpi.cpp); alone, or in a build without MPI, they run in a serial loop.
 // This file only gathers options (command line over config file) and chooses the driver; only
 // here is it decided what an error does to the exit code and to the other ranks. SIGTERM/SIGINT
 // stop a sweep cleanly (the drivers journal what is in flight and write no output): exit 128 +
@@ -10,12 +10,14 @@
 #include <iostream>
 #include <memory>
 
-#include "cli_common.hpp"
 #include "commands.hpp"
-#include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/cli/program.hpp"
+#include "mlprio/replay/dist/sweep_run.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
 #include "mlprio/util/stop_signal.hpp"
+#include "replay_options.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
-#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
 #endif
 
 namespace mlprio::cli {
@@ -79,7 +81,7 @@ void run_sweep_command(const SweepArgs& a) {
   opts.progress = !a.no_progress;
   opts.command_line = command_line();
 #ifdef MLPRIO_REPLAY_HAVE_MPI
-  replay::dist::MpiSession mpi(nullptr, nullptr);
+  util::MpiSession mpi(nullptr, nullptr);
   try {
     const auto plan = replay::dist::make_sweep_plan(build_spec(a));
     const auto outcome = replay::dist::run_sweep_mpi(plan, opts, MPI_COMM_WORLD);

@@ -13,13 +13,14 @@
 #include <sstream>
 #include <tuple>
 
-#include "cli_common.hpp"
 #include "commands.hpp"
+#include "mlprio/cli/trace_options.hpp"
 #include "mlprio/model/model_file.hpp"
 #include "mlprio/replay/tune.hpp"
-#include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
+#include "replay_options.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
-#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
 #endif
 
 namespace mlprio::cli {
@@ -228,7 +229,7 @@ void add_tune_command(CLI::App& app) {
     Comm comm;
     comm.sum = [](std::vector<replay::TuneOutcome>&) {};
 #ifdef MLPRIO_REPLAY_HAVE_MPI
-    replay::dist::MpiSession mpi(nullptr, nullptr);
+    util::MpiSession mpi(nullptr, nullptr);
     comm.rank = mpi.rank();
     comm.size = mpi.size();
     comm.sum = [](std::vector<replay::TuneOutcome>& v) {

@@ -14,7 +14,7 @@
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/model/features.hpp"
 #include "mlprio/model/model_file.hpp"
-#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
 #include "mpi_test_util.hpp"
 
 using namespace mlprio;

@@ -6,7 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
 #include "mpi_test_util.hpp"
 
 using namespace mlprio;

@@ -14,8 +14,8 @@
 #include "mlprio/replay/segment.hpp"
 
 #include "mlprio/replay/simulator.hpp"
-#include "mlprio/replay_dist/mpi_support.hpp"
-#include "mlprio/replay_dist/time_parallel.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
+#include "mlprio/replay/dist/time_parallel.hpp"
 #include "mpi_test_util.hpp"
 #include "../support/skip.hpp"
 

@@ -1,4 +1,4 @@
-// The MPI-free half of `mlprio-replay sweep` (replay/mpi/lib/sweep.cpp, sweep_config.cpp) on
+// The MPI-free half of `mlprio-replay sweep` (replay/dist/lib/sweep.cpp, sweep_config.cpp) on
 // hand-made traces: random windows drawn without replacement (100x1024 on hpc2n_subset used to
 // fail with "the sweep lists the same task twice"), a clear error when more distinct windows are
 // asked for than exist, a resume of 5000 tasks read through the plan's one task index (it used
@@ -18,7 +18,8 @@
 
 #include "../support/process.hpp"
 #include "mlprio/jobs/trace.hpp"
-#include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep_run.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
 
 using namespace mlprio;
 using namespace mlprio::replay::dist;

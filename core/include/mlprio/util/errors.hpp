@@ -19,9 +19,10 @@
 //       ├── NoDeviceError         exit 3: NoCudaDeviceError
 //       └── InterruptedError      exit 128+N: stopped cleanly on signal N
 //
-// Each main catches CLI11's parse errors itself (exit 2) and maps everything else in one place
-// with exit_code_for(). A plain std::invalid_argument from a parser is bad input too (exit 2);
-// any other std::exception is a runtime failure (exit 1). Header-only, C++17 (the CUDA kernels
+// Each main hands its command line to run_program() (cli/include/mlprio/cli/program.hpp), which
+// maps CLI11's parse errors to 2 and everything else, in one place, with exit_code_for(). A
+// plain std::invalid_argument from a parser is bad input too (exit 2); any other std::exception
+// is a runtime failure (exit 1). Header-only, C++17 (the CUDA kernels
 // include it through kernels/check.hpp).
 #pragma once
 

@@ -1,6 +1,6 @@
 // Running the STANDARD engine over one time segment of a trace, from a given state to a time
 // boundary, and handing back the engine's complete state there. This is what the time-parallel
-// exact replay (replay/mpi/, `mlprio-replay run --time-parallel`) is built on: segment k starts
+// exact replay (replay/dist/, `mlprio-replay run --time-parallel`) is built on: segment k starts
 // from a state (a guess, or its predecessor's final state), runs the jobs submitted in
 // [t_begin, t_end) and stops before the first event at or after t_end. Two EngineStates that
 // compare equal give the same future, which is what makes "boundary states match" a proof that a

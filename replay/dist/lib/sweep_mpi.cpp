@@ -27,43 +27,11 @@
 #include <mutex>
 #include <thread>
 
-#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
 #include "mlprio/util/stop_signal.hpp"
+#include "sweep_internal.hpp"
 
 namespace mlprio::replay::dist {
-
-void mpi_fail(int code, const char* call, const char* file, int line) {
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  MPI_Error_string(code, text, &len);
-  int rank = -1, init = 0;
-  MPI_Initialized(&init);
-  if (init) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  throw MpiError("MPI call failed on rank " + std::to_string(rank) + ": " + call + " at " + file +
-                 ":" + std::to_string(line) + ": " + std::string(text, static_cast<size_t>(len)));
-}
-
-MpiSession::MpiSession(int* argc, char*** argv) {
-  int init = 0;
-  MLPRIO_MPI_CHECK(MPI_Initialized(&init));
-  if (!init) {
-    int provided = 0;
-    MLPRIO_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
-    owns_ = true;
-    if (provided < MPI_THREAD_FUNNELED)
-      throw MpiError("the MPI library does not provide MPI_THREAD_FUNNELED");
-  }
-  // Errors come back as codes so MLPRIO_MPI_CHECK can name the call and rank.
-  MLPRIO_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-  MLPRIO_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
-  MLPRIO_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
-}
-
-MpiSession::~MpiSession() {
-  int fin = 0;
-  MPI_Finalized(&fin);
-  if (owns_ && !fin) MPI_Finalize();
-}
 
 namespace {
 
@@ -75,7 +43,7 @@ constexpr int TAG_TASK = 12;    // master -> worker: task id, or -1 to stop
 constexpr int TAG_STOP_BASE = 1000;
 
 void worker_loop(const SweepPlan& plan, MPI_Comm comm, int rank) {
-  const int64_t kill_after = test_kill_after(rank);
+  const int64_t kill_after = detail::test_kill_after(rank);
   int64_t computed = 0;
   std::string line;
   for (;;) {
@@ -132,7 +100,7 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
     return id;
   };
   std::thread local([&]() {
-    const int64_t kill_after = test_kill_after(0);
+    const int64_t kill_after = detail::test_kill_after(0);
     int64_t computed = 0;
     try {
       for (int64_t id = take(); id >= 0; id = take()) {
@@ -155,7 +123,7 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
   });
 
   int64_t done = static_cast<int64_t>(plan.tasks.size() - todo.size());
-  Progress progress(static_cast<int64_t>(plan.tasks.size()), done, opts.progress);
+  detail::Progress progress(static_cast<int64_t>(plan.tasks.size()), done, opts.progress);
   auto record = [&](TaskResult r) {
     check_recomputed(plan, journal, r);
     if (!r.ok)

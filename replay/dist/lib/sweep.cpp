@@ -2,7 +2,8 @@
 // replay, the journal that makes sweeps resumable, the output writers and the serial loop. The
 // MPI master/worker in sweep_mpi.cpp reuses all of it, so one process and N ranks produce the
 // same bytes: results travel as journal lines whose numbers are C99 hex floats (exact).
-#include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep_run.hpp"
+
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -29,7 +30,9 @@
 #include "mlprio/util/checked_cast.hpp"
 #include "mlprio/util/stop_signal.hpp"
 #include "mlprio/util/text.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
 #include "mlprio/replay/output.hpp"
+#include "sweep_internal.hpp"
 
 namespace mlprio::replay::dist {
 
@@ -600,6 +603,8 @@ double now_seconds() {
 }
 }  // namespace
 
+namespace detail {
+
 Progress::Progress(int64_t total, int64_t already, bool enabled)
     : total_(total), already_(already), enabled_(enabled && ::isatty(STDERR_FILENO)),
       t0_(now_seconds()) {}
@@ -627,6 +632,8 @@ int64_t test_kill_after(int rank) {
   return std::atoll(k);
 }
 
+}  // namespace detail
+
 int64_t count_journaled(const std::vector<TaskResult>& results) {
   int64_t n = 0;
   for (const auto& r : results) n += r.ok ? 1 : 0;
@@ -642,10 +649,10 @@ SweepOutcome run_sweep_serial(const SweepPlan& plan, const SweepRunOptions& opts
   report_resume(plan, journal);
   SweepOutcome out;
   const std::vector<int64_t> todo = resume_tasks(plan, journal, out);
-  const int64_t kill_after = test_kill_after(0);
+  const int64_t kill_after = detail::test_kill_after(0);
   int64_t computed = 0;
   int64_t done = static_cast<int64_t>(plan.tasks.size() - todo.size());
-  Progress progress(static_cast<int64_t>(plan.tasks.size()), done, opts.progress);
+  detail::Progress progress(static_cast<int64_t>(plan.tasks.size()), done, opts.progress);
   for (int64_t id : todo) {
     if (util::stop_signal() != 0) break;  // checked between tasks: the last one is journaled
     journal.append(started_line(plan, id, 0));

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "mlprio/replay_dist/mpi_support.hpp"
+#include "mlprio/replay/dist/mpi_support.hpp"
 
 namespace mlprio::replay::dist {
 
@@ -87,7 +87,8 @@ TimeParallelResult time_parallel_mpi(std::span<const Job> jobs, const SimConfig&
       displs[static_cast<size_t>(k)] = static_cast<int>(sum);
       sum += counts[static_cast<size_t>(k)];
     }
-    if (sum > INT32_MAX) throw MpiError("time-parallel gather exceeds 2 GiB of job outcomes");
+    if (sum > INT32_MAX)
+      throw util::MpiError("time-parallel gather exceeds 2 GiB of job outcomes");
     all.resize(static_cast<size_t>(sum) / sizeof(JobOutcome));
   }
   MLPRIO_MPI_CHECK(MPI_Gatherv(res.jobs.data(), nbytes, MPI_BYTE, all.data(), counts.data(),

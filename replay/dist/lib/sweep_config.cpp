@@ -16,7 +16,8 @@
 #include <vector>
 
 #include "mlprio/replay/simulator.hpp"
-#include "mlprio/replay_dist/sweep.hpp"
+#include "mlprio/replay/dist/sweep_spec.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
 #include "mlprio/util/checked_cast.hpp"
 #include "mlprio/util/text.hpp"
 

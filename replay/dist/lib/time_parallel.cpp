@@ -6,7 +6,7 @@
 // sequential schedule. A re-run is a repair of the segment's previous result: it stops where its
 // state rejoins that result's recorded path (resimulate_segment), so it costs only the stretch
 // where the corrected start state still makes a difference.
-#include "mlprio/replay_dist/time_parallel.hpp"
+#include "mlprio/replay/dist/time_parallel.hpp"
 
 #include <algorithm>
 #include <chrono>
