@@ -249,6 +249,9 @@ struct mlprio_ctx {
   std::unordered_map<uint64_t, uint32_t> llm_jobs;
   std::vector<uint64_t> arrived;  // keys with a new valid answer; under work_mu
   std::atomic<uint64_t> advised_jobs{0};
+  // Steady-clock ms of the last "request failed" line (at most one per 10 s; the counters say
+  // how many). Written on the advisor's thread.
+  std::atomic<int64_t> llm_error_logged_ms{INT64_MIN / 2};
 
   std::shared_ptr<const State> snapshot() {
     std::lock_guard<std::mutex> g(state_mu);
@@ -441,7 +444,19 @@ uint64_t llm_key_for(mlprio_ctx& ctx, const State& st, const mlprio_job_t& job) 
 // Called on the advisor's thread for every finished request: stores valid answers and wakes
 // the worker. Short locks only; never calls back into the advisor.
 void on_advice(mlprio_ctx* ctx, uint64_t key, const model::AdviceResult& r) {
-  if (r.status != model::AdviceStatus::OK) return;
+  if (r.status != model::AdviceStatus::OK) {
+    // The first failure, then one a 10 s at most: r.error carries the server's own message for
+    // an HTTP error, already sanitised and cut (it is untrusted). A skipped request (breaker
+    // open) is no news.
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            Clock::now().time_since_epoch()).count();
+    int64_t last = ctx->llm_error_logged_ms.load();
+    if (r.status != model::AdviceStatus::BREAKER_OPEN && now - last >= 10000 &&
+        ctx->llm_error_logged_ms.compare_exchange_strong(last, now))
+      log_msg(1, std::string("LLM advisor: request failed: ") + model::to_string(r.status) +
+                     ": " + r.error);
+    return;
+  }
   {
     std::lock_guard<std::mutex> g(ctx->advice_mu);
     if (ctx->advice.emplace(key, AdviceEntry{r.advice.runtime_seconds, r.advice.confidence})
@@ -484,6 +499,7 @@ void sync_llm(mlprio_ctx& ctx, const Params& p) {
   }
   const std::string sig = p.llm_url.empty() ? std::string() :
       p.llm_url + "\n" + p.llm_model + "\n" + std::to_string(p.llm_timeout_ms) + "\n" +
+      model::to_string(p.llm_response_format) + "\n" +
       p.llm_ca_file + "\n" + p.llm_api_key_file + "\n" + key_error + "\n" +
       std::to_string(std::hash<std::string>{}(api_key));
   {
@@ -500,13 +516,15 @@ void sync_llm(mlprio_ctx& ctx, const Params& p) {
     c.connect_timeout_ms = std::min<int64_t>(500, p.llm_timeout_ms);
     c.api_key = api_key;
     c.ca_file = p.llm_ca_file;
+    c.response_format = p.llm_response_format;
     try {
       if (!key_error.empty()) throw model::AdvisorError(key_error);
       mlprio_ctx* raw = &ctx;
       fresh = std::make_shared<model::LlmAdvisor>(
           c, [raw](uint64_t key, const model::AdviceResult& r) { on_advice(raw, key, r); });
       log_msg(1, "LLM advisor started: " + c.base_url + "/v1/chat/completions, model " + c.model +
-                     ", timeout " + std::to_string(c.timeout_ms) + " ms, bounds x" +
+                     ", timeout " + std::to_string(c.timeout_ms) + " ms, response_format " +
+                     model::to_string(c.response_format) + ", bounds x" +
                      std::to_string(p.llm_min_factor) + "..x" + std::to_string(p.llm_max_factor) +
                      (c.api_key.empty() ? "" : ", API key from " + p.llm_api_key_file) +
                      (c.ca_file.empty() ? "" : ", CA file " + c.ca_file));
