@@ -445,7 +445,7 @@ uint64_t llm_key_for(mlprio_ctx& ctx, const State& st, const mlprio_job_t& job) 
 // the worker. Short locks only; never calls back into the advisor.
 void on_advice(mlprio_ctx* ctx, uint64_t key, const model::AdviceResult& r) {
   if (r.status != model::AdviceStatus::OK) {
-    // The first failure, then one a 10 s at most: r.error carries the server's own message for
+    // The first failure, then at most one per 10 s: r.error carries the server's own message for
     // an HTTP error, already sanitised and cut (it is untrusted). A skipped request (breaker
     // open) is no news.
     const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
