@@ -448,13 +448,14 @@ void on_advice(mlprio_ctx* ctx, uint64_t key, const model::AdviceResult& r) {
     // The first failure, then at most one per 10 s: r.error carries the server's own message for
     // an HTTP error, already sanitised and cut (it is untrusted). A skipped request (breaker
     // open) is no news.
-    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            Clock::now().time_since_epoch()).count();
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+            .count();
     int64_t last = ctx->llm_error_logged_ms.load();
     if (r.status != model::AdviceStatus::BREAKER_OPEN && now - last >= 10000 &&
         ctx->llm_error_logged_ms.compare_exchange_strong(last, now))
-      log_msg(1, std::string("LLM advisor: request failed: ") + model::to_string(r.status) +
-                     ": " + r.error);
+      log_msg(1, std::string("LLM advisor: request failed: ") + model::to_string(r.status) + ": " +
+                     r.error);
     return;
   }
   {
@@ -497,11 +498,12 @@ void sync_llm(mlprio_ctx& ctx, const Params& p) {
       key_error = std::string("llm_api_key_file ") + e.what();
     }
   }
-  const std::string sig = p.llm_url.empty() ? std::string() :
-      p.llm_url + "\n" + p.llm_model + "\n" + std::to_string(p.llm_timeout_ms) + "\n" +
-      model::to_string(p.llm_response_format) + "\n" +
-      p.llm_ca_file + "\n" + p.llm_api_key_file + "\n" + key_error + "\n" +
-      std::to_string(std::hash<std::string>{}(api_key));
+  const std::string sig =
+      p.llm_url.empty() ? std::string()
+                        : p.llm_url + "\n" + p.llm_model + "\n" + std::to_string(p.llm_timeout_ms) +
+                              "\n" + model::to_string(p.llm_response_format) + "\n" +
+                              p.llm_ca_file + "\n" + p.llm_api_key_file + "\n" + key_error + "\n" +
+                              std::to_string(std::hash<std::string>{}(api_key));
   {
     std::lock_guard<std::mutex> g(ctx.llm_mu);
     if (sig == ctx.llm_sig) return;

@@ -44,10 +44,10 @@
 #include <thread>
 #include <vector>
 
-#include "mlprio/model/llm_advisor.hpp"
-#include "mlprio/model/predictor.hpp"
 #include "../support/fake_llm_server.hpp"
 #include "../support/skip.hpp"
+#include "mlprio/model/llm_advisor.hpp"
+#include "mlprio/model/predictor.hpp"
 
 using namespace mlprio;
 using namespace mlprio::model;
@@ -576,12 +576,11 @@ TEST_CASE("advisor: error bodies in the OpenAI/llama.cpp and vLLM shapes are rea
   CHECK(server_error_message(R"({"object": "list", "message": "not an error"})").empty());
   CHECK(server_error_message(std::string(100000, '[')).empty());  // depth-limited parser
   // The message is untrusted: escapes, newlines, bidi overrides, NUL and length are cut.
-  const std::string hostile =
-      json{{"error",
-            {{"message", "\x1b[2J\x1b[31mFAKE LOG LINE\nslurmctld: fatal: \xe2\x80\xae" +
-                             std::string(1, '\0') + std::string(10000, 'A')},
-             {"type", "x\r\ny"}}}}
-          .dump();
+  const std::string hostile = json{
+      {"error",
+       {{"message", "\x1b[2J\x1b[31mFAKE LOG LINE\nslurmctld: fatal: \xe2\x80\xae" +
+                        std::string(1, '\0') + std::string(10000, 'A')},
+        {"type", "x\r\ny"}}}}.dump();
   const std::string said = server_error_message(hostile);
   INFO(said);
   CHECK(said.size() <= 300);
@@ -616,9 +615,10 @@ TEST_CASE("advisor: error bodies in the OpenAI/llama.cpp and vLLM shapes are rea
   CHECK(advisor.counters().http_errors == 4);
 }
 
-TEST_CASE("advisor: an endpoint that hangs or trickles is cut at the request deadline, counted "
-          "as a time-out, and opens the breaker; submit never waits",
-          "[model][llm][fault]") {
+TEST_CASE(
+    "advisor: an endpoint that hangs or trickles is cut at the request deadline, counted "
+    "as a time-out, and opens the breaker; submit never waits",
+    "[model][llm][fault]") {
   struct Mode {
     const char* name;
     Stall stall;

@@ -325,8 +325,10 @@ namespace {
 // A formula model with a history for each user: (name, last run s, failure rate).
 void write_formula_users(const std::string& path,
                          const std::vector<std::tuple<std::string, double, double>>& users) {
-  nlohmann::json doc = {{"format", m::MODEL_FORMAT}, {"version", m::MODEL_VERSION},
-                        {"kind", "formula"},        {"schema_version", m::SCHEMA_VERSION},
+  nlohmann::json doc = {{"format", m::MODEL_FORMAT},
+                        {"version", m::MODEL_VERSION},
+                        {"kind", "formula"},
+                        {"schema_version", m::SCHEMA_VERSION},
                         {"schema", m::schema_json()}};
   m::UserHistory h;
   for (const auto& [user, last, fail] : users) {
@@ -390,8 +392,9 @@ bool logged_has(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("hostile scripts, an LLM that obeys them: SITE stays within llm_min/max_factor, the "
-          "time limit and refusals never move") {
+TEST_CASE(
+    "hostile scripts, an LLM that obeys them: SITE stays within llm_min/max_factor, the "
+    "time limit and refusals never move") {
   TempDir d;
   write_formula_users(d.file("m.json"), {{"alice", 3300, 0.0}, {"mallory", 3300, 0.9}});
   mlprio_test::FakeLlmServer llm(mlprio_test::obeying());
@@ -400,7 +403,8 @@ TEST_CASE("hostile scripts, an LLM that obeys them: SITE stays within llm_min/ma
   const std::string params = "model=" + d.file("m.json") +
                              ",weight=10000,max_boost=100000,limit_margin=0.25,"
                              "refuse_above=0.5,refuse_mode=refuse,budget_us=50000,llm_url=" +
-                             llm.base_url() + "/v1,llm_timeout_ms=3000,llm_min_factor=0.5,"
+                             llm.base_url() +
+                             "/v1,llm_timeout_ms=3000,llm_min_factor=0.5,"
                              "llm_max_factor=2";
   mlprio_ctx_t* ctx = nullptr;
   REQUIRE(mlprio_ctx_create(params.c_str(), 1, &ctx) == MLPRIO_OK);
@@ -480,8 +484,9 @@ TEST_CASE("hostile scripts, an LLM that obeys them: SITE stays within llm_min/ma
   mlprio_ctx_free(ctx);
 }
 
-TEST_CASE("an LLM endpoint that trickles: submits, site factors and decisions return while it "
-          "does, the time-out is logged; an error body's message reaches the log") {
+TEST_CASE(
+    "an LLM endpoint that trickles: submits, site factors and decisions return while it "
+    "does, the time-out is logged; an error body's message reaches the log") {
   {
     std::lock_guard<std::mutex> g(g_log_mu);
     g_log_lines.clear();
@@ -495,8 +500,9 @@ TEST_CASE("an LLM endpoint that trickles: submits, site factors and decisions re
     r.trickle_ms = 100;
     return r;
   });
-  const std::string params = "model=" + d.file("m.json") + ",budget_us=50000,llm_url=" +
-                             llm.base_url() + "/v1,llm_timeout_ms=2000";
+  const std::string params = "model=" + d.file("m.json") +
+                             ",budget_us=50000,llm_url=" + llm.base_url() +
+                             "/v1,llm_timeout_ms=2000";
   mlprio_ctx_t* ctx = nullptr;
   REQUIRE(mlprio_ctx_create(params.c_str(), 1, &ctx) == MLPRIO_OK);
   REQUIRE(mlprio_llm_enable(ctx) == MLPRIO_OK);
@@ -539,8 +545,9 @@ TEST_CASE("an LLM endpoint that trickles: submits, site factors and decisions re
     g_log_lines.clear();
   }
   mlprio_test::FakeLlmServer refusing(mlprio_test::answer(
-      400, R"({"error":{"code":400,"message":"response_format type must be one of \"text\" or )"
-           R"(\"json_object\", but got: json_schema\u001b[2J\nforged line","type":"server_error"}})"));
+      400,
+      R"({"error":{"code":400,"message":"response_format type must be one of \"text\" or )"
+      R"(\"json_object\", but got: json_schema\u001b[2J\nforged line","type":"server_error"}})"));
   const std::string p2 = "model=" + d.file("m.json") + ",llm_url=" + refusing.base_url() + "/v1";
   REQUIRE(mlprio_ctx_create(p2.c_str(), 1, &ctx) == MLPRIO_OK);
   REQUIRE(mlprio_llm_enable(ctx) == MLPRIO_OK);
@@ -548,8 +555,9 @@ TEST_CASE("an LLM endpoint that trickles: submits, site factors and decisions re
   REQUIRE(mlprio_llm_submit(ctx, 1, &j) == MLPRIO_OK);
   seen = false;
   for (int i = 0; i < 1000 && !seen; ++i) {
-    seen = logged_has("LLM advisor: request failed: http_error: HTTP 400: server says: "
-                      "server_error/400: response_format type must be one of");
+    seen = logged_has(
+        "LLM advisor: request failed: http_error: HTTP 400: server says: "
+        "server_error/400: response_format type must be one of");
     if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   CHECK(seen);
@@ -1156,7 +1164,8 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
   const std::string given =
       "model=/etc/m.json,weight=2500,max_boost=900,limit_margin=0.5,refuse_above=0.75,"
       "refuse_mode=refuse,llm_url=https://h:1/v1,llm_api_key_file=/etc/slurm/llm.key,"
-      "llm_ca_file=/etc/slurm/ca.pem,llm_timeout_ms=700,llm_model=q,llm_response_format=json_object,"
+      "llm_ca_file=/etc/slurm/"
+      "ca.pem,llm_timeout_ms=700,llm_model=q,llm_response_format=json_object,"
       "llm_min_factor=0.25,llm_max_factor=4,llm_min_confidence=0.5,budget_us=30,"
       "check_period_ms=2000,exempt_qos=urgent:ops,exempt_accounts=vip,allow_override=1,"
       "history_period_ms=5000,mode=shadow,scope_partitions=gpu:debug,scope_qos=normal,"

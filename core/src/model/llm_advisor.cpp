@@ -250,15 +250,14 @@ AdvisorPrompt build_prompt(const AdvisorRequest& req, const AdvisorConfig& cfg,
 }
 
 std::string advice_json_schema() {
-  static const std::string SCHEMA =
-      json{{"type", "object"},
-           {"properties",
-            {{"runtime_seconds", {{"type", "number"}}},
-             {"confidence", {{"type", "number"}}},
-             {"reason", {{"type", "string"}}}}},
-           {"required", json::array({"runtime_seconds", "confidence", "reason"})},
-           {"additionalProperties", false}}
-          .dump();
+  static const std::string SCHEMA = json{
+      {"type", "object"},
+      {"properties",
+       {{"runtime_seconds", {{"type", "number"}}},
+        {"confidence", {{"type", "number"}}},
+        {"reason", {{"type", "string"}}}}},
+      {"required", json::array({"runtime_seconds", "confidence", "reason"})},
+      {"additionalProperties", false}}.dump();
   return SCHEMA;
 }
 
@@ -275,14 +274,13 @@ std::string request_body(const AdvisorPrompt& p, const AdvisorConfig& cfg) {
                 {"strict", true},
                 {"schema", json::parse(advice_json_schema())}}}};
   }
-  const json body = {
-      {"model", cfg.model},
-      {"messages", json::array({{{"role", "system"}, {"content", p.system}},
-                                {{"role", "user"}, {"content", p.user}}})},
-      {"temperature", 0},
-      {"max_tokens", cfg.max_tokens},
-      {"stream", false},
-      {"response_format", std::move(format)}};
+  const json body = {{"model", cfg.model},
+                     {"messages", json::array({{{"role", "system"}, {"content", p.system}},
+                                               {{"role", "user"}, {"content", p.user}}})},
+                     {"temperature", 0},
+                     {"max_tokens", cfg.max_tokens},
+                     {"stream", false},
+                     {"response_format", std::move(format)}};
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -294,8 +292,10 @@ std::string server_error_message(std::string_view body, std::size_t max_bytes) {
   const json* err = nullptr;
   std::string text;
   if (auto e = doc.find("error"); e != doc.end()) {
-    if (e->is_object()) err = &*e;
-    else if (e->is_string()) text = e->get<std::string>();
+    if (e->is_object())
+      err = &*e;
+    else if (e->is_string())
+      text = e->get<std::string>();
   } else if (auto o = doc.find("object"); o != doc.end() && *o == "error") {
     err = &doc;
   }
