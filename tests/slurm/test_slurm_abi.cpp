@@ -1,6 +1,10 @@
 // Unit tests of the plugin C ABI (slurm_plugin/include/mlprio_abi.h) without a cluster: the
 // parameter parser, the LLM parameter extractor, refusal of unusable model files (neutral
-// factor, never a crash), the cached/inline/async site factor paths and reload on file change.
+// factor, never a crash), the cached/inline/async site factor paths and reload on file change;
+// with libcurl, the LLM advisor behind the ABI against local fake endpoints: the API key file,
+// the hostile-script corpus answered by an endpoint that obeys every injection (SITE within
+// llm_min/max_factor; decisions, time limits and refusals unchanged), a trickling endpoint that
+// never holds the hot path, and error bodies whose message reaches the log.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
