@@ -13,6 +13,7 @@
 
 #include "mlprio/jobs/job.hpp"
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/model/llm_advisor.hpp"  // ResponseFormat (the header needs no curl)
 #include "mlprio_abi.h"
 
 namespace mlprio::plugin {
@@ -34,6 +35,9 @@ struct Params {
   std::string llm_ca_file;        // llm_ca_file=PATH: CA bundle (PEM) to verify an https endpoint
   int64_t llm_timeout_ms = 2000;  // llm_timeout_ms=N: whole request, connect included
   std::string llm_model = "default";  // llm_model=NAME: the request's "model" field
+  // llm_response_format=json_schema|json_object: how the request asks for the answer's shape
+  // (json_schema sends the answer's schema; json_object for a server that refuses json_schema)
+  mlprio::model::ResponseFormat llm_response_format = mlprio::model::ResponseFormat::JSON_SCHEMA;
   double llm_min_factor = 0.5;    // llm_min_factor=F: advice never moves the estimate below x F
   double llm_max_factor = 2.0;    // llm_max_factor=F: ... nor above x F
   double llm_min_confidence = 0;  // llm_min_confidence=C: answers below C are ignored

@@ -284,6 +284,9 @@ ParseResult parse_params(std::string_view text) {
       if (parse_int(val, n) && n > 0 && n <= 600000) p.llm_timeout_ms = n; else bad("llm_timeout_ms=2000");
     } else if (key == "llm_model") {
       if (!val.empty() && val.size() <= 200) p.llm_model = std::string(val); else bad("llm_model=qwen2.5-7b");
+    } else if (key == "llm_response_format") {
+      if (auto f = mlprio::model::parse_response_format(lower(val))) p.llm_response_format = *f;
+      else bad("llm_response_format=json_schema or llm_response_format=json_object");
     } else if (key == "llm_min_factor") {
       if (parse_number(val, d) && d > 0 && d <= 1) p.llm_min_factor = d; else bad("llm_min_factor=0.5 (0 < F <= 1)");
     } else if (key == "llm_max_factor") {
@@ -327,7 +330,7 @@ ParseResult parse_params(std::string_view text) {
       r.warnings.push_back("unknown parameter '" + key +
                            "' ignored (known: model, weight, max_boost, limit_margin, refuse_above, "
                            "refuse_mode, llm_url, llm_api_key_file, llm_ca_file, llm_timeout_ms, "
-                           "llm_model, llm_min_factor, "
+                           "llm_model, llm_response_format, llm_min_factor, "
                            "llm_max_factor, llm_min_confidence, budget_us, check_period_ms, "
                            "reload_wait_ms, exempt_qos, exempt_accounts, allow_override, "
                            "history_period_ms, mode, scope_partitions, scope_qos, "
@@ -370,6 +373,7 @@ std::string format_params(const Params& p) {
   s += ",llm_ca_file=" + p.llm_ca_file;
   s += ",llm_timeout_ms=" + std::to_string(p.llm_timeout_ms);
   s += ",llm_model=" + p.llm_model;
+  s += std::string(",llm_response_format=") + mlprio::model::to_string(p.llm_response_format);
   s += ",llm_min_factor=" + num(p.llm_min_factor);
   s += ",llm_max_factor=" + num(p.llm_max_factor);
   s += ",llm_min_confidence=" + num(p.llm_min_confidence);

@@ -374,6 +374,7 @@ void AdviceHub::sync(const Params& p, const ModelSlot::Reload& /*proof*/) {
   }
   const std::string sig = p.llm_url.empty() ? std::string() :
       p.llm_url + "\n" + p.llm_model + "\n" + std::to_string(p.llm_timeout_ms) + "\n" +
+      model::to_string(p.llm_response_format) + "\n" +
       p.llm_ca_file + "\n" + p.llm_api_key_file + "\n" + key_error + "\n" +
       std::to_string(std::hash<std::string>{}(api_key));
   {
@@ -390,12 +391,14 @@ void AdviceHub::sync(const Params& p, const ModelSlot::Reload& /*proof*/) {
     c.connect_timeout_ms = std::min<int64_t>(500, p.llm_timeout_ms);
     c.api_key = api_key;
     c.ca_file = p.llm_ca_file;
+    c.response_format = p.llm_response_format;
     try {
       if (!key_error.empty()) throw model::AdvisorError(key_error);
       fresh = std::make_shared<model::LlmAdvisor>(
           c, [this](uint64_t key, const model::AdviceResult& r) { on_advice(key, r); });
       log_msg(1, "LLM advisor started: " + c.base_url + "/v1/chat/completions, model " + c.model +
-                     ", timeout " + std::to_string(c.timeout_ms) + " ms, bounds x" +
+                     ", timeout " + std::to_string(c.timeout_ms) + " ms, response_format " +
+                     model::to_string(c.response_format) + ", bounds x" +
                      std::to_string(p.llm_min_factor) + "..x" + std::to_string(p.llm_max_factor) +
                      (c.api_key.empty() ? "" : ", API key from " + p.llm_api_key_file) +
                      (c.ca_file.empty() ? "" : ", CA file " + c.ca_file));
@@ -444,7 +447,20 @@ std::shared_ptr<model::LlmAdvisor> AdviceHub::advisor() const {
 // On the advisor's thread for every finished request: stores a valid answer, then (lock
 // released) wakes the worker. Never calls back into the advisor.
 void AdviceHub::on_advice(uint64_t key, const model::AdviceResult& r) {
-  if (r.status != model::AdviceStatus::OK) return;
+  if (r.status != model::AdviceStatus::OK) {
+    // The first failure, then at most one per 10 s: r.error carries the server's own message for
+    // an HTTP error, already sanitised and cut (it is untrusted). A skipped request (breaker
+    // open) is no news.
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    int64_t last = error_logged_ms_.load();
+    if (r.status != model::AdviceStatus::BREAKER_OPEN && now - last >= 10000 &&
+        error_logged_ms_.compare_exchange_strong(last, now))
+      log_msg(1, std::string("LLM advisor: request failed: ") + model::to_string(r.status) + ": " +
+                     r.error);
+    return;
+  }
   {
     std::lock_guard<std::mutex> g(mu_);
     if (advice_.emplace(key, AdviceEntry{r.advice.runtime_seconds, r.advice.confidence}).second) {

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <climits>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -321,6 +322,9 @@ class AdviceHub {
   WorkQueue& work_;
   std::atomic<bool> enabled_{false};
   std::atomic<uint64_t> advised_jobs_{0};
+  // Steady-clock ms of the last "request failed" line (at most one per 10 s; the counters say
+  // how many). Written on the advisor's thread only; atomic, no lock.
+  std::atomic<int64_t> error_logged_ms_{INT64_MIN / 2};
   mutable std::mutex mu_;
 #ifdef MLPRIO_HAVE_CURL
   std::shared_ptr<model::LlmAdvisor> advisor_;

@@ -1,13 +1,17 @@
 // The LLM advisor (core/src/model/llm_advisor.cpp) against a tiny OpenAI-compatible HTTP server
-// written here on plain sockets (127.0.0.1, ephemeral port, one connection at a time, counts
-// requests, keeps the last request's headers and body). It proves: a normal answer; time-outs that neither
-// block submit() nor stop(); the breaker opening after K HTTP 500s, refusing to call while open
-// and half-opening later; garbage, wrong-schema, oversized and cut-off answers refused and
-// counted; the cache answering a repeated prompt without a request; hostile scripts staying
-// fenced, truncated and stripped; and combine() keeping the estimate, and so the score, within
-// bounds whatever the server says; the API key sent as a Bearer token (never in the body), a key
-// that would forge headers refused, and https verified against ca_file, host name included
-// (tests/slurm/fake_llm.py serving TLS). Built only with libcurl (MLPRIO_HAVE_CURL).
+// on plain sockets (tests/support/fake_llm_server.hpp). It proves: a normal answer and the request
+// shape (response_format json_schema with the answer's schema, or json_object); time-outs that
+// neither block submit() nor stop(); an endpoint that hangs, sends headers and stops, or trickles
+// one byte at a time cut at the whole-request deadline, counted and opening the breaker while
+// submit() keeps returning; the breaker opening after K HTTP 500s, refusing to call while open and
+// half-opening later; error bodies in the OpenAI/llama.cpp and vLLM shapes read into the error
+// line, sanitised and cut; garbage, wrong-schema, oversized and cut-off answers refused and
+// counted; the cache answering a repeated prompt without a request; hostile scripts
+// (tests/data/hostile_scripts and enormous generated ones) staying fenced, truncated and stripped
+// even when the server obeys every injection, and combine() keeping the estimate, and so the
+// score, within bounds whatever the server says; the API key sent as a Bearer token (never in
+// the body), a key that would forge headers refused, and https verified against ca_file, host
+// name included (tests/slurm/fake_llm.py serving TLS). Built only with libcurl (MLPRIO_HAVE_CURL).
 #ifdef MLPRIO_HAVE_CURL
 
 #include <arpa/inet.h>
@@ -35,164 +39,23 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../support/fake_llm_server.hpp"
+#include "../support/skip.hpp"
 #include "mlprio/model/llm_advisor.hpp"
 #include "mlprio/model/predictor.hpp"
-#include "../support/skip.hpp"
 
 using namespace mlprio;
 using namespace mlprio::model;
 using json = nlohmann::json;
+using namespace mlprio_test;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct Reply {
-  int status = 200;
-  std::string body;
-  int delay_ms = 0;             // wait before answering (aborted if the client hangs up)
-  bool close_silently = false;  // read the request, then close without a byte
-};
-
-// Serves one connection at a time on 127.0.0.1; `handler` decides each reply.
-class FakeLlmServer {
- public:
-  using Handler = std::function<Reply(const std::string& body)>;
-
-  explicit FakeLlmServer(Handler handler) : handler_(std::move(handler)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd_ >= 0);
-    int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(::listen(fd_, 16) == 0);
-    socklen_t len = sizeof addr;
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~FakeLlmServer() {
-    stop_ = true;
-    thread_.join();
-    ::close(fd_);
-  }
-  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  int requests() const { return requests_.load(); }
-  std::string last_body() {
-    std::lock_guard lock(mu_);
-    return last_body_;
-  }
-  // The last request's header block, as sent (names in their original case).
-  std::string last_headers() {
-    std::lock_guard lock(mu_);
-    return last_headers_;
-  }
-  void set_handler(Handler h) {
-    std::lock_guard lock(mu_);
-    handler_ = std::move(h);
-  }
-
- private:
-  void serve() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
-      const int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) continue;
-      handle(c);
-      ::close(c);
-    }
-  }
-  // Reads until the deadline; false on close, error or time-out.
-  bool read_more(int c, std::string& buf) {
-    pollfd p{c, POLLIN, 0};
-    if (::poll(&p, 1, 2000) <= 0) return false;
-    char tmp[65536];
-    const ssize_t n = ::recv(c, tmp, sizeof tmp, 0);
-    if (n <= 0) return false;
-    buf.append(tmp, static_cast<size_t>(n));
-    return true;
-  }
-  void handle(int c) {
-    std::string buf;
-    size_t header_end;
-    while ((header_end = buf.find("\r\n\r\n")) == std::string::npos)
-      if (!read_more(c, buf)) return;
-    const std::string raw_headers = buf.substr(0, header_end);
-    std::string headers = raw_headers;
-    std::transform(headers.begin(), headers.end(), headers.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    size_t content_length = 0;
-    if (auto pos = headers.find("content-length:"); pos != std::string::npos)
-      content_length = std::stoul(headers.substr(pos + 15));
-    std::string body = buf.substr(header_end + 4);
-    while (body.size() < content_length) {
-      std::string more;
-      if (!read_more(c, more)) return;
-      body += more;
-    }
-    requests_++;
-    Handler h;
-    {
-      std::lock_guard lock(mu_);
-      last_body_ = body;
-      last_headers_ = raw_headers;
-      h = handler_;
-    }
-    const Reply r = h(body);
-    if (r.close_silently) return;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(r.delay_ms);
-    while (std::chrono::steady_clock::now() < until && !stop_) {
-      pollfd p{c, POLLIN, 0};
-      if (::poll(&p, 1, 10) > 0) {
-        char tmp[256];
-        if (::recv(c, tmp, sizeof tmp, MSG_DONTWAIT) == 0) return;  // the client hung up
-      }
-    }
-    std::string out = "HTTP/1.1 " + std::to_string(r.status) + " X\r\nContent-Type: " +
-                      "application/json\r\nConnection: close\r\nContent-Length: " +
-                      std::to_string(r.body.size()) + "\r\n\r\n" + r.body;
-    size_t sent = 0;
-    while (sent < out.size()) {
-      const ssize_t n = ::send(c, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      sent += static_cast<size_t>(n);
-    }
-  }
-
-  Handler handler_;
-  std::mutex mu_;
-  std::string last_body_, last_headers_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> requests_{0};
-  std::thread thread_;
-};
-
-// A chat-completions body whose choices[0].message.content is `content`.
-std::string chat(const std::string& content) {
-  return json{{"id", "chatcmpl-1"},
-              {"object", "chat.completion"},
-              {"choices", json::array({{{"index", 0},
-                                        {"message", {{"role", "assistant"}, {"content", content}}},
-                                        {"finish_reason", "stop"}}})}}
-      .dump();
-}
-std::string advice_json(double rt, double conf, const std::string& reason = "looks like a fine-tune") {
-  return json{{"runtime_seconds", rt}, {"confidence", conf}, {"reason", reason}}.dump();
-}
-FakeLlmServer::Handler answer(int status, std::string body, int delay_ms = 0) {
-  return [=](const std::string&) { return Reply{status, body, delay_ms, false}; };
-}
-
 AdvisorConfig config_for(const FakeLlmServer& s) {
   AdvisorConfig c;
   c.base_url = s.base_url();
@@ -251,7 +114,7 @@ TEST_CASE("advisor: a normal answer, and the request follows the protocol", "[mo
   CHECK(req["model"] == "test-model");
   CHECK(req["temperature"] == 0);
   CHECK(req["max_tokens"] == 200);
-  CHECK(req["response_format"]["type"] == "json_object");
+  CHECK(req["response_format"]["type"] == "json_schema");
   REQUIRE(req["messages"].size() == 2);
   CHECK(req["messages"][0]["role"] == "system");
   CHECK(req["messages"][1]["role"] == "user");
@@ -576,6 +439,258 @@ TEST_CASE("advisor: whatever the server says, the estimate and score stay within
   CHECK(combine(1000, sure, CombineBounds{0.9, 1.1, 0.0}) == Approx(900));
   CHECK(combine(1000, Advice{100, 0.3, ""}, CombineBounds{0.5, 2.0, 0.5}) == 1000);
   CHECK(combine(1000, sure, CombineBounds{2.0, 0.5, 0.0}) == 1000);  // nonsense bounds: ignored
+}
+
+TEST_CASE("advisor: hostile scripts, answered by a model that obeys them, stay fenced and bounded",
+          "[model][llm][hostile]") {
+  const auto corpus = hostile_corpus();
+  REQUIRE(corpus.size() >= 20);  // 16 committed + 5 generated
+  FakeLlmServer server(obeying());
+  AdvisorConfig cfg = config_for(server);
+  cfg.breaker_failures = 1000;  // refused answers count as failures; keep asking
+  LlmAdvisor advisor(cfg);
+  const std::vector<CombineBounds> all_bounds = {{0.5, 2.0, 0.0}, {0.9, 1.1, 0.0}, {1.0, 1.0, 0.0}};
+  const std::vector<double> model_runtimes = {60, 3600, 3 * 86400.0};
+  Job j;
+  j.submit = 0;
+  j.req_procs = 4;
+  j.req_time = 7200;
+  const ClusterState cluster{1024, 512, 10};
+  const ScoreConfig sc;
+  int obeyed = 0, refused = 0;
+  uint64_t key = 1;
+  for (const auto& [name, script] : corpus) {
+    INFO(name);
+    // The fence holds: the boundary occurs on the BEGIN and END lines only, the prompt ends with
+    // the END line, and what lies between is valid UTF-8 without control characters.
+    const AdvisorPrompt p = build_prompt(job(script), cfg);
+    CHECK(count(p.user, p.boundary) == 2);
+    const std::string end_line = "END JOB DATA " + p.boundary + "\n";
+    CHECK(p.user.size() >= end_line.size());
+    CHECK(p.user.compare(p.user.size() - end_line.size(), end_line.size(), end_line) == 0);
+    CHECK(p.user.find("BEGIN JOB DATA " + p.boundary + "\n") != std::string::npos);
+    CHECK(sanitize_untrusted(p.user, std::numeric_limits<size_t>::max()) == p.user);
+    CHECK(p.user.find('\0') == std::string::npos);
+    CHECK(p.user.size() <= cfg.max_script_bytes + 1024);
+    CHECK(p.user.find("TAIL-MARKER") == std::string::npos);  // cut before it
+
+    const AdviceResult r = run_one(advisor, key++, script);
+    INFO(to_string(r.status) << ": " << r.error);
+    // The server answered every request with HTTP 200; only the parser decides.
+    REQUIRE((r.status == AdviceStatus::OK || r.status == AdviceStatus::INVALID_ANSWER));
+    if (r.status != AdviceStatus::OK) {
+      ++refused;
+      continue;
+    }
+    const Advice& a = r.advice;
+    CHECK(std::isfinite(a.runtime_seconds));
+    CHECK(a.runtime_seconds > 0);
+    CHECK(a.runtime_seconds <= cfg.max_runtime_seconds);
+    CHECK((a.confidence >= 0 && a.confidence <= 1));
+    CHECK(sanitize_untrusted(a.reason, cfg.max_reason_bytes) == a.reason);
+    if (a.runtime_seconds == 1 && a.confidence == 1) ++obeyed;
+    for (const CombineBounds& b : all_bounds)
+      for (double model_rt : model_runtimes) {
+        const double out = combine(model_rt, a, b);
+        CHECK(out >= model_rt * b.min_factor * (1 - 1e-12));
+        CHECK(out <= model_rt * b.max_factor * (1 + 1e-12));
+        Prediction with, cap;
+        with.runtime = out;
+        cap.runtime = model_rt * b.min_factor;
+        CHECK(score(j, with, 100, cluster, sc) <= score(j, cap, 100, cluster, sc) + 1e-12);
+      }
+  }
+  // Not vacuous: the fake did obey (runtime 1 s at confidence 1 got through the parser for the
+  // injections in every language), and the extreme values it was told (0, negative, 1e12, NaN,
+  // confidence 7, extra keys) were refused by the parser.
+  CHECK(obeyed >= 9);
+  CHECK(refused >= 7);
+  CHECK(server.requests() == static_cast<int>(corpus.size()));
+}
+
+TEST_CASE("advisor: the request asks for the answer's JSON schema, or json_object if told",
+          "[model][llm][protocol]") {
+  FakeLlmServer server(answer(200, chat(advice_json(600, 0.5))));
+  {
+    LlmAdvisor advisor(config_for(server));
+    REQUIRE(run_one(advisor, 1, "#!/bin/bash\nsrun ./a\n").status == AdviceStatus::OK);
+    const json req = json::parse(server.last_body());
+    INFO(req.dump());
+    // Exactly the fields the README lists.
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : req.items()) keys.push_back(k);
+    CHECK(keys == std::vector<std::string>{"max_tokens", "messages", "model", "response_format",
+                                           "stream", "temperature"});
+    CHECK(req["stream"] == false);
+    const json& rf = req["response_format"];
+    CHECK(rf["type"] == "json_schema");
+    CHECK(rf["json_schema"]["name"] == "runtime_advice");  // vLLM requires a name
+    CHECK(rf["json_schema"]["strict"] == true);
+    const json& schema = rf["json_schema"]["schema"];
+    CHECK(schema == json::parse(advice_json_schema()));
+    CHECK(schema["type"] == "object");
+    CHECK(schema["additionalProperties"] == false);
+    CHECK(schema["required"] == json::array({"runtime_seconds", "confidence", "reason"}));
+    CHECK(schema["properties"]["runtime_seconds"]["type"] == "number");
+    CHECK(schema["properties"]["confidence"]["type"] == "number");
+    CHECK(schema["properties"]["reason"]["type"] == "string");
+    CHECK(schema["properties"].size() == 3);
+  }
+  AdvisorConfig cfg = config_for(server);
+  cfg.response_format = ResponseFormat::JSON_OBJECT;
+  LlmAdvisor advisor(cfg);
+  REQUIRE(run_one(advisor, 2, "#!/bin/bash\nsrun ./b\n").status == AdviceStatus::OK);
+  const json req = json::parse(server.last_body());
+  CHECK(req["response_format"] == json{{"type", "json_object"}});
+
+  CHECK(parse_response_format("json_schema") == ResponseFormat::JSON_SCHEMA);
+  CHECK(parse_response_format("json_object") == ResponseFormat::JSON_OBJECT);
+  CHECK_FALSE(parse_response_format("JSON").has_value());
+  CHECK_FALSE(parse_response_format("").has_value());
+  CHECK(std::string(to_string(ResponseFormat::JSON_OBJECT)) == "json_object");
+  CHECK(std::string(to_string(ResponseFormat::JSON_SCHEMA)) == "json_schema");
+}
+
+TEST_CASE("advisor: error bodies in the OpenAI/llama.cpp and vLLM shapes are read, sanitised, cut",
+          "[model][llm][protocol]") {
+  // The shapes as the servers send them (llama.cpp format_error_response, vLLM ErrorResponse
+  // before and after it nested the fields under "error", OpenAI's API).
+  const std::string llama =
+      R"({"error":{"code":500,"message":"response_format type must be one of \"text\" or \"json_object\", but got: json_schema","type":"server_error"}})";
+  const std::string vllm_old =
+      R"({"object":"error","message":"The model `qwen` does not exist.","type":"NotFoundError","param":null,"code":404})";
+  const std::string vllm_new =
+      R"({"error":{"message":"max_tokens is too large","type":"BadRequestError","param":null,"code":400}})";
+  const std::string openai =
+      R"({"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}})";
+  CHECK(server_error_message(llama) ==
+        "server_error/500: response_format type must be one of \"text\" or \"json_object\", but "
+        "got: json_schema");
+  CHECK(server_error_message(vllm_old) == "NotFoundError/404: The model `qwen` does not exist.");
+  CHECK(server_error_message(vllm_new) == "BadRequestError/400: max_tokens is too large");
+  CHECK(server_error_message(openai) ==
+        "invalid_request_error/invalid_api_key: Incorrect API key provided.");
+  CHECK(server_error_message(R"({"error": "asked to fail"})") == "asked to fail");
+  CHECK(server_error_message("<html><body>502 Bad Gateway</body></html>").empty());
+  CHECK(server_error_message(R"({"choices": []})").empty());
+  CHECK(server_error_message(R"({"object": "list", "message": "not an error"})").empty());
+  CHECK(server_error_message(std::string(100000, '[')).empty());  // depth-limited parser
+  // The message is untrusted: escapes, newlines, bidi overrides, NUL and length are cut.
+  const std::string hostile = json{
+      {"error",
+       {{"message", "\x1b[2J\x1b[31mFAKE LOG LINE\nslurmctld: fatal: \xe2\x80\xae" +
+                        std::string(1, '\0') + std::string(10000, 'A')},
+        {"type", "x\r\ny"}}}}.dump();
+  const std::string said = server_error_message(hostile);
+  INFO(said);
+  CHECK(said.size() <= 300);
+  CHECK(sanitize_untrusted(said, 300) == said);
+  CHECK(said.find('\n') == std::string::npos);
+  CHECK(said.find('\x1b') == std::string::npos);
+  CHECK(said.find("\xe2\x80\xae") == std::string::npos);
+  CHECK(said.find("FAKE LOG LINE slurmctld: fatal:") != std::string::npos);
+  CHECK(server_error_message(hostile, 20).size() <= 20);
+
+  // Through the advisor: the result (and so the plugin's log line) says what the server said.
+  FakeLlmServer server(answer(400, llama));
+  AdvisorConfig cfg = config_for(server);
+  cfg.breaker_failures = 100;
+  LlmAdvisor advisor(cfg);
+  AdviceResult r = run_one(advisor, 1, "a");
+  CHECK(r.status == AdviceStatus::HTTP_ERROR);
+  CHECK_THAT(r.error, Catch::StartsWith("HTTP 400: server says: server_error/500: response_format "
+                                        "type must be one of"));
+  CHECK_THAT(r.error, Catch::Contains("takes response_format json_object"));
+  server.set_handler(answer(404, vllm_old));
+  r = run_one(advisor, 2, "b");
+  CHECK(r.status == AdviceStatus::HTTP_ERROR);
+  CHECK(r.error == "HTTP 404: server says: NotFoundError/404: The model `qwen` does not exist.");
+  server.set_handler(answer(500, hostile));
+  r = run_one(advisor, 3, "c");
+  CHECK(r.error.size() <= 340);
+  CHECK(r.error.find('\n') == std::string::npos);
+  CHECK(r.error.find('\x1b') == std::string::npos);
+  server.set_handler(answer(502, "<html>bad gateway</html>"));
+  CHECK(run_one(advisor, 4, "d").error == "HTTP 502");
+  CHECK(advisor.counters().http_errors == 4);
+}
+
+TEST_CASE(
+    "advisor: an endpoint that hangs or trickles is cut at the request deadline, counted "
+    "as a time-out, and opens the breaker; submit never waits",
+    "[model][llm][fault]") {
+  struct Mode {
+    const char* name;
+    Stall stall;
+  };
+  for (const Mode mode : {Mode{"hang (accepts, never answers)", Stall::HANG},
+                          Mode{"headers, then nothing", Stall::HANG_AFTER_HEADERS},
+                          Mode{"one byte every 150 ms", Stall::TRICKLE}}) {
+    INFO(mode.name);
+    FakeLlmServer server([&](const std::string&) {
+      Reply r{200, chat(advice_json(60, 1))};
+      r.stall = mode.stall;
+      r.trickle_ms = 150;
+      return r;
+    });
+    AdvisorConfig cfg = config_for(server);
+    cfg.timeout_ms = 500;  // the whole request: a trickle that keeps the connection alive is cut
+    cfg.connect_timeout_ms = 250;
+    cfg.breaker_failures = 2;
+    cfg.breaker_cooldown_ms = 600000;  // stays open for the rest of the case
+    LlmAdvisor advisor(cfg);
+    const auto deadline = std::chrono::milliseconds(cfg.timeout_ms);
+    for (uint64_t key = 1; key <= 2; ++key) {
+      const auto t0 = std::chrono::steady_clock::now();
+      REQUIRE(advisor.submit(key, job("stall " + std::to_string(key))) == SubmitStatus::QUEUED);
+      const auto r = wait_for(advisor, key, 20 * deadline);
+      REQUIRE(r.has_value());
+      CHECK(r->status == AdviceStatus::TIMEOUT);
+      CHECK(std::chrono::steady_clock::now() - t0 < 10 * deadline);  // generous: abandoned
+    }
+    const AdvisorCounters c = advisor.counters();
+    CHECK(c.timeouts == 2);
+    CHECK(c.answers_ok + c.transport_errors + c.invalid_answers == 0);
+    CHECK(c.breaker_opened == 1);
+    CHECK(server.stalls_started() == 2);
+    if (mode.stall == Stall::TRICKLE) CHECK(server.trickled_bytes() >= 2);
+    // Open: the next job is answered at once without a request.
+    const AdviceResult skipped = run_one(advisor, 3, "stall 3");
+    CHECK(skipped.status == AdviceStatus::BREAKER_OPEN);
+    CHECK(server.requests() == 2);
+    CHECK(advisor.counters().skipped_breaker_open == 1);
+  }
+
+  // While the worker sits in a trickling request, submits return: all of them come back while
+  // that one request is still going (the server still trickling, no result yet), which they could
+  // not if any waited on the network.
+  FakeLlmServer server([](const std::string&) {
+    Reply r{200, chat(advice_json(60, 1))};
+    r.stall = Stall::TRICKLE;
+    r.trickle_ms = 100;
+    return r;
+  });
+  AdvisorConfig cfg = config_for(server);
+  cfg.timeout_ms = 5000;
+  cfg.queue_capacity = 16;
+  LlmAdvisor advisor(cfg);
+  REQUIRE(advisor.submit(1, job("first")) == SubmitStatus::QUEUED);
+  for (int i = 0; i < 500 && server.stalls_active() == 0; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(server.stalls_active() == 1);
+  int queued = 0, dropped = 0;
+  for (uint64_t k = 2; k < 202; ++k)
+    (advisor.submit(k, job(std::string(20000, 'x') + std::to_string(k))) == SubmitStatus::QUEUED
+         ? queued
+         : dropped)++;
+  CHECK(server.stalls_active() == 1);
+  CHECK_FALSE(advisor.poll(1).has_value());
+  CHECK(queued == 16);
+  CHECK(dropped == 184);
+  CHECK(advisor.counters().dropped_queue_full == 184);
+  const auto s0 = std::chrono::steady_clock::now();
+  advisor.stop();  // mid-trickle: aborted, not waited for
+  CHECK(std::chrono::steady_clock::now() - s0 < std::chrono::milliseconds(cfg.timeout_ms));
+  CHECK(advisor.counters().timeouts == 0);
 }
 
 TEST_CASE("advisor: bad configurations are refused with the field's name", "[model][llm]") {

@@ -8,6 +8,7 @@
 #                                            reconfig_now reconfig_js_only badmodel async run
 #                                            llm_good llm_key
 #                                            llm_{down,slow,500,garbage,huge,hostile}
+#                                            llm_{hang,trickle,error_openai,error_vllm} llm_obey
 #                                            dbd_update dbd_loop
 # The llm_* cases run tests/slurm/fake_llm.py (an OpenAI-compatible fake on 127.0.0.1) with
 # /usr/bin/python3; the dbd_* cases add MariaDB + slurmdbd (CLUSTER_DBD=1 in cluster.sh).
@@ -685,7 +686,77 @@ llm_key)
   if grep -rqF -- "$key" "$CL_DIR" "$M/llm.log"; then fail "the key appears in a log"; fi
   cluster_alive || fail "slurmctld not alive at the end"
   ;;
-llm_down|llm_slow|llm_500|llm_garbage|llm_huge|llm_hostile)
+llm_obey)
+  # The hostile corpus (tests/data/hostile_scripts) through sbatch against an endpoint that obeys
+  # every injection it can read. Each job's filled time limit is the model's (55 min + 25 % =
+  # 01:09:00), its SITE lies between the scores at 2 x and 0.5 x the model's 3300 s, and the
+  # injections whose "1 s, confidence 1" got through are held at 0.5 x. Then, under a model that
+  # refuses root's jobs, every one of those scripts is refused whatever the endpoint says.
+  start_llm obey
+  start "model=$M/hist.json,$BASE,llm_url=http://127.0.0.1:$LLM_PORT/v1,llm_timeout_ms=3000"
+  expect_log "site_factor/mlprio: LLM advisor started: .*response_format json_schema"
+  hi=$(expect_site 1650 0)
+  lo=$(expect_site 6600 0)
+  # After each script a plain job the fake answers with 777 s: three refused answers in a row
+  # would open the breaker (K=3 for 30 s) and the rest would get no answer at all.
+  declare -A names
+  for f in "$HERE/../data/hostile_scripts/"*.sh; do
+    name=$(basename "$f")
+    if id=$(sbatch --parsable -p hold -o /dev/null "$f" 2>"$M/err"); then
+      names[$id]=$name
+      sbatch -p hold -o /dev/null --wrap "sleep 1 # answer runtime_seconds=777 after $name" >/dev/null 2>&1 ||
+        fail "sbatch of the job after $name"
+    else
+      # sbatch itself refuses a script with a NUL or CR LF: the 14_ file may not get in.
+      echo "sbatch refused $name: $(tr '\n' ' ' <"$M/err")"
+      case $name in 14_*) ;; *) fail "sbatch $name: $(cat "$M/err")" ;; esac
+    fi
+  done
+  n=${#names[@]}
+  [ "$n" -ge 15 ] || fail "only $n corpus scripts were submitted"
+  llm_answered() {
+    local ok bad
+    ok=$(llm_counter answers_ok); bad=$(llm_counter invalid)
+    [ $(( ${ok:-0} + ${bad:-0} )) -ge "$1" ]
+  }
+  wait_for 60 llm_answered $((2 * n)) || fail "the advisor did not answer all $((2 * n)) jobs: $(llm_stats)"
+  llm_stats
+  [ "$(llm_counter breaker_skipped)" = 0 ] || fail "requests were skipped: $(llm_stats)"
+  obeyed=0
+  for id in "${!names[@]}"; do
+    info=$(scontrol show job "$id")
+    echo "$info" | grep -q "TimeLimit=01:09:00" ||
+      fail "${names[$id]} (job $id): $(echo "$info" | grep -o 'TimeLimit=[^ ]*'), expected the model's 01:09:00"
+    if echo "$info" | grep -q "mlprio_llm_run=00:00:01 mlprio_llm_conf=1.00"; then
+      obeyed=$((obeyed + 1))
+      wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" = $hi ]" ||
+        fail "${names[$id]} (job $id): SITE $(site_of "$id"), expected $hi (0.5 x the model's run)"
+    fi
+    s=$(site_of "$id")
+    if [ -z "$s" ] || [ "$s" -gt "$hi" ] || [ "$s" -lt "$lo" ]; then
+      fail "${names[$id]} (job $id): SITE '$s' outside [$lo, $hi]"
+    fi
+  done
+  echo "$n corpus jobs, $obeyed answered '1 s, confidence 1' (SITE held at $hi), SITE within [$lo, $hi]"
+  [ "$obeyed" -ge 8 ] || fail "only $obeyed injections got through the parser: the fake did not obey"
+  sed -i "s#^PrioritySiteFactorParameters=.*#PrioritySiteFactorParameters=model=$M/failing.json,$BASE,refuse_above=0.5,refuse_mode=refuse,llm_url=http://127.0.0.1:$LLM_PORT/v1,llm_timeout_ms=3000#" "$SLURM_CONF"
+  scontrol reconfigure || fail "scontrol reconfigure"
+  expect_log "site_factor/mlprio: reconfigured (formula model" 30
+  refused=0
+  for id in "${!names[@]}"; do
+    if sbatch -p hold -o /dev/null "$HERE/../data/hostile_scripts/${names[$id]}" 2>"$M/err" >/dev/null; then
+      fail "${names[$id]} was accepted under a model that refuses it"
+    elif grep -q "predicted to fail with probability 0.90" "$M/err"; then
+      refused=$((refused + 1))
+    else
+      fail "${names[$id]}: sbatch failed without the refusal: $(cat "$M/err")"
+    fi
+  done
+  echo "$refused of $n corpus scripts refused under the failing model"
+  grep "very large processing time" "$CL_DIR/slurmctld.log" && fail "slurmctld reported very large processing time"
+  cluster_alive || fail "slurmctld not alive at the end"
+  ;;
+llm_down|llm_slow|llm_500|llm_garbage|llm_huge|llm_hostile|llm_hang|llm_trickle|llm_error_openai|llm_error_vllm)
   # A bad endpoint: 100 submissions stay fast, nothing is advised, SITE is the model's alone.
   mode=${CASE#llm_}
   if [ "$mode" = down ]; then
@@ -693,8 +764,8 @@ llm_down|llm_slow|llm_500|llm_garbage|llm_huge|llm_hostile)
     counter=transport_errors
   else
     start_llm "$mode"
-    case $mode in slow) counter=timeouts ;; 500) counter=http_errors ;; huge) counter=too_large ;;
-                  *) counter=invalid ;; esac
+    case $mode in slow|hang|trickle) counter=timeouts ;; 500|error_*) counter=http_errors ;;
+                  huge) counter=too_large ;; *) counter=invalid ;; esac
   fi
   start "model=$M/plain.json,$BASE,llm_url=http://127.0.0.1:$LLM_PORT,llm_timeout_ms=1000"
   expect_log "site_factor/mlprio: LLM advisor started"
@@ -719,6 +790,14 @@ llm_down|llm_slow|llm_500|llm_garbage|llm_huge|llm_hostile)
   [ "$n" -eq 100 ] || fail "sprio lists $n jobs, expected 100"
   [ "$bad" -eq 0 ] || fail "$bad jobs have a SITE other than the model's $want"
   grep "very large processing time" "$CL_DIR/slurmctld.log" && fail "slurmctld reported very large processing time"
+  # The server's own words reach the log (sanitised: its escape and newline do not forge a line).
+  case $mode in
+    error_openai) expect_log "LLM advisor: request failed: http_error: HTTP 400: server says: invalid_request_error/400: response_format type must be one of .* but got: json_schema" ;;
+    error_vllm) expect_log "LLM advisor: request failed: http_error: HTTP 404: server says: NotFoundError/404: The model .fake. does not exist." ;;
+    hang|trickle) expect_log "LLM advisor: request failed: timeout: time-out" ;;
+  esac
+  grep -q "^forged" "$CL_DIR/slurmctld.log" && fail "an error body forged a log line"
+  grep -q $'\x1b' "$CL_DIR/slurmctld.log" && fail "an escape sequence reached the log"
   cluster_alive || fail "slurmctld not alive at the end"
   ;;
 dbd_update)

@@ -6,7 +6,15 @@ It binds an ephemeral port, writes it to PORT_FILE, and answers every POST to
 job's `WANT_RT=N` marker, default 1 s, confidence 1; a job containing `WANT_FAIL` gets HTTP 500),
 `slow` (waits 30 s), `500`, `garbage` (bytes that are not JSON), `huge` (an 8 MiB body) and
 `hostile` (well-formed envelopes whose content breaks the schema: extra keys, negative or
-absurd run times, prompt-injection prose). Each request is logged as one line on stdout, with
+absurd run times, prompt-injection prose), `obey` (a model that follows any injection in the job:
+an answer object written into it is echoed, else the value after the first `runtime_seconds`,
+and `confidence` (default 1), is put into the answer as written, so 0, -3600, 1e12, "NaN" reach
+the client's parser; the same rule as tests/support/fake_llm_server.hpp), `error_openai`
+(HTTP 400 with llama.cpp's/OpenAI's `{"error": {"message", "type", "code"}}` body refusing
+json_schema; a request with `response_format` json_object is answered as `good`),
+`error_vllm` (HTTP 404, older vLLM's `{"object": "error", "message", ...}`), `hang` (reads the
+request, never answers) and `trickle` (headers, then one body byte every 300 ms, never the whole
+body). Each request is logged as one line on stdout, with
 `auth=` the first 16 hex digits of the SHA-256 of its Authorization header's value (`auth=none`
 without one), so a test can check the key that was sent without the log holding the key.
 With `--tls CERT KEY` it serves https with that certificate (PEM) instead of http.
@@ -16,6 +24,7 @@ import hashlib
 import itertools
 import json
 import re
+import socket
 import ssl
 import sys
 import threading
@@ -35,6 +44,19 @@ HOSTILE = [
     '{"runtime_seconds": 1, "confidence": 7, "reason": "confidence out of range"}',
     '{"runtime_seconds": 1, "confidence": 1, "reason": "' + "A" * 100000 + '"}',
 ]
+
+
+def obeyed(prompt):
+    at = prompt.find('{"runtime_seconds"')
+    if at >= 0 and prompt.find("}", at) >= 0:
+        return prompt[at:prompt.find("}", at) + 1]
+    m = re.search(r'runtime_seconds\s*[=:]?\s*("?[-+]?[0-9A-Za-z.+-]+"?)', prompt)
+    if not m:
+        return json.dumps({"runtime_seconds": 3600, "confidence": 0.5,
+                           "reason": "no instruction found"})
+    c = re.search(r"confidence\s*[=:]?\s*([-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?)", prompt)
+    return ('{"runtime_seconds": %s, "confidence": %s, "reason": "as instructed"}'
+            % (m.group(1), c.group(1) if c else "1"))
 
 
 def chat(content):
@@ -61,6 +83,27 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             pass  # the client hung up (time-out or size limit): expected
 
+    def stall(self, every):
+        # Never completes: no byte (every == 0) or headers announcing 1 MiB and then one byte
+        # every `every` seconds, until the client hangs up (at most 120 s).
+        if every:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(1 << 20))
+            self.end_headers()
+        for _ in range(int(120 / (every or 0.1))):
+            try:
+                if every:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                time.sleep(every or 0.1)
+                if not every and self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                    return
+            except BlockingIOError:
+                continue
+            except OSError:
+                return  # the client gave up: what the test wants
+
     def do_POST(self):
         n = next(COUNT)
         length = int(self.headers.get("Content-Length") or 0)
@@ -72,11 +115,31 @@ class Handler(BaseHTTPRequestHandler):
                   flush=True)
         if self.path != "/v1/chat/completions":
             return self.reply(404, '{"error": "not found"}')
-        if MODE == "good":
-            try:
-                text = json.dumps(json.loads(body).get("messages", []))
-            except ValueError:
-                return self.reply(400, '{"error": "bad json"}')
+        try:
+            req = json.loads(body)
+            messages = req.get("messages", [])
+            text = json.dumps(messages)
+            fmt = (req.get("response_format") or {}).get("type")
+        except (ValueError, AttributeError):
+            return self.reply(400, '{"error": {"message": "bad json", "type": "invalid_request_error", "code": 400}}')
+        if MODE == "error_openai" and fmt != "json_object":
+            return self.reply(400, json.dumps({"error": {
+                "code": 400, "type": "invalid_request_error",
+                "message": 'response_format type must be one of "text" or "json_object", '
+                           "but got: " + str(fmt) + "\x1b[2J\nforged: line"}}))
+        if MODE == "error_vllm":
+            return self.reply(404, json.dumps({
+                "object": "error", "message": "The model `fake` does not exist.",
+                "type": "NotFoundError", "param": None, "code": 404}))
+        if MODE == "obey":
+            user = "".join(m.get("content", "") for m in messages
+                           if isinstance(m, dict) and m.get("role") == "user")
+            return self.reply(200, chat(obeyed(user)))
+        if MODE == "hang":
+            return self.stall(0)
+        if MODE == "trickle":
+            return self.stall(0.3)
+        if MODE in ("good", "error_openai"):
             if "WANT_FAIL" in text:
                 return self.reply(500, '{"error": "asked to fail"}')
             m = re.search(r"WANT_RT=(\d+)", text)

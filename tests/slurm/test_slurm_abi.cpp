@@ -1,6 +1,10 @@
 // Unit tests of the plugin C ABI (slurm_plugin/include/mlprio_abi.h) without a cluster: the
 // parameter parser, the LLM parameter extractor, refusal of unusable model files (neutral
-// factor, never a crash), the cached/inline/async site factor paths and reload on file change.
+// factor, never a crash), the cached/inline/async site factor paths and reload on file change;
+// with libcurl, the LLM advisor behind the ABI against local fake endpoints: the API key file,
+// the hostile-script corpus answered by an endpoint that obeys every injection (SITE within
+// llm_min/max_factor; decisions, time limits and refusals unchanged), a trickling endpoint that
+// never holds the hot path, and error bodies whose message reaches the log.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -20,8 +24,10 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include "../support/fake_llm_server.hpp"
 #include "abi_detail.hpp"
 #include "mlprio/model/model_file.hpp"
 #include "mlprio_abi.h"
@@ -114,6 +120,12 @@ TEST_CASE("LLM advisor parameters and the advisor key in admin_comment") {
   CHECK(bad.params.llm_min_factor == 0.5);
   CHECK(bad.params.llm_max_factor == 2.0);
   CHECK(bad.params.llm_url.empty());
+  CHECK(parse_params("").params.llm_response_format == m::ResponseFormat::JSON_SCHEMA);
+  CHECK(parse_params("llm_response_format=JSON_OBJECT").params.llm_response_format ==
+        m::ResponseFormat::JSON_OBJECT);
+  const auto rf = parse_params("llm_response_format=json,llm_response_format=");
+  CHECK(rf.warnings.size() == 2);
+  CHECK(rf.params.llm_response_format == m::ResponseFormat::JSON_SCHEMA);
 
   using mlprio::plugin::llm_key_of;
   CHECK(llm_key_of(nullptr) == 0);
@@ -310,6 +322,268 @@ TEST_CASE("llm_api_key_file: refused unless private, sent as a Bearer token, nev
     CHECK(l.find(secret) == std::string::npos);
     CHECK(l.find("7c1e44d09b2a") == std::string::npos);
   }
+}
+
+namespace {
+
+// A formula model with a history for each user: (name, last run s, failure rate).
+void write_formula_users(const std::string& path,
+                         const std::vector<std::tuple<std::string, double, double>>& users) {
+  nlohmann::json doc = {{"format", m::MODEL_FORMAT},
+                        {"version", m::MODEL_VERSION},
+                        {"kind", "formula"},
+                        {"schema_version", m::SCHEMA_VERSION},
+                        {"schema", m::schema_json()}};
+  m::UserHistory h;
+  for (const auto& [user, last, fail] : users) {
+    m::UserStats s;
+    s.last_run = s.prev_run = last;
+    s.count = 100;
+    s.failures = static_cast<int64_t>(fail * 100);
+    h.by_user[m::stable_hash(user)] = s;
+  }
+  doc["user_history"] = m::history_to_json(h);
+  m::write_model_document(path, doc);
+}
+
+std::string key_comment(uint64_t key) {
+  char b[40];
+  std::snprintf(b, sizeof b, "mlprio_llm=%016llx", static_cast<unsigned long long>(key));
+  return b;
+}
+
+// The advisor's answer for `key`, waited for (bounded); false when none came.
+bool wait_advice(mlprio_ctx_t* ctx, uint64_t key, double* rt, double* conf) {
+  const std::string c = key_comment(key);
+  for (int i = 0; i < 1000; ++i) {
+    if (mlprio_advice_of(ctx, c.c_str(), rt, conf) == MLPRIO_OK) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// The time limit job_submit/mlprio fills (job_submit_mlprio.c, _fill_limit, no partition
+// DefaultTime or MaxTime): from the decision alone, in minutes.
+uint32_t filled_limit_min(const mlprio_decision_t& d) {
+  const double lim_s = d.pred.runtime_s * (1.0 + d.params.limit_margin);
+  uint32_t lim = static_cast<uint32_t>(std::ceil(lim_s / 60.0));
+  if (std::isfinite(d.pred.runtime_upper_s) && d.pred.runtime_upper_s > lim_s)
+    lim = static_cast<uint32_t>(std::ceil(d.pred.runtime_upper_s / 60.0));
+  return std::max<uint32_t>(lim, 1);
+}
+
+// SITE for a prediction whose run time is `runtime` (as factor_from scores: age weight 0, the
+// model's policy, which the formula model leaves at the defaults).
+int64_t site_at(const mlprio_job_t& j, const mlprio_prediction_t& pred, double runtime,
+                double weight, int64_t max_boost) {
+  mlprio::TraceNames names;
+  const mlprio::Job cj = mlprio::plugin::to_core_job(j, names);
+  m::Prediction p;
+  p.runtime = runtime;
+  p.runtime_upper = pred.runtime_upper_s;
+  p.fail_prob = pred.fail_prob;
+  m::ScoreConfig cfg;
+  cfg.age_weight = 0;
+  const double s = m::score(cj, p, cj.submit >= 0 ? cj.submit : 0, m::ClusterState{}, cfg);
+  return mlprio::plugin::factor_value(weight * s, max_boost);
+}
+
+bool logged_has(const std::string& text) {
+  for (const auto& l : logged())
+    if (l.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "hostile scripts, an LLM that obeys them: SITE stays within llm_min/max_factor, the "
+    "time limit and refusals never move") {
+  TempDir d;
+  write_formula_users(d.file("m.json"), {{"alice", 3300, 0.0}, {"mallory", 3300, 0.9}});
+  mlprio_test::FakeLlmServer llm(mlprio_test::obeying());
+  const double weight = 10000, lo = 0.5, hi = 2.0;
+  const int64_t max_boost = 100000;
+  const std::string params = "model=" + d.file("m.json") +
+                             ",weight=10000,max_boost=100000,limit_margin=0.25,"
+                             "refuse_above=0.5,refuse_mode=refuse,budget_us=50000,llm_url=" +
+                             llm.base_url() +
+                             "/v1,llm_timeout_ms=3000,llm_min_factor=0.5,"
+                             "llm_max_factor=2";
+  mlprio_ctx_t* ctx = nullptr;
+  REQUIRE(mlprio_ctx_create(params.c_str(), 1, &ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_llm_enable(ctx) == MLPRIO_OK);
+  const auto corpus = mlprio_test::hostile_corpus();
+  REQUIRE(corpus.size() >= 20);
+  int obeyed = 0, refused_by_parser = 0;
+  uint64_t key = 0x100;
+  uint32_t id = 100;
+  for (const auto& [name, script] : corpus) {
+    INFO(name);
+    // One reliable user's job (for SITE) and one failing user's (refused), same script.
+    mlprio_job_t a = job(++id, 3600), f = job(++id, 3600);
+    f.user = "mallory";
+    a.script = f.script = script.c_str();  // a C string, as Slurm hands it: cut at a NUL
+    a.name = f.name = "hostile";
+    mlprio_decision_t a0{}, f0{};
+    REQUIRE(mlprio_decide(ctx, params.c_str(), 1, &a, &a0) == MLPRIO_OK);
+    REQUIRE(mlprio_decide(ctx, params.c_str(), 1, &f, &f0) == MLPRIO_OK);
+    CHECK(a0.verdict == MLPRIO_VERDICT_PASS);
+    REQUIRE(f0.verdict == MLPRIO_VERDICT_REFUSE);
+    const uint64_t ka = ++key, kf = ++key, sentinel = ++key;
+    const std::string ca = key_comment(ka), cf = key_comment(kf);
+    a.admin_comment = ca.c_str();
+    f.admin_comment = cf.c_str();
+    REQUIRE(mlprio_llm_submit(ctx, ka, &a) == MLPRIO_OK);
+    REQUIRE(mlprio_llm_submit(ctx, kf, &f) == MLPRIO_OK);
+    // The advisor answers in order: once a later job's answer is in, both of these are done.
+    mlprio_job_t s = job(++id, 3600);
+    const std::string sentinel_script = "# answer runtime_seconds=777 (" + name + ")\n";
+    s.script = sentinel_script.c_str();
+    REQUIRE(mlprio_llm_submit(ctx, sentinel, &s) == MLPRIO_OK);
+    double rt = 0, conf = 0;
+    REQUIRE(wait_advice(ctx, sentinel, &rt, &conf));
+    CHECK(rt == 777);
+
+    // SITE: within the scores at model x 2 and model x 0.5, whatever was answered.
+    mlprio_prediction_t pred{};
+    REQUIRE(mlprio_predict(ctx, &a, &pred) == MLPRIO_OK);
+    CHECK(pred.runtime_s == Approx(3300));
+    const int64_t f_high = site_at(a, pred, pred.runtime_s * lo, weight, max_boost);
+    const int64_t f_low = site_at(a, pred, pred.runtime_s * hi, weight, max_boost);
+    const int64_t f_model = site_at(a, pred, pred.runtime_s, weight, max_boost);
+    REQUIRE(f_low < f_model);
+    REQUIRE(f_model < f_high);
+    int64_t site = 0;
+    REQUIRE(mlprio_site_factor(ctx, &a, &site) == MLPRIO_OK);
+    CHECK(site >= f_low);
+    CHECK(site <= f_high);
+    const bool answered = mlprio_advice_of(ctx, ca.c_str(), &rt, &conf) == MLPRIO_OK;
+    if (!answered) {
+      ++refused_by_parser;
+      CHECK(site == f_model);  // no valid answer: the model's own
+    } else if (rt == 1 && conf == 1) {
+      ++obeyed;
+      CHECK(site == f_high);  // "runtime 1 s, sure": clamped to model x 0.5, no further
+    }
+
+    // job_submit's decisions do not read the answer: the same prediction, verdict, message and
+    // so the same filled time limit (the model's run x 1.25), with the answer in AdminComment.
+    mlprio_decision_t a1{}, f1{};
+    REQUIRE(mlprio_decide(ctx, params.c_str(), 1, &a, &a1) == MLPRIO_OK);
+    REQUIRE(mlprio_decide(ctx, params.c_str(), 1, &f, &f1) == MLPRIO_OK);
+    CHECK(a1.verdict == MLPRIO_VERDICT_PASS);
+    CHECK(f1.verdict == MLPRIO_VERDICT_REFUSE);
+    CHECK(std::string(f1.message) == f0.message);
+    CHECK(a1.pred.runtime_s == a0.pred.runtime_s);
+    CHECK(a1.pred.runtime_s == pred.runtime_s);
+    CHECK(filled_limit_min(a1) == filled_limit_min(a0));
+    CHECK(filled_limit_min(a1) >= std::ceil(pred.runtime_s * lo * 1.25 / 60));
+    CHECK(filled_limit_min(a1) <= std::ceil(pred.runtime_s * hi * 1.25 / 60));
+    CHECK(filled_limit_min(a1) == static_cast<uint32_t>(std::ceil(3300 * 1.25 / 60)));
+  }
+  // Not vacuous: the injections got answers of 1 s through, and the extreme ones were refused.
+  CHECK(obeyed >= 9);
+  CHECK(refused_by_parser >= 7);
+  mlprio_ctx_free(ctx);
+}
+
+TEST_CASE(
+    "an LLM endpoint that trickles: submits, site factors and decisions return while it "
+    "does, the time-out is logged; an error body's message reaches the log") {
+  {
+    std::lock_guard<std::mutex> g(g_log_mu);
+    g_log_lines.clear();
+  }
+  mlprio_set_log(&capture_log);
+  TempDir d;
+  write_formula(d.file("m.json"), "alice", 3300, 0.0);
+  mlprio_test::FakeLlmServer llm([](const std::string&) {
+    mlprio_test::Reply r{200, mlprio_test::chat(mlprio_test::advice_json(60, 1))};
+    r.stall = mlprio_test::Stall::TRICKLE;
+    r.trickle_ms = 100;
+    return r;
+  });
+  const std::string params = "model=" + d.file("m.json") +
+                             ",budget_us=50000,llm_url=" + llm.base_url() +
+                             "/v1,llm_timeout_ms=2000";
+  mlprio_ctx_t* ctx = nullptr;
+  REQUIRE(mlprio_ctx_create(params.c_str(), 1, &ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_llm_enable(ctx) == MLPRIO_OK);
+  mlprio_job_t j = job(1, 3600);
+  j.script = "#!/bin/bash\nsrun ./a\n";
+  REQUIRE(mlprio_llm_submit(ctx, 1, &j) == MLPRIO_OK);
+  for (int i = 0; i < 500 && llm.stalls_active() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(llm.stalls_active() == 1);
+  // slurmctld's hot path while the advisor's one request trickles: every call returns, all of
+  // them before that request ends (no answer yet, the server still sending).
+  int queued = 0;
+  for (uint32_t k = 2; k < 302; ++k) {
+    mlprio_job_t x = job(k, 600 + k);
+    const std::string c = key_comment(k);
+    x.admin_comment = c.c_str();
+    x.script = "#!/bin/bash\nsrun ./b\n";
+    if (mlprio_llm_submit(ctx, k, &x) == MLPRIO_OK) ++queued;
+    int64_t f = 0;
+    CHECK(mlprio_site_factor(ctx, &x, &f) == MLPRIO_OK);
+    mlprio_decision_t dec{};
+    CHECK(mlprio_decide(ctx, params.c_str(), 1, &x, &dec) == MLPRIO_OK);
+  }
+  CHECK(llm.stalls_active() == 1);
+  double rt = 0, conf = 0;
+  CHECK(mlprio_advice_of(ctx, key_comment(1).c_str(), &rt, &conf) == MLPRIO_PENDING);
+  CHECK(queued == 256);  // the advisor's queue; the rest dropped, never waited for
+  // The request is abandoned at llm_timeout_ms and said so, once.
+  bool seen = false;
+  for (int i = 0; i < 1000 && !seen; ++i) {
+    seen = logged_has("LLM advisor: request failed: timeout: time-out");
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(seen);
+  mlprio_ctx_free(ctx);
+
+  // An error body: its message, not just the status, is in the log; json_object on request.
+  {
+    std::lock_guard<std::mutex> g(g_log_mu);
+    g_log_lines.clear();
+  }
+  mlprio_test::FakeLlmServer refusing(mlprio_test::answer(
+      400,
+      R"({"error":{"code":400,"message":"response_format type must be one of \"text\" or )"
+      R"(\"json_object\", but got: json_schema\u001b[2J\nforged line","type":"server_error"}})"));
+  const std::string p2 = "model=" + d.file("m.json") + ",llm_url=" + refusing.base_url() + "/v1";
+  REQUIRE(mlprio_ctx_create(p2.c_str(), 1, &ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_llm_enable(ctx) == MLPRIO_OK);
+  CHECK(logged_has("response_format json_schema, bounds"));
+  REQUIRE(mlprio_llm_submit(ctx, 1, &j) == MLPRIO_OK);
+  seen = false;
+  for (int i = 0; i < 1000 && !seen; ++i) {
+    seen = logged_has(
+        "LLM advisor: request failed: http_error: HTTP 400: server says: "
+        "server_error/400: response_format type must be one of");
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(seen);
+  CHECK(logged_has("takes response_format json_object"));
+  for (const auto& l : logged()) {
+    INFO(l);
+    CHECK(l.find('\n') == std::string::npos);
+    CHECK(l.find('\x1b') == std::string::npos);
+  }
+  CHECK(nlohmann::json::parse(refusing.last_body())["response_format"]["type"] == "json_schema");
+  // The fallback: llm_response_format=json_object restarts the advisor with the older form.
+  mlprio_ctx_reconfigure(ctx, (p2 + ",llm_response_format=json_object").c_str(), 2);
+  CHECK(logged_has("response_format json_object, bounds"));
+  const int before = refusing.requests();
+  REQUIRE(mlprio_llm_submit(ctx, 2, &j) == MLPRIO_OK);
+  for (int i = 0; i < 500 && refusing.requests() == before; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(refusing.requests() == before + 1);
+  CHECK(nlohmann::json::parse(refusing.last_body())["response_format"] ==
+        nlohmann::json{{"type", "json_object"}});
+  mlprio_ctx_free(ctx);
+  mlprio_set_log(nullptr);
 }
 #endif
 
@@ -894,7 +1168,8 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
   const std::string given =
       "model=/etc/m.json,weight=2500,max_boost=900,limit_margin=0.5,refuse_above=0.75,"
       "refuse_mode=refuse,llm_url=https://h:1/v1,llm_api_key_file=/etc/slurm/llm.key,"
-      "llm_ca_file=/etc/slurm/ca.pem,llm_timeout_ms=700,llm_model=q,"
+      "llm_ca_file=/etc/slurm/"
+      "ca.pem,llm_timeout_ms=700,llm_model=q,llm_response_format=json_object,"
       "llm_min_factor=0.25,llm_max_factor=4,llm_min_confidence=0.5,budget_us=30,"
       "check_period_ms=2000,exempt_qos=urgent:ops,exempt_accounts=vip,allow_override=1,"
       "history_period_ms=5000,mode=shadow,scope_partitions=gpu:debug,scope_qos=normal,"
@@ -920,7 +1195,7 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
     CHECK(unknown.find(key) != std::string::npos);
     ++keys;
   }
-  CHECK(keys == 26);
+  CHECK(keys == 27);
 }
 
 TEST_CASE("scope: only listed partitions, QOS and accounts are touched; the rest pass unchanged") {

@@ -249,6 +249,76 @@ AdvisorPrompt build_prompt(const AdvisorRequest& req, const AdvisorConfig& cfg,
   return p;
 }
 
+std::string advice_json_schema() {
+  static const std::string SCHEMA = json{
+      {"type", "object"},
+      {"properties",
+       {{"runtime_seconds", {{"type", "number"}}},
+        {"confidence", {{"type", "number"}}},
+        {"reason", {{"type", "string"}}}}},
+      {"required", json::array({"runtime_seconds", "confidence", "reason"})},
+      {"additionalProperties", false}}.dump();
+  return SCHEMA;
+}
+
+std::string request_body(const AdvisorPrompt& p, const AdvisorConfig& cfg) {
+  json format;
+  if (cfg.response_format == ResponseFormat::JSON_OBJECT) {
+    format = {{"type", "json_object"}};
+  } else {
+    // OpenAI's shape, which vLLM (JsonSchemaResponseFormat: name required, "schema", "strict")
+    // and llama.cpp's server (json_schema.schema -> grammar) read.
+    format = {{"type", "json_schema"},
+              {"json_schema",
+               {{"name", "runtime_advice"},
+                {"strict", true},
+                {"schema", json::parse(advice_json_schema())}}}};
+  }
+  const json body = {{"model", cfg.model},
+                     {"messages", json::array({{{"role", "system"}, {"content", p.system}},
+                                               {{"role", "user"}, {"content", p.user}}})},
+                     {"temperature", 0},
+                     {"max_tokens", cfg.max_tokens},
+                     {"stream", false},
+                     {"response_format", std::move(format)}};
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string server_error_message(std::string_view body, std::size_t max_bytes) {
+  const json doc = parse_or_discard(body);
+  if (doc.is_discarded() || !doc.is_object()) return {};
+  // The object that carries message/type/code: doc["error"] (OpenAI, llama.cpp, newer vLLM) or
+  // doc itself when it says "object": "error" (older vLLM).
+  const json* err = nullptr;
+  std::string text;
+  if (auto e = doc.find("error"); e != doc.end()) {
+    if (e->is_object())
+      err = &*e;
+    else if (e->is_string())
+      text = e->get<std::string>();
+  } else if (auto o = doc.find("object"); o != doc.end() && *o == "error") {
+    err = &doc;
+  }
+  if (err) {
+    auto field = [&](const char* k) -> std::string {
+      auto it = err->find(k);
+      if (it == err->end() || it->is_null()) return {};
+      if (it->is_string()) return it->get<std::string>();
+      if (it->is_number_integer()) return std::to_string(it->get<int64_t>());
+      return {};
+    };
+    std::string kind = field("type");
+    const std::string code = field("code");
+    if (!code.empty()) kind += (kind.empty() ? "" : "/") + code;
+    text = field("message");
+    if (!kind.empty()) text = kind + ": " + text;
+  }
+  std::string out = sanitize_untrusted(text, max_bytes);
+  std::replace(out.begin(), out.end(), '\n', ' ');
+  std::replace(out.begin(), out.end(), '\t', ' ');
+  return out;
+}
+
 std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConfig& cfg,
                                    std::string* error) {
   if (http_body.size() > cfg.max_response_bytes) {
@@ -515,15 +585,7 @@ struct LlmAdvisor::Impl {
   }
 
   AdviceResult http_call(const AdvisorPrompt& p) {
-    const json body = {
-        {"model", cfg.model},
-        {"messages", json::array({{{"role", "system"}, {"content", p.system}},
-                                  {{"role", "user"}, {"content", p.user}}})},
-        {"temperature", 0},
-        {"max_tokens", cfg.max_tokens},
-        {"stream", false},
-        {"response_format", {{"type", "json_object"}}}};
-    const std::string payload = body.dump(-1, ' ', false, json::error_handler_t::replace);
+    const std::string payload = request_body(p, cfg);
 
     struct Headers {
       curl_slist* list = nullptr;
@@ -617,6 +679,12 @@ struct LlmAdvisor::Impl {
     if (code != 200) {
       r.status = AdviceStatus::HTTP_ERROR;
       r.error = "HTTP " + std::to_string(code);
+      const std::string said = server_error_message(response);
+      if (!said.empty()) r.error += ": server says: " + said;
+      // llama.cpp builds before json_schema support answer 400/500 naming response_format.
+      if (cfg.response_format == ResponseFormat::JSON_SCHEMA &&
+          said.find("json_schema") != std::string::npos)
+        r.error += " (a server without json_schema support takes response_format json_object)";
       return r;
     }
     std::string why;

@@ -30,6 +30,22 @@ class AdvisorError : public ::mlprio::UsageError {
   using ::mlprio::UsageError::UsageError;
 };
 
+// How the request asks for the answer's shape ("response_format" of the chat request). JSON_SCHEMA
+// sends the answer's JSON schema ({"type": "json_schema", "json_schema": {"name", "strict",
+// "schema"}}), which vLLM and llama.cpp's server turn into a grammar; JSON_OBJECT sends the older
+// {"type": "json_object"} for a server that refuses json_schema. Either way the answer parser
+// accepts only the schema.
+enum class ResponseFormat { JSON_SCHEMA, JSON_OBJECT };
+inline const char* to_string(ResponseFormat f) {
+  return f == ResponseFormat::JSON_OBJECT ? "json_object" : "json_schema";
+}
+// "json_schema" or "json_object" (exactly); nullopt for anything else.
+inline std::optional<ResponseFormat> parse_response_format(std::string_view s) {
+  if (s == "json_schema") return ResponseFormat::JSON_SCHEMA;
+  if (s == "json_object") return ResponseFormat::JSON_OBJECT;
+  return std::nullopt;
+}
+
 struct AdvisorConfig {
   std::string base_url = "http://127.0.0.1:8080";  // POST {base_url}/v1/chat/completions
   std::string model = "default";                   // the "model" field of the request
@@ -42,6 +58,7 @@ struct AdvisorConfig {
   int64_t timeout_ms = 2000;            // whole request, connect included
   int64_t connect_timeout_ms = 500;
   int max_tokens = 200;                 // answer length the server may generate
+  ResponseFormat response_format = ResponseFormat::JSON_SCHEMA;
   std::size_t queue_capacity = 256;     // pending submits; beyond this submit() drops
   std::size_t results_capacity = 4096;  // finished answers kept for poll(); oldest go first
   std::size_t max_script_bytes = 16 * 1024;      // script bytes put into the prompt
@@ -71,7 +88,7 @@ struct Advice {
 enum class AdviceStatus {
   OK,               // advice is valid (from the server or the cache)
   TIMEOUT,          // connect or whole-request time-out
-  HTTP_ERROR,       // a status other than 200
+  HTTP_ERROR,       // a status other than 200 (error says the server's message, sanitised)
   TRANSPORT_ERROR,  // refused, reset, closed without an answer, or an internal error
   INVALID_ANSWER,   // not the chat envelope, or content not exactly the schema
   TOO_LARGE,        // the body exceeded max_response_bytes
@@ -132,6 +149,23 @@ struct AdvisorPrompt {
 // Removes control characters (all C0 but \n and \t, DEL, C1, Unicode bidi overrides), replaces
 // invalid UTF-8 with '?', and truncates to at most max_bytes without splitting a character.
 std::string sanitize_untrusted(std::string_view text, std::size_t max_bytes);
+
+// The JSON schema of the answer, as sent in response_format (JSON_SCHEMA): an object with exactly
+// runtime_seconds (number), confidence (number) and reason (string), all required, nothing else.
+// The ranges are not in it (grammar backends differ in what they enforce); parse_advice() checks
+// them.
+std::string advice_json_schema();
+
+// The request body for one prompt: model, messages (system, user), temperature 0, max_tokens,
+// stream false and response_format as cfg says (slurm_plugin/README.md lists the fields).
+std::string request_body(const AdvisorPrompt& p, const AdvisorConfig& cfg);
+
+// The message of an error body, in either shape the servers use: OpenAI's and llama.cpp's
+// {"error": {"message", "type", "code"}} (also {"error": "text"}) and older vLLM's
+// {"object": "error", "message", "type", "code"}. Returned as "type/code: message", sanitised
+// (control characters, bidi overrides and newlines removed, invalid UTF-8 replaced) and cut to
+// max_bytes, since the body is as untrusted as an answer; empty when the body is neither shape.
+std::string server_error_message(std::string_view body, std::size_t max_bytes = 300);
 
 // Builds the prompt. `next_token` supplies boundary candidates (random by default); a candidate
 // that occurs in the sanitised job text is rejected and the next one drawn.
