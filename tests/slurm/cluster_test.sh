@@ -6,6 +6,7 @@
 #                                            refuse_history refuse_xgb exempt exempt_default
 #                                            warn reconfig
 #                                            reconfig_now reconfig_js_only badmodel async run
+#                                            restart_pending
 #                                            llm_good llm_key
 #                                            llm_{down,slow,500,garbage,huge,hostile}
 #                                            llm_{hang,trickle,error_openai,error_vllm} llm_obey
@@ -455,6 +456,42 @@ async)
   id=$(submit -p hold -t 5)
   wait_for 10 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt 0 ]" ||
     fail "late answer never applied (SITE $(site_of "$id"))"
+  ;;
+restart_pending)
+  # slurmctld stopped (SIGTERM) while the plugin's worker has queued work (budget_us=0: every
+  # factor is computed there) and 20 LLM requests are in flight (the fake answers after 30 s),
+  # then started again from its saved state. Nothing lost means: slurmctld exits on its own
+  # within 10 s (the plugin's fini aborts the requests and joins its threads; it is never
+  # SIGKILLed here), without a fatal or a crash; all 20 jobs are pending after the restart, each
+  # with the model's SITE recomputed by the recovery pass; the answers that were in flight are
+  # dropped with the old process, never applied.
+  start_llm slow
+  start "model=$M/plain.json,$BASE,budget_us=0,llm_url=http://127.0.0.1:$LLM_PORT,llm_timeout_ms=20000"
+  expect_log "site_factor/mlprio: LLM advisor started"
+  ids=()
+  for _ in $(seq 20); do ids+=("$(submit -p hold -t 60)") || fail "sbatch: $(cat "$M/sbatch.err")"; done
+  # Not vacuous: the fake has received a request it will not answer for 30 s.
+  wait_for 10 grep -q "^request 1 mode=slow" "$M/llm.log" || fail "no LLM request reached the fake"
+  pid=$(cat "$CL_DIR/slurmctld.pid")
+  t0=$(date +%s%N)
+  kill -TERM "$pid"
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "slurmctld still running 10 s after SIGTERM: the plugin held it"
+  echo "slurmctld stopped in $(( ($(date +%s%N) - t0) / 1000000 )) ms with an LLM request in flight and $(grep -c '^request' "$M/llm.log") sent"
+  grep -E "fatal|Segmentation|core dumped|very large processing time" "$CL_DIR/slurmctld.log" &&
+    fail "the stop was not clean"
+  : >"$CL_DIR/slurmctld.log"
+  "$CL_SBIN/slurmctld" -f "$SLURM_CONF" >"$M/ctld.out" 2>&1 || fail "slurmctld did not start again"
+  wait_for 20 scontrol ping || fail "slurmctld not answering after the restart"
+  expect_log "site_factor/mlprio: re-scored the pending jobs recovered at start" 30
+  want=$(expect_site 3600)
+  for id in "${ids[@]}"; do
+    wait_for 15 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" = $want ]" ||
+      fail "job $id: SITE $(site_of "$id") after the restart, expected the model's $want"
+    squeue -h -j "$id" -o %T | grep -q PENDING || fail "job $id is not pending after the restart"
+  done
+  echo "all 20 jobs pending after the restart with the model's SITE $want"
+  cluster_alive || fail "slurmctld not alive at the end"
   ;;
 run)
   start "model=$M/hist.json,$BASE"
