@@ -6,7 +6,7 @@
 #                                            refuse_history refuse_xgb exempt exempt_default
 #                                            warn reconfig
 #                                            reconfig_now reconfig_js_only badmodel async run
-#                                            restart_pending
+#                                            restart_pending fail_order
 #                                            llm_good llm_key
 #                                            llm_{down,slow,500,garbage,huge,hostile}
 #                                            llm_{hang,trickle,error_openai,error_vllm} llm_obey
@@ -456,6 +456,26 @@ async)
   id=$(submit -p hold -t 5)
   wait_for 10 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt 0 ]" ||
     fail "late answer never applied (SITE $(site_of "$id"))"
+  ;;
+fail_order)
+  # The admin hazard "users whose jobs usually fail get higher priority" (failed jobs are short):
+  # root's jobs fail 80 % of the time and run 10 min, nobody's never fail and run 30 min. The same
+  # request from each: the reliable user's job gets the higher SITE, each exactly the score's.
+  command -v setpriv >/dev/null || { echo "SKIP: setpriv missing (submits as another user)"; exit $SKIP; }
+  "$MODEL_TOOL" "$M/two.json" --user root --last-run 600 --fail-rate 0.8 \
+    --user nobody --last-run 1800 --fail-rate 0 || fail "test model"
+  start "model=$M/two.json,$BASE"
+  a=$(submit -p hold -t 60) || fail "sbatch as root: $(cat "$M/sbatch.err")"
+  b=$(setpriv --reuid=65534 --regid=65534 --clear-groups sbatch --parsable -p hold -t 60 \
+        -o /dev/null --chdir=/tmp --wrap 'sleep 1' 2>"$M/err") || fail "sbatch as nobody: $(cat "$M/err")"
+  want_a=$(expect_site 600 0.8)
+  want_b=$(expect_site 1800 0)
+  wait_for 15 sh -c "[ \"\$(sprio -h -j $a -o %S | tr -d ' ')\" = $want_a ]" ||
+    fail "root's job: SITE $(site_of "$a"), expected $want_a"
+  wait_for 15 sh -c "[ \"\$(sprio -h -j $b -o %S | tr -d ' ')\" = $want_b ]" ||
+    fail "nobody's job: SITE $(site_of "$b"), expected $want_b"
+  echo "80 %-failing user (10 min runs): SITE $want_a; reliable user (30 min runs): SITE $want_b"
+  [ "$want_b" -gt "$want_a" ] || fail "the likely failure ranks first ($want_a > $want_b)"
   ;;
 restart_pending)
   # slurmctld stopped (SIGTERM) while the plugin's worker has queued work (budget_us=0: every

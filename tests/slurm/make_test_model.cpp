@@ -4,7 +4,8 @@
 // wrong schema) the failure tests need. `--expect-site` prints the SITE value the plugin must
 // give a job whose (possibly LLM-advised) predicted run time is RUNTIME_S, from the core's own
 // score(), so the LLM tests check exact values without copying the formula. Usage:
-//   mlprio_slurm_testmodel OUT [--user NAME --last-run S --fail-rate P] [--default-runtime S]
+//   mlprio_slurm_testmodel OUT [--user NAME --last-run S --fail-rate P]... [--default-runtime S]
+//   (each --user starts a user; the --last-run/--fail-rate after it are that user's)
 //                              [--corrupt | --wrong-schema]
 //   mlprio_slurm_testmodel --expect-site RUNTIME_S WEIGHT [FAIL_PROB]
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "mlprio/model/features.hpp"
 #include "mlprio/model/model_file.hpp"
@@ -37,17 +39,25 @@ int main(int argc, char** argv) {
                               std::atof(argv[3]) * m::score(job, p, 0, m::ClusterState{}, cfg))));
     return 0;
   }
-  std::string out = argv[1], user, mode;
-  double last_run = 3300, fail_rate = 0, def_rt = 3600;
+  std::string out = argv[1], mode;
+  struct UserSpec {
+    std::string name;
+    double last_run = 3300, fail_rate = 0;
+  };
+  std::vector<UserSpec> users;
+  double def_rt = 3600;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
       if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
       return argv[++i];
     };
-    if (a == "--user") user = next();
-    else if (a == "--last-run") last_run = std::atof(next().c_str());
-    else if (a == "--fail-rate") fail_rate = std::atof(next().c_str());
+    if (a == "--user") users.push_back({next()});
+    else if ((a == "--last-run" || a == "--fail-rate") && users.empty()) {
+      std::fprintf(stderr, "%s needs a --user before it\n", a.c_str());
+      return 2;
+    } else if (a == "--last-run") users.back().last_run = std::atof(next().c_str());
+    else if (a == "--fail-rate") users.back().fail_rate = std::atof(next().c_str());
     else if (a == "--default-runtime") def_rt = std::atof(next().c_str());
     else if (a == "--corrupt" || a == "--wrong-schema") mode = a;
     else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
@@ -63,14 +73,16 @@ int main(int argc, char** argv) {
                           {"formula", {{"default_runtime", def_rt}}},
                           {"training", {{"window", "test fixture"}}}};
     if (mode == "--wrong-schema") doc["schema"] = nlohmann::json::array({"req_procs", "bogus"});
-    if (!user.empty()) {
+    if (!users.empty()) {
       m::UserHistory h;
-      m::UserStats s;
-      s.last_run = last_run;
-      s.prev_run = last_run;
-      s.count = 100;
-      s.failures = static_cast<int64_t>(fail_rate * 100 + 0.5);
-      h.by_user[m::stable_hash(user)] = s;
+      for (const UserSpec& u : users) {
+        m::UserStats s;
+        s.last_run = u.last_run;
+        s.prev_run = u.last_run;
+        s.count = 100;
+        s.failures = static_cast<int64_t>(u.fail_rate * 100 + 0.5);
+        h.by_user[m::stable_hash(u.name)] = s;
+      }
       doc["user_history"] = m::history_to_json(h);
     }
     m::write_model_document(out, doc);
