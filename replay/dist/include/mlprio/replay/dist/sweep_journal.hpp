@@ -11,10 +11,18 @@
 #include <vector>
 
 #include "mlprio/replay/dist/sweep_plan.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio::replay::dist {
 
 inline constexpr const char* JOURNAL_MAGIC = "mlprio-sweep-journal 1";
+
+// The journal could not be written (a full disk, a file-size limit): a runtime failure (exit 1),
+// not bad input; what was journaled before it is kept for the resume.
+class JournalWriteError : public ::mlprio::RuntimeError {
+ public:
+  using ::mlprio::RuntimeError::RuntimeError;
+};
 
 // One journal record, one line: "R\t<key>\tok\t<jobs>\t...\t<hex floats>\t<fnv1a>" or
 // "R\t<key>\tfailed\t<message>\t<fnv1a>". Parsing checks the checksum and rejects torn lines.
