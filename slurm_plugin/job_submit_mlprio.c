@@ -431,6 +431,7 @@ static int _shadow(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	return SLURM_SUCCESS;
 }
 
+/* ~150 lines, flat as Slurm's job_submit plugins are: features, job, verdict, limit. */
 extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 		      char **err_msg)
 {

@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../support/process.hpp"
@@ -311,5 +313,188 @@ TEST_CASE("sweep config numbers must be finite and exact", "[replay][sweep][conf
   SweepSpec spec;
   CHECK_THROWS_WITH(apply_sweep_config((dir / "missing.toml").string(), spec),
                     Catch::Contains("missing.toml") && Catch::Contains("No such file"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the sweep config maps every key onto the SweepSpec", "[replay][sweep][config]") {
+  const fs::path dir = scratch("config_keys");
+  std::ofstream(dir / "s.toml") << R"(# a comment line
+traces = ["a.swf", "b.swf"]   # trailing comment
+policies = ["fcfs", "sjf", "ml"]
+backfill = ["easy", "none"]
+windows = ["0:100", "1981:1024"]
+estimate = "model:m.json"
+estimate_quantile = "point"
+correction = "tsafrir"
+backfill_order = "sjbf"
+allocation = "cores"
+too_large = "skip"
+kill_at_limit = true
+per_job = true
+
+[random_windows]
+count = 12
+len = 1_024
+seed = 7
+
+[machine]
+nodes = 128
+cores_per_node = 32
+
+[ml]
+age_weight = 0.5
+starvation_limit = 86400
+size_weight = -1.5
+fail_weight = 2
+
+[multifactor]
+weight_age = [100, 200]
+weight_job_size = 300
+weight_fairshare = [1e4]
+max_age = [3600, 7200]
+decay_half_life = 86400
+favor_small = true
+)";
+  SweepSpec spec;
+  apply_sweep_config((dir / "s.toml").string(), spec);
+  CHECK(spec.traces == std::vector<std::string>{"a.swf", "b.swf"});
+  CHECK(spec.policies == std::vector<std::string>{"fcfs", "sjf", "ml"});
+  CHECK(spec.backfills == std::vector<std::string>{"easy", "none"});
+  CHECK(spec.windows == std::vector<std::pair<int64_t, int64_t>>{{0, 100}, {1981, 1024}});
+  CHECK(spec.replay.estimate == "model:m.json");
+  CHECK(spec.replay.estimate_quantile == std::optional<std::string>("point"));
+  CHECK(spec.replay.correction == std::optional<std::string>("tsafrir"));
+  CHECK(spec.replay.backfill_order == std::optional<std::string>("sjbf"));
+  CHECK(spec.replay.allocation == "cores");
+  CHECK(spec.replay.too_large == "skip");
+  CHECK(spec.replay.kill_at_limit);
+  CHECK(spec.per_job);
+  CHECK(spec.random_count == 12);
+  CHECK(spec.random_len == 1024);
+  CHECK(spec.seed == 7u);
+  CHECK(spec.replay.nodes == 128);
+  CHECK(spec.replay.cores_per_node == 32);
+  CHECK(spec.replay.ml_age_weight == std::optional<double>(0.5));
+  CHECK(spec.replay.ml_starvation_limit == std::optional<double>(86400));
+  CHECK(spec.replay.ml_size_weight == std::optional<double>(-1.5));
+  CHECK(spec.replay.ml_fail_weight == std::optional<double>(2));
+  CHECK(spec.weight_age == std::vector<double>{100, 200});
+  CHECK(spec.weight_job_size == std::vector<double>{300});
+  CHECK(spec.weight_fairshare == std::vector<double>{10000});
+  CHECK(spec.max_age == std::vector<double>{3600, 7200});
+  CHECK(spec.decay_half_life == std::vector<double>{86400});
+  CHECK(spec.favor_small);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sweep config values replace the spec's, keys left out keep it", "[replay][sweep][config]") {
+  const fs::path dir = scratch("config_keep");
+  std::ofstream(dir / "s.toml") << "windows = [\"5:10\"]\n\n[ml]\nfail_weight = 1\n";
+  SweepSpec spec;
+  spec.traces = {"kept.swf"};
+  spec.windows = {{1, 2}, {3, 4}};
+  apply_sweep_config((dir / "s.toml").string(), spec);
+  CHECK(spec.traces == std::vector<std::string>{"kept.swf"});
+  CHECK(spec.windows == std::vector<std::pair<int64_t, int64_t>>{{5, 10}});  // replaced, not appended
+  CHECK(spec.policies == std::vector<std::string>{"fcfs"});
+  CHECK(spec.replay.estimate == "request");
+  CHECK_FALSE(spec.replay.estimate_quantile.has_value());
+  CHECK_FALSE(spec.replay.ml_age_weight.has_value());
+  CHECK(spec.replay.ml_fail_weight == std::optional<double>(1));
+  CHECK(spec.weight_age == std::vector<double>{1000});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sweep config errors name the file, the line and the key", "[replay][sweep][config]") {
+  const fs::path dir = scratch("config_errors");
+  const auto read = [&](const std::string& text) {
+    std::ofstream(dir / "s.toml") << text;
+    SweepSpec spec;
+    apply_sweep_config((dir / "s.toml").string(), spec);
+    return spec;
+  };
+  SECTION("an unknown top-level key") {
+    CHECK_THROWS_WITH(read("traces = [\"a.swf\"]\npolicy = [\"fcfs\"]\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'policy'") &&
+                          Catch::Contains("policies"));
+  }
+  SECTION("an unknown table") {
+    CHECK_THROWS_WITH(read("# header\n\n[machines]\nnodes = 4\n"),
+                      Catch::Contains("s.toml:3") && Catch::Contains("unknown table [machines]") &&
+                          Catch::Contains("[machine]"));
+  }
+  SECTION("a table header that does not close") {
+    CHECK_THROWS_WITH(read("[machine\n"), Catch::Contains("s.toml:1") && Catch::Contains("[multifactor]"));
+  }
+  SECTION("an unknown key inside each table") {
+    CHECK_THROWS_WITH(read("[machine]\nnodes = 4\ngpus = 8\n"),
+                      Catch::Contains("s.toml:3") && Catch::Contains("unknown key 'gpus' in [machine]"));
+    CHECK_THROWS_WITH(read("[random_windows]\nlength = 8\n"),
+                      Catch::Contains("s.toml:2") &&
+                          Catch::Contains("unknown key 'length' in [random_windows]"));
+    CHECK_THROWS_WITH(read("[ml]\nage = 1\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'age' in [ml]"));
+    CHECK_THROWS_WITH(read("[multifactor]\nweight_qos = 1\n"),
+                      Catch::Contains("s.toml:2") &&
+                          Catch::Contains("unknown key 'weight_qos' in [multifactor]"));
+  }
+  SECTION("a key of one table is unknown in another") {
+    CHECK_THROWS_WITH(read("[ml]\nnodes = 4\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'nodes' in [ml]"));
+    CHECK_THROWS_WITH(read("[machine]\ntraces = [\"a.swf\"]\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'traces' in [machine]"));
+  }
+  SECTION("a line that is not key = value") {
+    CHECK_THROWS_WITH(read("traces\n"), Catch::Contains("s.toml:1") && Catch::Contains("key = value"));
+    CHECK_THROWS_WITH(read("estimate =\n"),
+                      Catch::Contains("s.toml:1") && Catch::Contains("missing value"));
+    CHECK_THROWS_WITH(read("traces = [\"a.swf\",\n"),
+                      Catch::Contains("s.toml:1") && Catch::Contains("close on the same line"));
+  }
+  SECTION("a value of the wrong type") {
+    CHECK_THROWS_WITH(read("traces = [1, 2]\n"),
+                      Catch::Contains("s.toml:1") && Catch::Contains("traces takes strings"));
+    CHECK_THROWS_WITH(read("policies = \"fcfs\"\nbackfill = [true]\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("backfill takes strings"));
+    CHECK_THROWS_WITH(read("estimate = [\"request\", \"actual\"]\n"),
+                      Catch::Contains("s.toml:1") && Catch::Contains("estimate takes one string"));
+    CHECK_THROWS_WITH(read("estimate_quantile = 0.9\n"),
+                      Catch::Contains("s.toml:1") && Catch::Contains("estimate_quantile takes strings"));
+    CHECK_THROWS_WITH(read("kill_at_limit = \"yes\"\n"),
+                      Catch::Contains("s.toml:1") && Catch::Contains("kill_at_limit takes true or false"));
+    CHECK_THROWS_WITH(read("per_job = 1\n"),
+                      Catch::Contains("s.toml:1") && Catch::Contains("per_job takes true or false"));
+    CHECK_THROWS_WITH(read("[machine]\nnodes = \"64\"\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("nodes takes numbers"));
+    CHECK_THROWS_WITH(read("[machine]\nnodes = 1.5\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("nodes takes one whole number"));
+    CHECK_THROWS_WITH(read("[random_windows]\ncount = [1, 2]\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("count takes one whole number"));
+    CHECK_THROWS_WITH(read("[random_windows]\nlen = -5\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("len takes one whole number"));
+    CHECK_THROWS_WITH(read("[ml]\nage_weight = [1, 2]\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("age_weight takes one number"));
+    CHECK_THROWS_WITH(read("[ml]\nfail_weight = false\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("fail_weight takes numbers"));
+    CHECK_THROWS_WITH(read("[multifactor]\nmax_age = []\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("max_age needs at least one number"));
+    CHECK_THROWS_WITH(read("[multifactor]\nfavor_small = [true, false]\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("favor_small takes true or false"));
+    CHECK_THROWS_WITH(read("[multifactor]\nweight_age = [\"1000\"]\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("weight_age takes numbers"));
+    CHECK_THROWS_WITH(read("policies = [fcfs]\n"),
+                      Catch::Contains("s.toml:1") && Catch::Contains("cannot read value 'fcfs'"));
+  }
+  SECTION("a window that does not read") {
+    CHECK_THROWS_WITH(read("\nwindows = [\"0:100\", \"100\"]\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("window '100'") &&
+                          Catch::Contains("START:LEN"));
+    CHECK_THROWS_WITH(read("windows = [\"5:0\"]\n"),
+                      Catch::Contains("s.toml:1") && Catch::Contains("window '5:0'"));
+  }
+  SECTION("a count above the sweep's task bound") {
+    CHECK_THROWS_WITH(read("[random_windows]\ncount = 1e12\n"),
+                      Catch::Contains("s.toml:2") && Catch::Contains("count takes one whole number"));
+  }
   fs::remove_all(dir);
 }

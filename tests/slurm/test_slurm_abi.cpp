@@ -663,6 +663,13 @@ TEST_CASE("GPUs are read from Slurm TRES/GRES strings, not guessed") {
   CHECK(tres_gpus("gres:gpu:a100:1,gres:gpu:v100:2") == 3);
   CHECK(tres_gpus("gres:mps:100;gres:gpu:2") == 2);
   CHECK(tres_gpus(" gres:gpu:2 , gres:nic:1") == 2);
+  // A GPU entry without a count next to another device's count: one GPU, not the other's 100
+  // (the architecture issue's case), in both the ':' and '/' spellings.
+  CHECK(tres_gpus("gres:gpu,gres:nvme:100") == 1);
+  CHECK(tres_gpus("gres/gpu,gres/nvme:100") == 1);
+  CHECK(tres_gpus("gres/gpu:a100:2,gres/nvme:100") == 2);
+  CHECK(tres_gpus("gres/nvme:100,gres/gpu:a100:2") == 2);
+  CHECK(tres_gpus("gres:nvme:100") == -1);
   // "gpu" inside another name used to be taken for a GPU request ("gres:gpumem:..." gave 16384,
   // a type name "gres:nic:gpudirect" gave 1).
   CHECK(tres_gpus("gres:gpumem:16384") == -1);
@@ -686,6 +693,8 @@ TEST_CASE("GPUs are read from Slurm TRES/GRES strings, not guessed") {
   CHECK(mlprio_tres_gpus(nullptr) == -1);
   CHECK(mlprio_tres_gpus("gres/gpu:a100:2") == 2);
   CHECK(mlprio_tres_gpus("gres:gpumem:1") == -1);
+  CHECK(mlprio_tres_gpus("gres:gpu,gres:nvme:100") == 1);
+  CHECK(mlprio_tres_gpus("gres/gpu:a100:2,gres/nvme:100") == 2);
 }
 
 TEST_CASE("unusable model files give a neutral context, never a failure to create") {
