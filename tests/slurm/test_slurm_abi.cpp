@@ -971,8 +971,10 @@ TEST_CASE("a changed model file is reloaded; a corrupted one makes the factor ne
 // spans several reads and a torn read gives some users A's time and others B's.
 namespace {
 std::string users_model_text(double last) {
-  nlohmann::json doc = {{"format", m::MODEL_FORMAT}, {"version", m::MODEL_VERSION},
-                        {"kind", "formula"},        {"schema_version", m::SCHEMA_VERSION},
+  nlohmann::json doc = {{"format", m::MODEL_FORMAT},
+                        {"version", m::MODEL_VERSION},
+                        {"kind", "formula"},
+                        {"schema_version", m::SCHEMA_VERSION},
                         {"schema", m::schema_json()}};
   m::UserHistory h;
   for (int u = 0; u < 1500; ++u) {
@@ -1008,8 +1010,10 @@ double common_runtime(mlprio_ctx_t* ctx) {
     const int rc = mlprio_predict(ctx, &j, &p);
     if (rc == MLPRIO_NO_MODEL) return 0;
     if (rc != MLPRIO_OK) return std::nan("");
-    if (common < 0) common = p.runtime_s;
-    else if (p.runtime_s != common) return std::nan("");
+    if (common < 0)
+      common = p.runtime_s;
+    else if (p.runtime_s != common)
+      return std::nan("");
   }
   return common;
 }
@@ -1065,10 +1069,14 @@ TEST_CASE("reload during an in-place rewrite serves A's or B's predictions, neve
       int reloaded = 0;
       mlprio_ctx_check_reload(ctx, &reloaded);
       const double r = common_runtime(ctx);
-      if (r == 3300) ++served_a;
-      else if (r == 5000) ++served_b;
-      else if (r == 0) ++neutral;
-      else ++mixed;
+      if (r == 3300)
+        ++served_a;
+      else if (r == 5000)
+        ++served_b;
+      else if (r == 0)
+        ++neutral;
+      else
+        ++mixed;
     }
     writer.join();
     WARN("reloads during in-place rewrites: " << checks << " checks, " << served_a << " A, "
@@ -1081,7 +1089,8 @@ TEST_CASE("reload during an in-place rewrite serves A's or B's predictions, neve
     int reloaded = 0;
     mlprio_ctx_check_reload(ctx, &reloaded);
     const double last = common_runtime(ctx);
-    if (last != 3300) WARN("after the writer stopped the plugin serves " << last << ", not A's 3300");
+    if (last != 3300)
+      WARN("after the writer stopped the plugin serves " << last << ", not A's 3300");
   }
 
   SECTION("a rewrite that puts the old mtime back (cp -p) is still noticed") {

@@ -15,9 +15,9 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -136,8 +136,8 @@ FdVersion checked_version(int fd, const std::string& path) {
 std::atomic<detail::ModelReadHook> g_read_hook{nullptr};
 std::atomic<void*> g_read_hook_arg{nullptr};
 
-// Calls `take(bytes, n, offset)` for each piece of the file from offset 0 to end of file (not to the
-// size fstat gave: a file that grew while being read must show as different). Returns the
+// Calls `take(bytes, n, offset)` for each piece of the file from offset 0 to end of file (not to
+// the size fstat gave: a file that grew while being read must show as different). Returns the
 // number of bytes seen, stopping once it exceeds MODEL_MAX_BYTES.
 template <class Take>
 uint64_t read_to_eof(int fd, const std::string& path, int attempt, int pass, Take take) {
@@ -191,25 +191,25 @@ nlohmann::json read_model_document(const std::string& path) {
   bool stable = false;
   for (int attempt = 0; attempt < MODEL_READ_ATTEMPTS && !stable; ++attempt) {
     if (attempt > 0) {
-      const struct timespec pause {0, 2000000L << (attempt - 1)};  // 2, 4, 8, 16 ms
+      const struct timespec pause { 0, 2000000L << (attempt - 1) };  // 2, 4, 8, 16 ms
       ::nanosleep(&pause, nullptr);
     }
     const FdVersion before = checked_version(fd, path);
     text.clear();
     text.reserve(static_cast<size_t>(before.size));
-    const uint64_t first = read_to_eof(fd, path, attempt, 0, [&](const char* b, size_t n, uint64_t) {
-      text.append(b, n);
-    });
+    const uint64_t first = read_to_eof(
+        fd, path, attempt, 0, [&](const char* b, size_t n, uint64_t) { text.append(b, n); });
     if (first > MODEL_MAX_BYTES)
       refuse(path, "is larger than " + std::to_string(MODEL_MAX_BYTES >> 20) + " MiB");
     bool same = true;
-    const uint64_t second = read_to_eof(fd, path, attempt, 1, [&](const char* b, size_t n, uint64_t off) {
-      if (!same || off + n > text.size() || std::memcmp(text.data() + off, b, n) != 0)
-        same = false;
-    });
+    const uint64_t second =
+        read_to_eof(fd, path, attempt, 1, [&](const char* b, size_t n, uint64_t off) {
+          if (!same || off + n > text.size() || std::memcmp(text.data() + off, b, n) != 0)
+            same = false;
+        });
     const FdVersion after = checked_version(fd, path);
-    stable = same && second == first && first == static_cast<uint64_t>(before.size) &&
-             before == after;
+    stable =
+        same && second == first && first == static_cast<uint64_t>(before.size) && before == after;
   }
   if (!stable)
     refuse(path, "changed while it was being read (" + std::to_string(MODEL_READ_ATTEMPTS) +
