@@ -23,6 +23,7 @@ FileStamp stamp_of(const std::string& path) {
   s.ino = st.st_ino;
   s.size = st.st_size;
   s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  s.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec;
   s.mode = st.st_mode;
   return s;
 }

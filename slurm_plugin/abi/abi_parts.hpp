@@ -52,13 +52,15 @@ using Clock = std::chrono::steady_clock;
 // The plugin's log callback (mlprio_set_log); safe from any thread.
 void log_msg(int level, const std::string& msg);
 
-// What identifies a model file version without reading it.
+// What identifies a model file version without reading it. ctime is in it because `cp -p` and
+// `touch -r` put the old mtime back on new contents of the same size; nothing can set ctime.
 struct FileStamp {
   bool ok = false;
   dev_t dev = 0;
   ino_t ino = 0;
   off_t size = 0;
   int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
   mode_t mode = 0;
   bool operator==(const FileStamp&) const = default;
 };

@@ -2,19 +2,22 @@
 // document into a Predictor by its "kind". The checks run before any field is trusted: the file
 // is opened once (O_NOFOLLOW is not used because sites link models into place; the permission
 // check applies to the file the descriptor refers to), its mode and size are taken from that
-// descriptor, then the JSON is parsed and its header compared with this build.
+// descriptor, the bytes are read twice from that descriptor and must agree with each other and
+// with an unchanged fstat (a file rewritten in place must not load as a mix of two versions),
+// then the JSON is parsed and its header compared with this build.
 #include "mlprio/model/model_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -89,13 +92,32 @@ void check_model_document(const nlohmann::json& doc, const std::string& origin) 
   }
 }
 
-nlohmann::json read_model_document(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) refuse(path, std::string("cannot open: ") + std::strerror(errno));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
+namespace {
+
+// What fstat says about the version of the file an open descriptor refers to. ctime is in it
+// because `cp -p` and `touch -r` put an old mtime back on new contents; neither can set ctime.
+struct FdVersion {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  bool operator==(const FdVersion&) const = default;
+};
+
+FdVersion version_of(const struct stat& st) {
+  FdVersion v;
+  v.dev = st.st_dev;
+  v.ino = st.st_ino;
+  v.size = st.st_size;
+  v.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  v.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec;
+  return v;
+}
+
+// fstat plus the checks every attempt repeats: a regular file, not group/world-writable, not
+// over MODEL_MAX_BYTES.
+FdVersion checked_version(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) refuse(path, std::string("cannot stat: ") + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) refuse(path, "not a regular file");
@@ -108,14 +130,91 @@ nlohmann::json read_model_document(const std::string& path) {
   }
   if (static_cast<uint64_t>(st.st_size) > MODEL_MAX_BYTES)
     refuse(path, "is larger than " + std::to_string(MODEL_MAX_BYTES >> 20) + " MiB");
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+  return version_of(st);
+}
+
+std::atomic<detail::ModelReadHook> g_read_hook{nullptr};
+std::atomic<void*> g_read_hook_arg{nullptr};
+
+// Calls `take(bytes, n, offset)` for each piece of the file from offset 0 to end of file (not to
+// the size fstat gave: a file that grew while being read must show as different). Returns the
+// number of bytes seen, stopping once it exceeds MODEL_MAX_BYTES.
+template <class Take>
+uint64_t read_to_eof(int fd, const std::string& path, int attempt, int pass, Take take) {
+  char buf[64 * 1024];
+  uint64_t off = 0;
+  for (;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) refuse(path, std::string("read failed: ") + (n < 0 ? std::strerror(errno) : "short read"));
-    got += static_cast<size_t>(n);
+    if (n < 0) refuse(path, std::string("read failed: ") + std::strerror(errno));
+    if (n == 0) return off;
+    take(buf, static_cast<size_t>(n), off);
+    off += static_cast<uint64_t>(n);
+    if (auto hook = g_read_hook.load()) hook(g_read_hook_arg.load(), attempt, pass, off);
+    if (off > MODEL_MAX_BYTES) return off;
   }
+}
+
+}  // namespace
+
+void detail::set_model_read_hook(detail::ModelReadHook hook, void* arg) {
+  g_read_hook_arg = arg;
+  g_read_hook = hook;
+}
+
+// A model file rewritten in place (cp over it, `>` redirection, an editor saving in place)
+// while it is read can yield the first part of one version and the rest of another; when the
+// two differ only in digits that mix is valid JSON, a model nobody wrote. So one attempt
+// fstats the descriptor, reads the file to end of file, reads it a second time comparing
+// byte for byte, and fstats again; it is accepted only if both reads agree, their length is
+// the size, and dev, inode, size, mtime and ctime are unchanged. Otherwise it retries after a
+// short pause (the writer may be finishing) and, after MODEL_READ_ATTEMPTS, refuses.
+//
+// Why both checks: an O_TRUNC rewrite that starts and ends between the two fstat calls within
+// one timestamp tick, to the same size, leaves the stat unchanged; but the second read then
+// sees the whole new version, which differs from the torn first read. A torn read is accepted
+// only if the second read is torn at the same place between the same two versions and the
+// stat is unchanged: two complete in-place rewrites within one tick, in step with the reader.
+// Residual risk, which no reader can close: a writer that overwrites WITHOUT truncating and
+// pauses half way leaves a mixed file at rest, and every reader reads it consistently; and a
+// load that is accepted just before a same-size rewrite in the same tick is not noticed by a
+// stamp check until the file changes again. Replace model files by renaming a complete file
+// over the old one (write_model_document does); readers then see the old or the new file.
+nlohmann::json read_model_document(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) refuse(path, std::string("cannot open: ") + std::strerror(errno));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  std::string text;
+  bool stable = false;
+  for (int attempt = 0; attempt < MODEL_READ_ATTEMPTS && !stable; ++attempt) {
+    if (attempt > 0) {
+      const struct timespec pause { 0, 2000000L << (attempt - 1) };  // 2, 4, 8, 16 ms
+      ::nanosleep(&pause, nullptr);
+    }
+    const FdVersion before = checked_version(fd, path);
+    text.clear();
+    text.reserve(static_cast<size_t>(before.size));
+    const uint64_t first = read_to_eof(
+        fd, path, attempt, 0, [&](const char* b, size_t n, uint64_t) { text.append(b, n); });
+    if (first > MODEL_MAX_BYTES)
+      refuse(path, "is larger than " + std::to_string(MODEL_MAX_BYTES >> 20) + " MiB");
+    bool same = true;
+    const uint64_t second =
+        read_to_eof(fd, path, attempt, 1, [&](const char* b, size_t n, uint64_t off) {
+          if (!same || off + n > text.size() || std::memcmp(text.data() + off, b, n) != 0)
+            same = false;
+        });
+    const FdVersion after = checked_version(fd, path);
+    stable =
+        same && second == first && first == static_cast<uint64_t>(before.size) && before == after;
+  }
+  if (!stable)
+    refuse(path, "changed while it was being read (" + std::to_string(MODEL_READ_ATTEMPTS) +
+                     " attempts); something is rewriting it in place. Write the new model to a "
+                     "temporary name in the same directory and rename it over the old one");
   nlohmann::json doc;
   try {
     doc = io::parse_untrusted_json(text);

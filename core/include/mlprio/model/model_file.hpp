@@ -24,6 +24,9 @@ namespace mlprio::model {
 inline constexpr const char* MODEL_FORMAT = "mlprio-model";
 inline constexpr int MODEL_VERSION = 1;
 inline constexpr uint64_t MODEL_MAX_BYTES = 256ULL << 20;
+// How many times read_model_document() reads a file that changes while it is read before it
+// refuses it (see model_file.cpp: a file rewritten in place must not load as a mix).
+inline constexpr int MODEL_READ_ATTEMPTS = 5;
 // Deepest booster tree a model file may hold (root at depth 0); `mlprio-model train --max-depth`
 // is bounded by it. Training uses 6 by default; XGBoost's SHAP (explain) works per level.
 inline constexpr int MODEL_MAX_TREE_DEPTH = 64;
@@ -34,8 +37,19 @@ nlohmann::json schema_json();
 // schema_version and schema (the fields check_model_document() requires).
 nlohmann::json model_document_header(const std::string& kind);
 
-// Reads and checks a model file (see the file comment); throws ModelError.
+// Reads and checks a model file (see the file comment); throws ModelError. What it returns was
+// read from one unchanging version of the file: a file rewritten in place while it is read is
+// read again, and refused as "changed while it was being read" if it does not settle.
 nlohmann::json read_model_document(const std::string& path);
+namespace detail {
+// Fault injection for tests only: when set, read_model_document() calls it after each piece it
+// reads, with the attempt (0-based), the pass (0: the read it keeps, 1: the read it compares)
+// and the bytes read so far in that pass. A test rewrites the file from it to tear a read at a
+// chosen place. Null (the default) costs one atomic load per piece.
+using ModelReadHook = void (*)(void* arg, int attempt, int pass, uint64_t offset);
+void set_model_read_hook(ModelReadHook hook, void* arg);
+}  // namespace detail
+
 // Checks a parsed document (format, version, schema, kind present); throws ModelError whose
 // message starts with `origin`.
 void check_model_document(const nlohmann::json& doc, const std::string& origin);
