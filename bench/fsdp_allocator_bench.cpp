@@ -29,7 +29,9 @@ std::vector<MixOp> make_mix(size_t n, uint64_t seed) {
   std::vector<MixOp> ops(n);
   for (auto& o : ops) {
     const uint64_t r = rng() % 100;
-    o.size = r < 60 ? 1 + rng() % (64 * KiB) : r < 90 ? 1 + rng() % (4 * MiB) : 1 + rng() % (64 * MiB);
+    o.size = r < 60   ? 1 + rng() % (64 * KiB)
+             : r < 90 ? 1 + rng() % (4 * MiB)
+                      : 1 + rng() % (64 * MiB);
     o.victim = static_cast<uint32_t>(rng());
     o.stream = static_cast<StreamId>(rng() % 3);
   }

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "model_tool.hpp"
 #include "mlprio/model/model_file.hpp"
+#include "model_tool.hpp"
 #include "synthetic.hpp"
 #include "xgb.hpp"
 
@@ -54,12 +54,14 @@ bool check_against_xgboost() {
   f.pred->predict(jobs, f.trace.names, out);
   // XGBoost's margin starts from the base score; the predictor replaces it by the anchor.
   const Calibration cal = calibration_from_json(f.doc);
-  const auto saved = nlohmann::json::parse(base64_decode(f.doc["booster_runtime"].get<std::string>()));
-  const double base = std::stod(saved["learner"]["learner_model_param"]["base_score"].get<std::string>());
+  const auto saved =
+      nlohmann::json::parse(base64_decode(f.doc["booster_runtime"].get<std::string>()));
+  const double base =
+      std::stod(saved["learner"]["learner_model_param"]["base_score"].get<std::string>());
   size_t wrong = 0;
   for (size_t i = 0; i < n; ++i) {
-    const double z = calibrated_log(static_cast<double>(margin[i]), base, rows.data() + i * N_FEATURES,
-                                    jobs[i].req_time, cal);
+    const double z = calibrated_log(static_cast<double>(margin[i]), base,
+                                    rows.data() + i * N_FEATURES, jobs[i].req_time, cal);
     const double expect = std::min(std::exp(z + cal.point_shift), jobs[i].req_time);
     if (!(std::abs(out[i].runtime - expect) <= 1e-4 * expect)) ++wrong;
   }
@@ -73,7 +75,8 @@ void BM_predict_single(benchmark::State& state) {
   Prediction p;
   size_t i = 0;
   for (auto _ : state) {
-    f.pred->predict(std::span<const Job>(&f.trace.jobs[i], 1), f.trace.names, std::span<Prediction>(&p, 1));
+    f.pred->predict(std::span<const Job>(&f.trace.jobs[i], 1), f.trace.names,
+                    std::span<Prediction>(&p, 1));
     benchmark::DoNotOptimize(p);
     i = (i + 1) % 10000;
   }

@@ -6,8 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <benchmark/benchmark.h>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,8 +38,8 @@ struct Fixture {
       s.count = 10;
       h.by_user[m::stable_hash("user" + std::to_string(u))] = s;
     }
-    nlohmann::json doc = {{"format", m::MODEL_FORMAT}, {"version", m::MODEL_VERSION},
-                          {"kind", "formula"},        {"schema_version", m::SCHEMA_VERSION},
+    nlohmann::json doc = {{"format", m::MODEL_FORMAT},  {"version", m::MODEL_VERSION},
+                          {"kind", "formula"},          {"schema_version", m::SCHEMA_VERSION},
                           {"schema", m::schema_json()}, {"user_history", m::history_to_json(h)}};
     m::write_model_document(path, doc);
     if (mlprio_ctx_create(("model=" + path).c_str(), 0, &ctx) != MLPRIO_OK) {

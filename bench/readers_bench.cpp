@@ -4,19 +4,20 @@
 // exits non-zero on a wrong answer.
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <unistd.h>
 
 #include "mlprio/jobs/trace.hpp"
 
 namespace {
 
 std::string synthetic_swf(int64_t n) {
-  const std::string path = "/tmp/mlprio_bench_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".swf";
+  const std::string path =
+      "/tmp/mlprio_bench_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".swf";
   if (std::filesystem::exists(path)) return path;
   std::vector<mlprio::Job> jobs(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -52,7 +53,8 @@ void read_and_check(benchmark::State& state, const std::string& path, int64_t ex
     jobs += n;
   }
   state.SetItemsProcessed(jobs);
-  state.counters["jobs_per_s"] = benchmark::Counter(static_cast<double>(jobs), benchmark::Counter::kIsRate);
+  state.counters["jobs_per_s"] =
+      benchmark::Counter(static_cast<double>(jobs), benchmark::Counter::kIsRate);
 }
 
 void BM_swf_synthetic_100k(benchmark::State& state) {
@@ -89,7 +91,9 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   for (int64_t n : {100000}) {
-    std::remove(("/tmp/mlprio_bench_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".swf").c_str());
+    std::remove(
+        ("/tmp/mlprio_bench_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".swf")
+            .c_str());
   }
   return 0;
 }

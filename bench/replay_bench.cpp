@@ -4,9 +4,9 @@
 // not the trace; the generator's own cost is measured separately (BM_generate_only) and included
 // in the replay numbers. Before timing, each configuration is checked on 20k jobs against the
 // invariants a correct schedule keeps (every job started once, no more cores busy than exist,
-// utilisation <= 1); a wrong answer exits non-zero. BM_replay_load replays 50k jobs with the arrival
-// rate scaled (--load-scale) so that conservative's cost can be read against queue depth (issue
-// #3): its counters give the time-weighted mean and the maximum queue length of the run.
+// utilisation <= 1); a wrong answer exits non-zero. BM_replay_load replays 50k jobs with the
+// arrival rate scaled (--load-scale) so that conservative's cost can be read against queue depth
+// (issue #3): its counters give the time-weighted mean and the maximum queue length of the run.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -128,15 +128,32 @@ void BM_generate_only(benchmark::State& state) {
 
 BENCHMARK(BM_generate_only)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_replay, fcfs_none, Backfill::NONE)
-    ->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_replay, fcfs_easy, Backfill::EASY)
-    ->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_replay, fcfs_conservative, Backfill::CONSERVATIVE)
-    ->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_replay_load, easy, Backfill::EASY)
-    ->Arg(10)->Arg(15)->Arg(18)->Arg(20)->Unit(benchmark::kMillisecond);
+    ->Arg(10)
+    ->Arg(15)
+    ->Arg(18)
+    ->Arg(20)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_replay_load, conservative, Backfill::CONSERVATIVE)
-    ->Arg(10)->Arg(15)->Arg(18)->Arg(20)->Unit(benchmark::kMillisecond);
+    ->Arg(10)
+    ->Arg(15)
+    ->Arg(18)
+    ->Arg(20)
+    ->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

@@ -20,8 +20,8 @@ mlprio_ctx_t* context() {
     // A formula model with one user's history (alice: last runs 600 s, 10 % failures).
     namespace m = mlprio::model;
     const std::string path = mlprio::fuzz::scratch_path(".model.json");
-    nlohmann::json doc = {{"format", m::MODEL_FORMAT}, {"version", m::MODEL_VERSION},
-                          {"kind", "formula"},        {"schema_version", m::SCHEMA_VERSION},
+    nlohmann::json doc = {{"format", m::MODEL_FORMAT},  {"version", m::MODEL_VERSION},
+                          {"kind", "formula"},          {"schema_version", m::SCHEMA_VERSION},
                           {"schema", m::schema_json()}, {"formula", {{"default_runtime", 3600}}}};
     m::UserHistory h;
     m::UserStats st;

@@ -12,9 +12,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mlprio::model::AdvisorConfig cfg;
   std::string error;
   const auto a = mlprio::model::parse_advice(body, cfg, &error);
-  if (a && (!std::isfinite(a->runtime_seconds) || a->runtime_seconds <= 0 ||
-            a->runtime_seconds > cfg.max_runtime_seconds || !(a->confidence >= 0) ||
-            a->confidence > 1))
+  if (a &&
+      (!std::isfinite(a->runtime_seconds) || a->runtime_seconds <= 0 ||
+       a->runtime_seconds > cfg.max_runtime_seconds || !(a->confidence >= 0) || a->confidence > 1))
     std::abort();
   if (!a && error.empty()) std::abort();
   return 0;

@@ -13,9 +13,9 @@
 #include <limits>
 #include <sstream>
 
+#include "mlprio/model/model_file.hpp"
 #include "mlprio/util/checked_cast.hpp"
 #include "model_tool.hpp"
-#include "mlprio/model/model_file.hpp"
 #include "xgb.hpp"
 
 namespace mlprio::model {
@@ -33,13 +33,21 @@ struct MethodStats {
     under += pred < actual ? 1 : 0;
     rel.push_back(std::abs(pred - actual) / a);
   }
-  double mae() const { return n ? abs_sum / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN(); }
-  double frac(size_t k) const { return n ? static_cast<double>(k) / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN(); }
+  double mae() const {
+    return n ? abs_sum / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN();
+  }
+  double frac(size_t k) const {
+    return n ? static_cast<double>(k) / static_cast<double>(n)
+             : std::numeric_limits<double>::quiet_NaN();
+  }
 };
 
-nlohmann::json num_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+nlohmann::json num_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
 
-constexpr const char* PLOT_SCRIPT = R"PY(# Written by mlprio-model evaluate --plot: CDF of relative error per method.
+constexpr const char* PLOT_SCRIPT =
+    R"PY(# Written by mlprio-model evaluate --plot: CDF of relative error per method.
 import csv, sys
 import matplotlib
 matplotlib.use("Agg")
@@ -65,24 +73,28 @@ fig.savefig(sys.argv[2], dpi=120)
 
 }  // namespace
 
-nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace, const EvalOptions& opt) {
+nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
+                              const EvalOptions& opt) {
   if (!(opt.test_fraction > 0 && opt.test_fraction <= 1))
     throw std::invalid_argument("--test-fraction must be in (0, 1]");
   const auto pred = make_predictor(doc);
   const auto& jobs = trace.jobs;
   const FeatureMatrix X = build_features(jobs, trace.names, trace_epoch_offset(trace));
-  const auto n_test = static_cast<size_t>(std::floor(opt.test_fraction * static_cast<double>(jobs.size())));
+  const auto n_test =
+      static_cast<size_t>(std::floor(opt.test_fraction * static_cast<double>(jobs.size())));
   const size_t first = jobs.size() - n_test;
   std::vector<Prediction> out(n_test);
-  pred->predict_rows(std::span<const float>(X.values.data() + first * N_FEATURES, n_test * N_FEATURES),
-                     std::span<const Job>(jobs.data() + first, n_test), out);
+  pred->predict_rows(
+      std::span<const float>(X.values.data() + first * N_FEATURES, n_test * N_FEATURES),
+      std::span<const Job>(jobs.data() + first, n_test), out);
 
   bool any_request = false;
   for (size_t i = first; i < jobs.size(); ++i) any_request = any_request || jobs[i].req_time > 0;
   // Every method is measured on the same jobs: known run time, and a request when the trace has
   // requests at all.
-  const double default_runtime =
-      doc.contains("formula") ? doc["formula"].value("default_runtime", 3600.0) : std::numeric_limits<double>::quiet_NaN();
+  const double default_runtime = doc.contains("formula")
+                                     ? doc["formula"].value("default_runtime", 3600.0)
+                                     : std::numeric_limits<double>::quiet_NaN();
   MethodStats model, upper, request, last2;
   size_t tp = 0, fp = 0, fn = 0, n_status = 0, n_failed = 0, n_no_hist = 0;
   bool have_fail = false;
@@ -122,15 +134,21 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace, con
   r["mae_request"] = any_request ? num_or_null(request.mae()) : nlohmann::json(nullptr);
   r["mae_last2"] = num_or_null(last2.mae());
   r["within_2x_model"] = num_or_null(model.frac(model.within2));
-  r["within_2x_request"] = any_request ? num_or_null(request.frac(request.within2)) : nlohmann::json(nullptr);
+  r["within_2x_request"] =
+      any_request ? num_or_null(request.frac(request.within2)) : nlohmann::json(nullptr);
   r["within_2x_last2"] = num_or_null(last2.frac(last2.within2));
   r["underpredict_rate"] = num_or_null(model.frac(model.under));
   r["underpredict_rate_upper"] = num_or_null(upper.frac(upper.under));
   r["underpredict_rate_last2"] = num_or_null(last2.frac(last2.under));
-  r["underpredict_rate_request"] = any_request ? num_or_null(request.frac(request.under)) : nlohmann::json(nullptr);
+  r["underpredict_rate_request"] =
+      any_request ? num_or_null(request.frac(request.under)) : nlohmann::json(nullptr);
   if (have_fail) {
-    r["fail_precision"] = (tp + fp) ? num_or_null(static_cast<double>(tp) / static_cast<double>(tp + fp)) : nlohmann::json(nullptr);
-    r["fail_recall"] = (tp + fn) ? num_or_null(static_cast<double>(tp) / static_cast<double>(tp + fn)) : nlohmann::json(nullptr);
+    r["fail_precision"] = (tp + fp)
+                              ? num_or_null(static_cast<double>(tp) / static_cast<double>(tp + fp))
+                              : nlohmann::json(nullptr);
+    r["fail_recall"] = (tp + fn)
+                           ? num_or_null(static_cast<double>(tp) / static_cast<double>(tp + fn))
+                           : nlohmann::json(nullptr);
     r["fail_base_rate"] = static_cast<double>(n_failed) / static_cast<double>(n_status);
   } else {
     r["fail_precision"] = nullptr;
@@ -163,10 +181,12 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace, con
       return q + "'";
     };
     // Debian's interpreter on purpose: it is the one with matplotlib (pyenv's has none).
-    const std::string cmd = "/usr/bin/python3 " + quote(script.string()) + " " + quote(csv.string()) +
-                            " " + quote(png.string()) + " " + quote(r["trace"].get<std::string>());
+    const std::string cmd = "/usr/bin/python3 " + quote(script.string()) + " " +
+                            quote(csv.string()) + " " + quote(png.string()) + " " +
+                            quote(r["trace"].get<std::string>());
     if (std::system(cmd.c_str()) != 0)
-      throw std::runtime_error("plotting failed: " + cmd + " (needs /usr/bin/python3 with matplotlib)");
+      throw std::runtime_error("plotting failed: " + cmd +
+                               " (needs /usr/bin/python3 with matplotlib)");
     r["plot"] = png.string();
   }
   return r;
@@ -187,7 +207,8 @@ Trace job_from_spec(const std::string& spec) {
     double mult = 1;
     if (key == "req_mem" && rest.size() == 1) {
       const std::string units = "KMGT";
-      const auto p = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(rest[0]))));
+      const auto p =
+          units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(rest[0]))));
       if (p != std::string::npos) {
         mult = std::pow(1024.0, static_cast<double>(p + 1));
         rest.clear();
@@ -198,36 +219,50 @@ Trace job_from_spec(const std::string& spec) {
                                   "=3600" + (key == "req_mem" ? " or req_mem=64G" : "") + ")");
     return x * mult;
   };
-  static const char* llm_keys[] = {"model_size", "seq_len", "batch_size", "lora_rank", "epochs", "dataset_size"};
+  static const char* llm_keys[] = {"model_size", "seq_len", "batch_size",
+                                   "lora_rank",  "epochs",  "dataset_size"};
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     const auto eq = item.find('=');
     if (eq == std::string::npos)
-      throw std::invalid_argument("--job: '" + item + "' is not key=value (e.g. user=alice,req_time=3600)");
+      throw std::invalid_argument("--job: '" + item +
+                                  "' is not key=value (e.g. user=alice,req_time=3600)");
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
-    if (k == "user") j.user = t.names.users.intern(v);
-    else if (k == "group") j.group = t.names.groups.intern(v);
-    else if (k == "account") j.account = t.names.accounts.intern(v);
-    else if (k == "partition") j.partition = t.names.partitions.intern(v);
-    else if (k == "qos") j.qos = t.names.qos.intern(v);
-    else if (k == "queue") j.queue = t.names.queues.intern(v);
-    else if (k == "name") j.name = t.names.job_names.intern(v);
-    else if (k == "submit") j.submit = number(k, v);
-    else if (k == "req_procs") j.req_procs = checked_cast<int64_t>(number(k, v), "--job req_procs", 0, JOB_MAX_COUNT);
-    else if (k == "req_nodes") j.req_nodes = checked_cast<int64_t>(number(k, v), "--job req_nodes", 0, JOB_MAX_COUNT);
+    if (k == "user")
+      j.user = t.names.users.intern(v);
+    else if (k == "group")
+      j.group = t.names.groups.intern(v);
+    else if (k == "account")
+      j.account = t.names.accounts.intern(v);
+    else if (k == "partition")
+      j.partition = t.names.partitions.intern(v);
+    else if (k == "qos")
+      j.qos = t.names.qos.intern(v);
+    else if (k == "queue")
+      j.queue = t.names.queues.intern(v);
+    else if (k == "name")
+      j.name = t.names.job_names.intern(v);
+    else if (k == "submit")
+      j.submit = number(k, v);
+    else if (k == "req_procs")
+      j.req_procs = checked_cast<int64_t>(number(k, v), "--job req_procs", 0, JOB_MAX_COUNT);
+    else if (k == "req_nodes")
+      j.req_nodes = checked_cast<int64_t>(number(k, v), "--job req_nodes", 0, JOB_MAX_COUNT);
     else if (k == "req_gpus") {
       j.req_gpus = number(k, v);  // fractional (shared GPUs), bounded like the counts
       checked_cast<int64_t>(std::ceil(j.req_gpus), "--job req_gpus", 0, JOB_MAX_COUNT);
-    }
-    else if (k == "req_mem") j.req_mem = checked_cast<int64_t>(number(k, v), "--job req_mem (bytes)", 0, JOB_MAX_BYTES);
-    else if (k == "req_time") j.req_time = number(k, v);
+    } else if (k == "req_mem")
+      j.req_mem = checked_cast<int64_t>(number(k, v), "--job req_mem (bytes)", 0, JOB_MAX_BYTES);
+    else if (k == "req_time")
+      j.req_time = number(k, v);
     else if (std::find(std::begin(llm_keys), std::end(llm_keys), k) != std::end(llm_keys))
       j.features.emplace_back(t.names.features.intern(k), number(k, v));
     else
-      throw std::invalid_argument("--job: unknown key '" + k +
-                                  "' (known: user, group, account, partition, qos, queue, name, submit, "
-                                  "req_procs, req_nodes, req_gpus, req_mem, req_time, model_size, seq_len, "
-                                  "batch_size, lora_rank, epochs, dataset_size)");
+      throw std::invalid_argument(
+          "--job: unknown key '" + k +
+          "' (known: user, group, account, partition, qos, queue, name, submit, "
+          "req_procs, req_nodes, req_gpus, req_mem, req_time, model_size, seq_len, "
+          "batch_size, lora_rank, epochs, dataset_size)");
   }
   t.jobs.push_back(j);
   return t;
@@ -258,8 +293,8 @@ nlohmann::json explain_job(const nlohmann::json& doc, const Trace& one) {
     DMatrix drt(row.data(), 1, N_FEATURES);
     if (cal.anchor != MarginAnchor::NONE) {
       const auto saved = nlohmann::json::parse(rt_json);
-      const double base =
-          std::stod(saved.at("learner").at("learner_model_param").at("base_score").get<std::string>());
+      const double base = std::stod(
+          saved.at("learner").at("learner_model_param").at("base_score").get<std::string>());
       const double a = anchor_log(cal.anchor, row.data(), one.jobs[0].req_time, base);
       drt.set_base_margin({static_cast<float>(a)});
       r["margin_anchor"] = anchor_name(cal.anchor);
@@ -270,16 +305,20 @@ nlohmann::json explain_job(const nlohmann::json& doc, const Trace& one) {
       throw XgbError("pred_contribs returned " + std::to_string(c.size()) + " values");
     std::vector<int> order(N_FEATURES);
     for (int f = 0; f < N_FEATURES; ++f) order[f] = f;
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b2) { return std::abs(c[a]) > std::abs(c[b2]); });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b2) { return std::abs(c[a]) > std::abs(c[b2]); });
     for (int f : order)
-      feats.push_back({{"feature", std::string(feature_names()[f])}, {"value", num_or_null(row[f])},
-                       {"log_contribution", c[f]}, {"factor", std::exp(c[f])}});
+      feats.push_back({{"feature", std::string(feature_names()[f])},
+                       {"value", num_or_null(row[f])},
+                       {"log_contribution", c[f]},
+                       {"factor", std::exp(c[f])}});
     r["bias_log"] = c[N_FEATURES];
     r["calibration_point_shift"] = cal.point_shift;
     r["blend_weight"] = cal.blend_weight;
     r["blend_baseline"] = num_or_null(blend_baseline(row.data(), one.jobs[0].req_time));
-    r["note"] = "runtime = exp(w * (bias + sum(log_contribution)) + (1 - w) * log(last-two baseline) "
-                "+ point_shift), capped by req_time (w = blend_weight, the baseline blend_baseline)";
+    r["note"] =
+        "runtime = exp(w * (bias + sum(log_contribution)) + (1 - w) * log(last-two baseline) "
+        "+ point_shift), capped by req_time (w = blend_weight, the baseline blend_baseline)";
     // The failure model's contributions (log-odds), what job_submit/mlprio names when it refuses
     // (it computes the same TreeSHAP values without libxgboost: Predictor::explain_fail).
     if (doc.contains("booster_fail") && doc["booster_fail"].is_string()) {
@@ -293,23 +332,27 @@ nlohmann::json explain_job(const nlohmann::json& doc, const Trace& one) {
       std::stable_sort(by.begin(), by.end(), [&](int a, int b2) { return cf[a] > cf[b2]; });
       nlohmann::json ff = nlohmann::json::array();
       for (int f : by)
-        ff.push_back({{"feature", std::string(feature_names()[f])}, {"value", num_or_null(row[f])},
+        ff.push_back({{"feature", std::string(feature_names()[f])},
+                      {"value", num_or_null(row[f])},
                       {"logodds_contribution", cf[f]}});
       r["fail_features"] = ff;
       r["fail_bias_logodds"] = cf[N_FEATURES];
-      r["fail_note"] = "fail_prob = 1 / (1 + exp(-(fail_bias_logodds + sum(logodds_contribution))))";
+      r["fail_note"] =
+          "fail_prob = 1 / (1 + exp(-(fail_bias_logodds + sum(logodds_contribution))))";
     }
   } else {
     const float l2 = row[F_HIST_LAST2_MEAN];
-    r["note"] = std::isnan(l2) ? (one.jobs[0].req_time > 0 ? "no user history: the request"
-                                                           : "no user history and no request: training median")
-                               : "user's last-two mean, capped by the request";
+    r["note"] = std::isnan(l2)
+                    ? (one.jobs[0].req_time > 0 ? "no user history: the request"
+                                                : "no user history and no request: training median")
+                    : "user's last-two mean, capped by the request";
     for (int f : {F_HIST_LAST2_MEAN, F_REQ_TIME, F_HIST_FAIL_RATE})
-      feats.push_back({{"feature", std::string(feature_names()[f])}, {"value", num_or_null(row[f])}});
-    r["fail_features"] = nlohmann::json::array(
-        {{{"feature", std::string(feature_names()[F_HIST_FAIL_RATE])},
-          {"value", num_or_null(row[F_HIST_FAIL_RATE])},
-          {"contribution", num_or_null(row[F_HIST_FAIL_RATE])}}});
+      feats.push_back(
+          {{"feature", std::string(feature_names()[f])}, {"value", num_or_null(row[f])}});
+    r["fail_features"] =
+        nlohmann::json::array({{{"feature", std::string(feature_names()[F_HIST_FAIL_RATE])},
+                                {"value", num_or_null(row[F_HIST_FAIL_RATE])},
+                                {"contribution", num_or_null(row[F_HIST_FAIL_RATE])}}});
     r["fail_note"] = "fail_prob = the user's past failure rate";
   }
   r["features"] = feats;

@@ -7,14 +7,14 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
-#include <string_view>
 #include <iostream>
+#include <string_view>
 
-#include "model_tool.hpp"
 #include "mlprio/cli/program.hpp"
 #include "mlprio/cli/trace_options.hpp"
 #include "mlprio/model/model_file.hpp"
 #include "mlprio/util/errors.hpp"
+#include "model_tool.hpp"
 
 using namespace mlprio;
 using namespace mlprio::model;
@@ -25,7 +25,9 @@ Trace read_trace(const std::string& path, const std::string& format) {
   return cli::load_trace_reporting({.path = path, .format = format}, cli::TraceReport::BRIEF);
 }
 
-void print_prediction_csv_header() { std::cout << "id,submit,run,req_time,runtime,runtime_upper,fail_prob\n"; }
+void print_prediction_csv_header() {
+  std::cout << "id,submit,run,req_time,runtime,runtime_upper,fail_prob\n";
+}
 
 }  // namespace
 
@@ -38,48 +40,84 @@ int main(int argc, char** argv) {
   EvalOptions eopt;
   bool json = false;
 
-  auto* train = app.add_subcommand("train", "train a model on a trace (first F of jobs by submit time)");
+  auto* train =
+      app.add_subcommand("train", "train a model on a trace (first F of jobs by submit time)");
   train->add_option("--trace", trace_path, "trace file (SWF, sacct; plain or gzip)")->required();
   train->add_option("--format", format, "swf|sacct|alibaba|jobcomp|auto")->capture_default_str();
   train->add_option("--kind", topt.kind, "xgboost|formula")->capture_default_str();
-  train->add_option("--train-fraction", topt.train_fraction, "fraction of jobs (by submit time) that train")->capture_default_str();
-  train->add_option("--calib-fraction", topt.calib_fraction, "tail of the training slice kept for calibration")->capture_default_str();
-  train->add_option("--underpredict-penalty", topt.underpredict_penalty,
-                    "cost of under- vs over-prediction; point = residual quantile X/(1+X)")->capture_default_str();
-  train->add_option("--upper-quantile", topt.upper_quantile, "residual quantile of runtime_upper")->capture_default_str();
-  train->add_option("--objective", topt.objective, "XGBoost objective on log run time")->capture_default_str();
-  train->add_option("--blend", topt.blend, "how the calibration slice picks the point (blend with last-two, shift, candidate): both|mae|within2x|none")->capture_default_str();
-  train->add_option("--anchor", topt.anchor, "baseline the run-time trees correct: similar|last2|request|none")->capture_default_str();
+  train
+      ->add_option("--train-fraction", topt.train_fraction,
+                   "fraction of jobs (by submit time) that train")
+      ->capture_default_str();
+  train
+      ->add_option("--calib-fraction", topt.calib_fraction,
+                   "tail of the training slice kept for calibration")
+      ->capture_default_str();
+  train
+      ->add_option("--underpredict-penalty", topt.underpredict_penalty,
+                   "cost of under- vs over-prediction; point = residual quantile X/(1+X)")
+      ->capture_default_str();
+  train->add_option("--upper-quantile", topt.upper_quantile, "residual quantile of runtime_upper")
+      ->capture_default_str();
+  train->add_option("--objective", topt.objective, "XGBoost objective on log run time")
+      ->capture_default_str();
+  train
+      ->add_option("--blend", topt.blend,
+                   "how the calibration slice picks the point (blend with last-two, shift, "
+                   "candidate): both|mae|within2x|none")
+      ->capture_default_str();
+  train
+      ->add_option("--anchor", topt.anchor,
+                   "baseline the run-time trees correct: similar|last2|request|none")
+      ->capture_default_str();
   bool no_modal = false, no_refit = false;
   train->add_flag("--no-modal", no_modal, "no mode-seeking continuation candidates");
   train->add_flag("--no-refit", no_refit, "keep the trees fitted without the calibration slice");
-  train->add_option("--rounds", topt.rounds, "maximum boosting rounds (early stopping may keep fewer)")->capture_default_str();
-  train->add_option("--early-stopping-rounds", topt.early_stopping_rounds,
-                    "stop after N rounds without a better calibration loss, keep the best round's trees (0 = off)")->capture_default_str();
+  train
+      ->add_option("--rounds", topt.rounds,
+                   "maximum boosting rounds (early stopping may keep fewer)")
+      ->capture_default_str();
+  train
+      ->add_option("--early-stopping-rounds", topt.early_stopping_rounds,
+                   "stop after N rounds without a better calibration loss, keep the best round's "
+                   "trees (0 = off)")
+      ->capture_default_str();
   bool no_tune = false;
-  train->add_flag("--no-tune", no_tune,
-                  "use --max-depth/--min-child-weight instead of choosing them on the calibration slice");
-  train->add_option("--max-depth", topt.max_depth, "tree depth (with --no-tune; always for the failure classifier)")
+  train->add_flag(
+      "--no-tune", no_tune,
+      "use --max-depth/--min-child-weight instead of choosing them on the calibration slice");
+  train
+      ->add_option("--max-depth", topt.max_depth,
+                   "tree depth (with --no-tune; always for the failure classifier)")
       ->check(CLI::Range(1, MODEL_MAX_TREE_DEPTH))
       ->capture_default_str();
-  train->add_option("--min-child-weight", topt.min_child_weight, "min_child_weight (with --no-tune; always for the failure classifier)")->capture_default_str();
+  train
+      ->add_option("--min-child-weight", topt.min_child_weight,
+                   "min_child_weight (with --no-tune; always for the failure classifier)")
+      ->capture_default_str();
   train->add_option("--eta", topt.eta, "learning rate")->capture_default_str();
   train->add_option("--seed", topt.seed, "random seed")->capture_default_str();
-  train->add_option("--nthread", topt.nthread, "XGBoost threads (1 = reproducible)")->capture_default_str();
+  train->add_option("--nthread", topt.nthread, "XGBoost threads (1 = reproducible)")
+      ->capture_default_str();
   train->add_option("-o,--output", out_path, "model file to write")->required();
 
-  auto* eval = app.add_subcommand("evaluate", "model vs request vs last-two on the last F of a trace");
+  auto* eval =
+      app.add_subcommand("evaluate", "model vs request vs last-two on the last F of a trace");
   eval->add_option("--model", model_path, "model file")->required();
   eval->add_option("--trace", trace_path, "trace file")->required();
   eval->add_option("--format", format, "swf|sacct|alibaba|jobcomp|auto")->capture_default_str();
-  eval->add_option("--test-fraction", eopt.test_fraction, "last fraction of jobs tested")->capture_default_str();
+  eval->add_option("--test-fraction", eopt.test_fraction, "last fraction of jobs tested")
+      ->capture_default_str();
   eval->add_flag("--json", json, "print metrics as JSON");
   eval->add_option("--plot", eopt.plot_dir, "folder for the relative-error CDF (PNG)");
 
-  auto* predict = app.add_subcommand("predict", "predict run time and failure for a trace or one job");
+  auto* predict =
+      app.add_subcommand("predict", "predict run time and failure for a trace or one job");
   predict->add_option("--model", model_path, "model file")->required();
-  auto* pt = predict->add_option("--trace", trace_path, "trace file (history built causally from it)");
-  auto* pj = predict->add_option("--job", job_spec, "key=value,... (e.g. user=alice,req_time=3600)");
+  auto* pt =
+      predict->add_option("--trace", trace_path, "trace file (history built causally from it)");
+  auto* pj =
+      predict->add_option("--job", job_spec, "key=value,... (e.g. user=alice,req_time=3600)");
   pt->excludes(pj);
   predict->add_option("--format", format, "swf|sacct|alibaba|jobcomp|auto")->capture_default_str();
 
@@ -89,9 +127,14 @@ int main(int argc, char** argv) {
 
   std::string log_path;
   auto* shadow = app.add_subcommand(
-      "shadow-report", "what mode=shadow would have done (slurmctld log) against what happened (trace)");
-  shadow->add_option("--log", log_path, "slurmctld log with site_factor/mlprio shadow lines")->required();
-  shadow->add_option("--trace", trace_path, "what the jobs did: sacct dump (or any trace with job ids)")->required();
+      "shadow-report",
+      "what mode=shadow would have done (slurmctld log) against what happened (trace)");
+  shadow->add_option("--log", log_path, "slurmctld log with site_factor/mlprio shadow lines")
+      ->required();
+  shadow
+      ->add_option("--trace", trace_path,
+                   "what the jobs did: sacct dump (or any trace with job ids)")
+      ->required();
   shadow->add_option("--format", format, "swf|sacct|alibaba|jobcomp|auto")->capture_default_str();
   shadow->add_flag("--json", json, "print the figures as JSON");
 
@@ -131,9 +174,9 @@ int main(int argc, char** argv) {
       } else {
         std::printf("%s: %zu test jobs (%s model)\n", r["trace"].get<std::string>().c_str(),
                     r["n_test"].get<size_t>(), r["model_kind"].get<std::string>().c_str());
-        for (const char* k : {"mae_model", "mae_request", "mae_last2", "within_2x_model", "within_2x_request",
-                              "within_2x_last2", "underpredict_rate", "underpredict_rate_upper",
-                              "fail_precision", "fail_recall"})
+        for (const char* k : {"mae_model", "mae_request", "mae_last2", "within_2x_model",
+                              "within_2x_request", "within_2x_last2", "underpredict_rate",
+                              "underpredict_rate_upper", "fail_precision", "fail_recall"})
           std::printf("  %-24s %s%s\n", k, r[k].dump().c_str(),
                       std::string_view(k).rfind("mae_", 0) == 0 ? " s" : "");
       }
@@ -163,8 +206,10 @@ int main(int argc, char** argv) {
       const ShadowLog log = read_shadow_log(log_path);
       const Trace t = read_trace(trace_path, format);
       const auto r = shadow_report(log, t);
-      if (json) std::cout << r.dump(2) << "\n";
-      else std::cout << format_shadow_report(r);
+      if (json)
+        std::cout << r.dump(2) << "\n";
+      else
+        std::cout << format_shadow_report(r);
     } else if (*explain) {
       const auto doc = read_model_document(model_path);
       std::cout << explain_job(doc, job_from_spec(job_spec)).dump(2) << "\n";

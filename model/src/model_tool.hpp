@@ -15,28 +15,28 @@
 namespace mlprio::model {
 
 struct TrainOptions {
-  std::string kind = "xgboost";      // or "formula"
-  double train_fraction = 0.8;       // first F of jobs by submit time
-  double calib_fraction = 0.2;       // tail of the training slice held out for calibration
-  double underpredict_penalty = 1.0; // cost of under- vs over-prediction; tau = X / (1 + X)
-  double upper_quantile = 0.95;      // residual quantile behind runtime_upper
+  std::string kind = "xgboost";       // or "formula"
+  double train_fraction = 0.8;        // first F of jobs by submit time
+  double calib_fraction = 0.2;        // tail of the training slice held out for calibration
+  double underpredict_penalty = 1.0;  // cost of under- vs over-prediction; tau = X / (1 + X)
+  double upper_quantile = 0.95;       // residual quantile behind runtime_upper
   std::string objective = "reg:squarederror";  // on log run time; or reg:absoluteerror (median)
-  int rounds = 200;                  // the maximum: early stopping may keep fewer trees
+  int rounds = 200;                            // the maximum: early stopping may keep fewer trees
   // Stop when the calibration loss has not improved for this many rounds and keep the trees up
   // to the best round (0 = no early stopping: all `rounds` trees, and no modal rounds). The
   // regressor's loss is its own objective on the calibration slice (squared error of log run
   // time; absolute error for the other objectives); the failure classifier's is log loss on the
   // calibration slice's jobs with a final state.
   int early_stopping_rounds = 20;
-  int max_depth = 6;                 // used when tune is false (and always by the classifier)
-  double min_child_weight = 3.0;     // likewise
+  int max_depth = 6;              // used when tune is false (and always by the classifier)
+  double min_child_weight = 3.0;  // likewise
   // Choose max_depth x min_child_weight for the regressor on the calibration slice from
   // TUNE_DEPTHS x TUNE_MIN_CHILD_WEIGHTS (the lowest calibration loss after early stopping and
   // blending; ties keep the earlier, shallower, more regularised candidate).
   bool tune = true;
   double eta = 0.1;
   int seed = 42;
-  int nthread = 1;                   // 1 = bit-for-bit reproducible
+  int nthread = 1;  // 1 = bit-for-bit reproducible
   // How the point prediction is chosen on the calibration slice: blend weight with last-two,
   // shift or not, and the tuning candidate. "both" (default): the lowest
   // max(pinball / best baseline pinball, (1 - within2x) / (1 - best baseline within2x)), below 1
@@ -93,7 +93,7 @@ struct ShadowRecord {
   double site = std::numeric_limits<double>::quiet_NaN();     // the SITE it would have had
   double limit_s = std::numeric_limits<double>::quiet_NaN();  // the limit it would have got
   double fail_prob = std::numeric_limits<double>::quiet_NaN();
-  bool flagged = false;                                       // would be refused or warned
+  bool flagged = false;  // would be refused or warned
 };
 struct ShadowLog {
   std::vector<ShadowRecord> records;

@@ -22,7 +22,8 @@ double parse_slurm_duration(const std::string& s) {
   char tail = 0;
   if (std::sscanf(s.c_str(), "%d-%d:%d:%d%c", &d, &h, &m, &sec, &tail) == 4)
     return ((d * 24.0 + h) * 60.0 + m) * 60.0 + sec;
-  if (std::sscanf(s.c_str(), "%d:%d:%d%c", &h, &m, &sec, &tail) == 3 && h >= 0 && m >= 0 && sec >= 0)
+  if (std::sscanf(s.c_str(), "%d:%d:%d%c", &h, &m, &sec, &tail) == 3 && h >= 0 && m >= 0 &&
+      sec >= 0)
     return (h * 60.0 + m) * 60.0 + sec;
   return std::nan("");
 }
@@ -169,19 +170,22 @@ nlohmann::json shadow_report(const ShadowLog& log, const Trace& trace) {
 std::string format_shadow_report(const nlohmann::json& r) {
   auto pct = [](size_t a, size_t b) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f %%", b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0);
+    std::snprintf(buf, sizeof buf, "%.1f %%",
+                  b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0);
     return std::string(buf);
   };
   const auto g = [&](const char* k) { return r[k].get<size_t>(); };
   std::string s = "jobs recorded in shadow mode: " + std::to_string(g("recorded")) +
                   ", found in the trace: " + std::to_string(g("found")) + "\n";
-  s += "would refuse or warn: " + std::to_string(g("flagged")) + " (of which failed: " +
-       std::to_string(g("flagged_failed")) + ", " + pct(g("flagged_failed"), g("flagged")) +
-       "); not flagged: " + std::to_string(g("unflagged")) + " (of which failed: " +
-       std::to_string(g("unflagged_failed")) + ", " + pct(g("unflagged_failed"), g("unflagged")) + ")\n";
-  s += "would fill a time limit: " + std::to_string(g("limited")) + " (of which ran past it: " +
-       std::to_string(g("past_limit")) + ", " + pct(g("past_limit"), g("limited")) +
-       ", would have been killed)\n";
+  s += "would refuse or warn: " + std::to_string(g("flagged")) +
+       " (of which failed: " + std::to_string(g("flagged_failed")) + ", " +
+       pct(g("flagged_failed"), g("flagged")) +
+       "); not flagged: " + std::to_string(g("unflagged")) +
+       " (of which failed: " + std::to_string(g("unflagged_failed")) + ", " +
+       pct(g("unflagged_failed"), g("unflagged")) + ")\n";
+  s += "would fill a time limit: " + std::to_string(g("limited")) +
+       " (of which ran past it: " + std::to_string(g("past_limit")) + ", " +
+       pct(g("past_limit"), g("limited")) + ", would have been killed)\n";
   if (r["site_run_spearman"].is_null()) {
     s += "SITE vs run time: fewer than two jobs with a run time\n";
   } else {
@@ -193,8 +197,8 @@ std::string format_shadow_report(const nlohmann::json& r) {
     s += buf;
   }
   if (g("malformed_lines"))
-    s += "skipped " + std::to_string(g("malformed_lines")) + " malformed shadow lines (first: " +
-         r["first_malformed"].get<std::string>() + ")\n";
+    s += "skipped " + std::to_string(g("malformed_lines")) +
+         " malformed shadow lines (first: " + r["first_malformed"].get<std::string>() + ")\n";
   return s;
 }
 

@@ -13,8 +13,8 @@
 #include <memory>
 #include <sstream>
 
-#include "model_tool.hpp"
 #include "mlprio/model/model_file.hpp"
+#include "model_tool.hpp"
 #include "xgb.hpp"
 
 namespace mlprio::model {
@@ -55,7 +55,8 @@ bool final_status_known(JobStatus s) {
 // The options every kind of model reads.
 void check_common_options(const TrainOptions& opt) {
   if (!(opt.train_fraction > 0 && opt.train_fraction <= 1))
-    throw std::invalid_argument("--train-fraction must be in (0, 1], got " + num(opt.train_fraction));
+    throw std::invalid_argument("--train-fraction must be in (0, 1], got " +
+                                num(opt.train_fraction));
   if (!(opt.underpredict_penalty > 0))
     throw std::invalid_argument("--underpredict-penalty must be > 0 (1 = symmetric), got " +
                                 num(opt.underpredict_penalty));
@@ -69,13 +70,17 @@ void check_common_options(const TrainOptions& opt) {
 void check_xgboost_options(const TrainOptions& opt) {
   if (opt.objective != "reg:squarederror" && opt.objective != "reg:absoluteerror" &&
       opt.objective != "reg:pseudohubererror")
-    throw std::invalid_argument("--objective must be reg:squarederror, reg:absoluteerror or reg:pseudohubererror");
+    throw std::invalid_argument(
+        "--objective must be reg:squarederror, reg:absoluteerror or reg:pseudohubererror");
   if (opt.blend != "none" && opt.blend != "within2x" && opt.blend != "mae" && opt.blend != "both")
     throw std::invalid_argument("--blend must be both, mae, within2x or none, got " + opt.blend);
-  if (opt.anchor != "similar" && opt.anchor != "last2" && opt.anchor != "request" && opt.anchor != "none")
-    throw std::invalid_argument("--anchor must be similar, last2, request or none, got " + opt.anchor);
+  if (opt.anchor != "similar" && opt.anchor != "last2" && opt.anchor != "request" &&
+      opt.anchor != "none")
+    throw std::invalid_argument("--anchor must be similar, last2, request or none, got " +
+                                opt.anchor);
   if (opt.rounds < 1) throw std::invalid_argument("--rounds must be >= 1");
-  if (opt.early_stopping_rounds < 0) throw std::invalid_argument("--early-stopping-rounds must be >= 0");
+  if (opt.early_stopping_rounds < 0)
+    throw std::invalid_argument("--early-stopping-rounds must be >= 0");
 }
 
 // The training slice's jobs with a known run time, in submit order (at least 20).
@@ -100,8 +105,10 @@ Slices split_for_calibration(const std::vector<size_t>& train, double calib_frac
   Slices s;
   s.train = train;
   const auto n_fit = std::max<size_t>(
-      10, static_cast<size_t>(std::floor((1.0 - calib_fraction) * static_cast<double>(train.size()))));
-  s.fit.assign(train.begin(), train.begin() + static_cast<std::ptrdiff_t>(std::min(n_fit, train.size())));
+      10,
+      static_cast<size_t>(std::floor((1.0 - calib_fraction) * static_cast<double>(train.size()))));
+  s.fit.assign(train.begin(),
+               train.begin() + static_cast<std::ptrdiff_t>(std::min(n_fit, train.size())));
   s.calib.assign(train.begin() + static_cast<std::ptrdiff_t>(s.fit.size()), train.end());
   return s;
 }
@@ -114,14 +121,18 @@ std::vector<float> gather(const FeatureMatrix& X, const std::vector<size_t>& idx
   return m;
 }
 
-double log_run(const Job& j) { return std::log(std::max(j.run, 1.0)); }
+double log_run(const Job& j) {
+  return std::log(std::max(j.run, 1.0));
+}
 
 // The margin anchors of rows idx (features Xm, in the same order) around base score `base`.
-std::vector<float> anchors(MarginAnchor anchor, const std::vector<Job>& jobs, const std::vector<size_t>& idx,
-                           const std::vector<float>& Xm, double base) {
+std::vector<float> anchors(MarginAnchor anchor, const std::vector<Job>& jobs,
+                           const std::vector<size_t>& idx, const std::vector<float>& Xm,
+                           double base) {
   std::vector<float> b(idx.size());
   for (size_t k = 0; k < idx.size(); ++k)
-    b[k] = static_cast<float>(anchor_log(anchor, Xm.data() + k * N_FEATURES, jobs[idx[k]].req_time, base));
+    b[k] = static_cast<float>(
+        anchor_log(anchor, Xm.data() + k * N_FEATURES, jobs[idx[k]].req_time, base));
   return b;
 }
 
@@ -142,7 +153,8 @@ void set_modal_weights(DMatrix& d, const std::vector<float>& y, const std::vecto
   std::vector<float> wts(y.size());
   double sum = 0;
   for (size_t k = 0; k < y.size(); ++k) {
-    wts[k] = static_cast<float>(modal_kernel(static_cast<double>(y[k]) - static_cast<double>(m[k])));
+    wts[k] =
+        static_cast<float>(modal_kernel(static_cast<double>(y[k]) - static_cast<double>(m[k])));
     sum += static_cast<double>(wts[k]);
   }
   const double scale = sum > 0 ? static_cast<double>(y.size()) / sum : 1.0;
@@ -152,7 +164,9 @@ void set_modal_weights(DMatrix& d, const std::vector<float>& y, const std::vecto
 
 // Error of point predictions on the calibration slice: mean pinball loss in seconds (X * under
 // + over; the MAE at X = 1), the MAE and the within-2x fraction.
-struct PointErr { double pinball = 0, mae = 0, within2x = 0; };
+struct PointErr {
+  double pinball = 0, mae = 0, within2x = 0;
+};
 
 nlohmann::json err_json(const PointErr& e) {
   return nlohmann::json{{"pinball", e.pinball}, {"mae", e.mae}, {"within_2x", e.within2x}};
@@ -160,7 +174,11 @@ nlohmann::json err_json(const PointErr& e) {
 
 // A point choice: blend weight w with the last-two baseline, shifted by q_tau(r) or not, and
 // its selection loss.
-struct Choice { double w = 1.0; bool shifted = true; double loss = 0; };
+struct Choice {
+  double w = 1.0;
+  bool shifted = true;
+  double loss = 0;
+};
 
 // One regressor candidate: trained round by round on the fitting slice; with early stopping
 // the objective's own loss on the calibration slice (squared error of log run time; absolute
@@ -191,14 +209,21 @@ class RuntimeFitter {
  public:
   RuntimeFitter(const std::vector<Job>& jobs, const FeatureMatrix& X, const TrainOptions& opt,
                 const Slices& s, double median_run, std::vector<std::string>& notes)
-      : jobs_(jobs), opt_(opt), s_(s), cal_idx_(s.cal_idx()), median_run_(median_run),
-        anchor_(anchor_from_name(opt.anchor)), Xfit_(gather(X, s.fit)),
+      : jobs_(jobs),
+        opt_(opt),
+        s_(s),
+        cal_idx_(s.cal_idx()),
+        median_run_(median_run),
+        anchor_(anchor_from_name(opt.anchor)),
+        Xfit_(gather(X, s.fit)),
         dfit_(Xfit_.data(), s.fit.size(), N_FEATURES),
         // Calibration: residuals in log space on data the trees never saw. The point prediction
         // is the tau-quantile with tau = X/(1+X), which minimises the pinball loss that charges
         // an under-prediction X times an over-prediction of the same size.
-        tau_(opt.underpredict_penalty / (1.0 + opt.underpredict_penalty)), Xcal_(gather(X, cal_idx_)),
-        dcal_(Xcal_.data(), cal_idx_.size(), N_FEATURES), n_cal_(static_cast<double>(cal_idx_.size())),
+        tau_(opt.underpredict_penalty / (1.0 + opt.underpredict_penalty)),
+        Xcal_(gather(X, cal_idx_)),
+        dcal_(Xcal_.data(), cal_idx_.size(), N_FEATURES),
+        n_cal_(static_cast<double>(cal_idx_.size())),
         early_stop_(opt.early_stopping_rounds > 0 && !s.calib.empty()) {
     double ysum = 0;
     for (size_t i : s.fit) {
@@ -207,9 +232,13 @@ class RuntimeFitter {
     }
     dfit_.set_labels(yfit_);
     base_score_ = ysum / static_cast<double>(s.fit.size());
-    if (anchor_ != MarginAnchor::NONE) dfit_.set_base_margin(anchors(anchor_, jobs, s.fit, Xfit_, base_score_));
-    if (s.calib.empty()) notes.push_back("calibration slice empty; calibrated on the fitting data (no early stopping)");
-    if (anchor_ != MarginAnchor::NONE) dcal_.set_base_margin(anchors(anchor_, jobs, cal_idx_, Xcal_, base_score_));
+    if (anchor_ != MarginAnchor::NONE)
+      dfit_.set_base_margin(anchors(anchor_, jobs, s.fit, Xfit_, base_score_));
+    if (s.calib.empty())
+      notes.push_back(
+          "calibration slice empty; calibrated on the fitting data (no early stopping)");
+    if (anchor_ != MarginAnchor::NONE)
+      dcal_.set_base_margin(anchors(anchor_, jobs, cal_idx_, Xcal_, base_score_));
     measure_calibration_rows();
     measure_baselines();
   }
@@ -240,10 +269,15 @@ class RuntimeFitter {
         fits.push_back(std::move(f));
       }
       for (RegFit& h : fits) {
-        candidates.push_back({{"max_depth", d}, {"min_child_weight", c}, {"modal", h.modal},
-                              {"rounds_run", h.rounds_run}, {"trees", h.trees},
-                              {"modal_trees", h.modal_trees}, {"blend_weight", h.w},
-                              {"shifted", h.shifted}, {"calib_loss", h.loss}});
+        candidates.push_back({{"max_depth", d},
+                              {"min_child_weight", c},
+                              {"modal", h.modal},
+                              {"rounds_run", h.rounds_run},
+                              {"trees", h.trees},
+                              {"modal_trees", h.modal_trees},
+                              {"blend_weight", h.w},
+                              {"shifted", h.shifted},
+                              {"calib_loss", h.loss}});
         if (h.loss < chosen.loss) chosen = std::move(h);
       }
     }
@@ -253,8 +287,8 @@ class RuntimeFitter {
   // The model document's "calibration" object for the chosen candidate.
   nlohmann::json calibration_json(const RegFit& chosen) const {
     const std::vector<double> resid = residuals(chosen.mcal, chosen.w);
-    Calibration cal{chosen.shifted ? quantile(resid, tau_) : 0.0, quantile(resid, opt_.upper_quantile),
-                    chosen.w, anchor_};
+    Calibration cal{chosen.shifted ? quantile(resid, tau_) : 0.0,
+                    quantile(resid, opt_.upper_quantile), chosen.w, anchor_};
     return {{"tau", tau_},
             {"underpredict_penalty", opt_.underpredict_penalty},
             {"point_shift", cal.point_shift},
@@ -284,7 +318,8 @@ class RuntimeFitter {
     const double base_all = ysum_all / static_cast<double>(train.size());
     DMatrix dall(Xall.data(), train.size(), N_FEATURES);
     dall.set_labels(yall);
-    if (anchor_ != MarginAnchor::NONE) dall.set_base_margin(anchors(anchor_, jobs_, train, Xall, base_all));
+    if (anchor_ != MarginAnchor::NONE)
+      dall.set_base_margin(anchors(anchor_, jobs_, train, Xall, base_all));
     Booster reg(&dall);
     set_common(reg, opt_, chosen.max_depth, chosen.min_child_weight);
     reg.set("objective", opt_.objective);
@@ -306,9 +341,10 @@ class RuntimeFitter {
   nlohmann::json tuning_json(const nlohmann::json& candidates) const {
     const char* selection =
         opt_.blend == "within2x" ? "calibration within-2x"
-        : opt_.blend == "both"   ? "calibration max(pinball / best baseline pinball, (1 - within-2x) / "
-                                   "(1 - best baseline within-2x))"
-                                 : "calibration pinball loss (MAE at penalty 1)";
+        : opt_.blend == "both"
+            ? "calibration max(pinball / best baseline pinball, (1 - within-2x) / "
+              "(1 - best baseline within-2x))"
+            : "calibration pinball loss (MAE at penalty 1)";
     return {{"candidates", candidates},
             {"selection", selection},
             {"calib_request", err_json(base_request_)},
@@ -348,7 +384,8 @@ class RuntimeFitter {
     base_last2_ = error_of(
         [&](size_t k) { return std::isnan(cal_base_[k]) ? median_run_ : std::exp(cal_base_[k]); });
     ref_pinball_ = std::max(std::min(base_request_.pinball, base_last2_.pinball), 1e-9);
-    ref_miss_ = std::max(1.0 - std::max(base_request_.within2x, base_last2_.within2x), 0.5 / n_cal_);
+    ref_miss_ =
+        std::max(1.0 - std::max(base_request_.within2x, base_last2_.within2x), 0.5 / n_cal_);
   }
 
   // Blended log prediction of calibration row k at weight w, before the shift (blend_log()):
@@ -357,7 +394,8 @@ class RuntimeFitter {
     std::vector<double> r(cal_idx_.size());
     for (size_t k = 0; k < cal_idx_.size(); ++k) {
       const double m = static_cast<double>(mcal[k]);
-      const double z = (w == 1.0 || std::isnan(cal_base_[k])) ? m : w * m + (1.0 - w) * cal_base_[k];
+      const double z =
+          (w == 1.0 || std::isnan(cal_base_[k])) ? m : w * m + (1.0 - w) * cal_base_[k];
       r[k] = cal_log_[k] - z;
     }
     return r;
@@ -391,7 +429,8 @@ class RuntimeFitter {
 
   double selection_loss(const PointErr& e) const {
     if (opt_.blend == "within2x") return -e.within2x;
-    if (opt_.blend == "both") return std::max(e.pinball / ref_pinball_, (1.0 - e.within2x) / ref_miss_);
+    if (opt_.blend == "both")
+      return std::max(e.pinball / ref_pinball_, (1.0 - e.within2x) / ref_miss_);
     return e.pinball;
   }
 
@@ -413,8 +452,11 @@ class RuntimeFitter {
         const PointErr e = point_error(r, shifted ? quantile(r, tau_) : 0.0);
         const double loss = selection_loss(e);
         if (trials != nullptr && opt_.blend != "none")
-          trials->push_back({{"w", w}, {"shifted", shifted}, {"calib_mae", e.mae},
-                             {"calib_within_2x", e.within2x}, {"loss", loss}});
+          trials->push_back({{"w", w},
+                             {"shifted", shifted},
+                             {"calib_mae", e.mae},
+                             {"calib_within_2x", e.within2x},
+                             {"loss", loss}});
         if (loss < best.loss) best = {w, shifted, loss};
       }
     }
@@ -487,7 +529,8 @@ class RuntimeFitter {
       if (early_stop_) {
         const std::vector<float> m = reg.predict(dcal_, 1);
         double loss = 0;
-        for (size_t k = 0; k < m.size(); ++k) loss += 1.0 - modal_kernel(cal_log_[k] - static_cast<double>(m[k]));
+        for (size_t k = 0; k < m.size(); ++k)
+          loss += 1.0 - modal_kernel(cal_log_[k] - static_cast<double>(m[k]));
         if (loss < best) {
           best = loss;
           best_it = it;
@@ -541,8 +584,9 @@ class RuntimeFitter {
 // number of rounds is chosen by log loss on the calibration slice's such jobs (trained on the
 // fitting slice's), then the classifier is refitted on the whole training slice with that many
 // rounds. Writes doc["booster_fail"] (null when skipped) and its counts into `training`.
-void fit_failure_model(const std::vector<Job>& jobs, const FeatureMatrix& X, const TrainOptions& opt,
-                       size_t n_train, size_t first_cal, nlohmann::json& doc, nlohmann::json& training,
+void fit_failure_model(const std::vector<Job>& jobs, const FeatureMatrix& X,
+                       const TrainOptions& opt, size_t n_train, size_t first_cal,
+                       nlohmann::json& doc, nlohmann::json& training,
                        std::vector<std::string>& notes) {
   std::vector<size_t> cls, cls_fit, cls_cal;
   size_t n_fail = 0;
@@ -573,7 +617,8 @@ void fit_failure_model(const std::vector<Job>& jobs, const FeatureMatrix& X, con
   int clf_rounds = opt.rounds;
   size_t fit_fail = 0;
   for (size_t i : cls_fit) fit_fail += is_failure(jobs[i].status) ? 1 : 0;
-  if (opt.early_stopping_rounds > 0 && !cls_cal.empty() && fit_fail > 0 && fit_fail < cls_fit.size()) {
+  if (opt.early_stopping_rounds > 0 && !cls_cal.empty() && fit_fail > 0 &&
+      fit_fail < cls_fit.size()) {
     const std::vector<float> Xf = gather(X, cls_fit), Xv = gather(X, cls_cal);
     const std::vector<float> yv = labels(cls_cal);
     DMatrix df(Xf.data(), cls_fit.size(), N_FEATURES);
@@ -604,7 +649,8 @@ void fit_failure_model(const std::vector<Job>& jobs, const FeatureMatrix& X, con
   DMatrix dc(Xc.data(), cls.size(), N_FEATURES);
   dc.set_labels(labels(cls));
   auto clf = make_clf(dc);
-  for (int it = 0; it < clf_rounds; ++it) XGB_CHECK(XGBoosterUpdateOneIter(clf->get(), it, dc.get()));
+  for (int it = 0; it < clf_rounds; ++it)
+    XGB_CHECK(XGBoosterUpdateOneIter(clf->get(), it, dc.get()));
   doc["booster_fail"] = base64_encode(clf->save_json());
   training["n_fail_train"] = n_fail;
   training["n_status_known_train"] = cls.size();
@@ -614,7 +660,8 @@ void fit_failure_model(const std::vector<Job>& jobs, const FeatureMatrix& X, con
 // Calibration-slice metrics, measured through the predictor that will be deployed (after a
 // refit its trees have seen the calibration slice: "refit" says so).
 nlohmann::json calibration_metrics(const nlohmann::json& doc, const std::vector<Job>& jobs,
-                                   const std::vector<size_t>& cal_idx, const std::vector<float>& Xcal) {
+                                   const std::vector<size_t>& cal_idx,
+                                   const std::vector<float>& Xcal) {
   const auto pred = make_predictor(doc);
   std::vector<Job> cjobs;
   for (size_t i : cal_idx) cjobs.push_back(jobs[i]);
@@ -626,18 +673,26 @@ nlohmann::json calibration_metrics(const nlohmann::json& doc, const std::vector<
     abs_err += std::abs(out[k].runtime - cjobs[k].run);
     under += out[k].runtime < cjobs[k].run ? 1 : 0;
   }
-  return {{"calib_mae", abs_err / static_cast<double>(cjobs.size())},
-          {"calib_underpredict_rate", static_cast<double>(under) / static_cast<double>(cjobs.size())}};
+  return {
+      {"calib_mae", abs_err / static_cast<double>(cjobs.size())},
+      {"calib_underpredict_rate", static_cast<double>(under) / static_cast<double>(cjobs.size())}};
 }
 
 nlohmann::json training_params(const TrainOptions& opt, const RegFit& chosen, bool refitted) {
-  return {{"rounds", opt.rounds}, {"early_stopping_rounds", opt.early_stopping_rounds},
-          {"tune", opt.tune}, {"max_depth", chosen.max_depth},
+  return {{"rounds", opt.rounds},
+          {"early_stopping_rounds", opt.early_stopping_rounds},
+          {"tune", opt.tune},
+          {"max_depth", chosen.max_depth},
           {"min_child_weight", chosen.min_child_weight},
-          {"runtime_trees", chosen.trees}, {"modal_trees", chosen.modal_trees},
-          {"margin_anchor", opt.anchor}, {"modal", opt.modal},
-          {"refit", refitted}, {"eta", opt.eta},
-          {"seed", opt.seed}, {"nthread", opt.nthread}, {"objective", opt.objective + " on log(max(run,1))"}};
+          {"runtime_trees", chosen.trees},
+          {"modal_trees", chosen.modal_trees},
+          {"margin_anchor", opt.anchor},
+          {"modal", opt.modal},
+          {"refit", refitted},
+          {"eta", opt.eta},
+          {"seed", opt.seed},
+          {"nthread", opt.nthread},
+          {"objective", opt.objective + " on log(max(run,1))"}};
 }
 
 }  // namespace
@@ -652,7 +707,8 @@ nlohmann::json train_model(const Trace& trace, const std::string& trace_sha256,
   const auto& jobs = trace.jobs;
   UserHistory snapshot;
   const FeatureMatrix X = build_features(jobs, trace.names, trace_epoch_offset(trace), &snapshot);
-  const auto n_train = static_cast<size_t>(std::floor(opt.train_fraction * static_cast<double>(jobs.size())));
+  const auto n_train =
+      static_cast<size_t>(std::floor(opt.train_fraction * static_cast<double>(jobs.size())));
   const std::vector<size_t> train = known_runtime_rows(jobs, n_train);
 
   nlohmann::json doc = model_document_header(opt.kind);
@@ -688,7 +744,8 @@ nlohmann::json train_model(const Trace& trace, const std::string& trace_sha256,
   doc["booster_runtime"] = base64_encode(chosen.json);
   training["tuning"] = runtime.tuning_json(candidates);
 
-  fit_failure_model(jobs, X, opt, n_train, s.calib.empty() ? n_train : s.calib.front(), doc, training, notes);
+  fit_failure_model(jobs, X, opt, n_train, s.calib.empty() ? n_train : s.calib.front(), doc,
+                    training, notes);
 
   training["metrics"] = calibration_metrics(doc, jobs, s.cal_idx(), runtime.calib_features());
   training["params"] = training_params(opt, chosen, refitted);

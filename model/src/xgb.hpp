@@ -25,16 +25,17 @@ class XgbError : public ::mlprio::RuntimeError {
                  std::to_string(line) + ": " + XGBGetLastError());
 }
 
-#define XGB_CHECK(call)                                                        \
-  do {                                                                         \
-    if ((call) != 0) ::mlprio::model::xgb_fail(#call, __FILE__, __LINE__);     \
+#define XGB_CHECK(call)                                                    \
+  do {                                                                     \
+    if ((call) != 0) ::mlprio::model::xgb_fail(#call, __FILE__, __LINE__); \
   } while (0)
 
 class DMatrix {
  public:
   // Row-major dense matrix; NaN is missing.
   DMatrix(const float* data, size_t rows, size_t cols) {
-    XGB_CHECK(XGDMatrixCreateFromMat(data, rows, cols, std::numeric_limits<float>::quiet_NaN(), &h_));
+    XGB_CHECK(
+        XGDMatrixCreateFromMat(data, rows, cols, std::numeric_limits<float>::quiet_NaN(), &h_));
   }
   ~DMatrix() { XGDMatrixFree(h_); }
   DMatrix(const DMatrix&) = delete;

@@ -12,12 +12,12 @@
 namespace mlprio::replay::detail {
 
 // Always-on check: invariants protect the results, so they do not vanish under NDEBUG.
-#define MLPRIO_REPLAY_CHECK(cond, msg)                                                   \
-  do {                                                                                   \
-    if (!(cond))                                                                         \
-      throw ::mlprio::replay::InvariantError(std::string("replay invariant broken: ") + \
-                                             (msg) + " [" #cond "] at " __FILE__ ":" +   \
-                                             std::to_string(__LINE__));                  \
+#define MLPRIO_REPLAY_CHECK(cond, msg)                                                          \
+  do {                                                                                          \
+    if (!(cond))                                                                                \
+      throw ::mlprio::replay::InvariantError(std::string("replay invariant broken: ") + (msg) + \
+                                             " [" #cond "] at " __FILE__ ":" +                  \
+                                             std::to_string(__LINE__));                         \
   } while (0)
 
 inline double bounded_slowdown(double wait, double run, double threshold) {
@@ -130,8 +130,7 @@ class MetricsAccumulator {
       sx += u.mean_bsld;
       sxx += u.mean_bsld * u.mean_bsld;
     }
-    s.jain_user_bsld =
-        sxx > 0 ? sx * sx / (static_cast<double>(r.users.size()) * sxx) : 1.0;
+    s.jain_user_bsld = sxx > 0 ? sx * sx / (static_cast<double>(r.users.size()) * sxx) : 1.0;
     r.jobs = std::move(jobs_);
   }
 

@@ -14,9 +14,12 @@ namespace mlprio::replay {
 
 std::string_view estimate_quantile_name(EstimateQuantile q) {
   switch (q) {
-    case EstimateQuantile::POINT: return "point";
-    case EstimateQuantile::UPPER: return "upper";
-    case EstimateQuantile::REQUEST: return "request";
+    case EstimateQuantile::POINT:
+      return "point";
+    case EstimateQuantile::UPPER:
+      return "upper";
+    case EstimateQuantile::REQUEST:
+      return "request";
   }
   return "upper";
 }
@@ -59,7 +62,8 @@ MlPredictions::MlPredictions(std::span<const Job> replayed,
 }
 
 double model_estimate(const Job& job, const model::Prediction& p, EstimateQuantile q) {
-  if (q == EstimateQuantile::REQUEST) return job.req_time >= 0 ? job.req_time : std::max(job.run, 0.0);
+  if (q == EstimateQuantile::REQUEST)
+    return job.req_time >= 0 ? job.req_time : std::max(job.run, 0.0);
   const double first = q == EstimateQuantile::UPPER ? p.runtime_upper : p.runtime;
   const double second = q == EstimateQuantile::UPPER ? p.runtime : p.runtime_upper;
   if (std::isfinite(first) && first >= 0) return first;

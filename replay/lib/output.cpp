@@ -46,8 +46,7 @@ void print_runs_table(std::ostream& out, const std::vector<RunRecord>& runs) {
   out << buf;
   for (const auto& r : runs) {
     const Summary& s = r.result.summary;
-    const std::string window =
-        std::to_string(r.window_start) + ":" + std::to_string(r.window_len);
+    const std::string window = std::to_string(r.window_start) + ":" + std::to_string(r.window_len);
     std::snprintf(buf, sizeof buf,
                   "%-12s %-13s %-13s %8lld %12.2f %12.2f %14.2f %6.3f %12.0f %12.0f %12.0f\n",
                   r.policy.c_str(), std::string(backfill_name(r.backfill)).c_str(), window.c_str(),

@@ -9,9 +9,7 @@ namespace {
 class FcfsPolicy final : public QueuePolicy {
  public:
   std::string_view name() const override { return "fcfs"; }
-  double score(const JobView& j, const ClusterState& /*state*/) const override {
-    return j.submit;
-  }
+  double score(const JobView& j, const ClusterState& /*state*/) const override { return j.submit; }
 };
 
 }  // namespace

@@ -11,8 +11,8 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
-#include <vector>
 #include <unordered_map>
+#include <vector>
 
 #include "policies.hpp"
 
@@ -59,7 +59,7 @@ class MultifactorPolicy final : public QueuePolicy {
     usage_.clear();
     if (s.size() < 3 || (s.size() - 3) % 2 != 0)
       throw std::invalid_argument("multifactor: a saved policy state needs 3 + 2k numbers, got " +
-                        std::to_string(s.size()));
+                                  std::to_string(s.size()));
     total_usage_ = s[0];
     scale_ = s[1];
     stamp_ = s[2];
@@ -95,7 +95,8 @@ class MultifactorPolicy final : public QueuePolicy {
   }
 
   PolicyOptions opts_;
-  std::unordered_map<int32_t, double> usage_;  // core-seconds / scale_: the true usage is value * scale_
+  std::unordered_map<int32_t, double>
+      usage_;  // core-seconds / scale_: the true usage is value * scale_
   double total_usage_ = 0;
   double scale_ = 1.0;
   double stamp_ = 0;

@@ -11,11 +11,16 @@ using Factory = std::unique_ptr<QueuePolicy> (*)(const PolicyOptions&);
 
 const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> table = {
-      {"fcfs", detail::make_fcfs_policy},       {"sjf", detail::make_sjf_policy},
-      {"smallest", detail::make_smallest_policy}, {"f1", detail::make_f1_policy},
-      {"f2", detail::make_f2_policy},           {"f3", detail::make_f3_policy},
-      {"f4", detail::make_f4_policy},           {"wfp3", detail::make_wfp3_policy},
-      {"unicep", detail::make_unicep_policy},   {"multifactor", detail::make_multifactor_policy},
+      {"fcfs", detail::make_fcfs_policy},
+      {"sjf", detail::make_sjf_policy},
+      {"smallest", detail::make_smallest_policy},
+      {"f1", detail::make_f1_policy},
+      {"f2", detail::make_f2_policy},
+      {"f3", detail::make_f3_policy},
+      {"f4", detail::make_f4_policy},
+      {"wfp3", detail::make_wfp3_policy},
+      {"unicep", detail::make_unicep_policy},
+      {"multifactor", detail::make_multifactor_policy},
       {"ml", detail::make_ml_policy},
   };
   return table;

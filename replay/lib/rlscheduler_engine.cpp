@@ -1,12 +1,13 @@
 // The rlscheduler profile: an independent re-implementation that follows the behaviour of
 // RLScheduler's (SC20) simulator event by event (as documented in
-// ../shared/reference/replay_protocols.md §4), because its published numbers depend on details a standard simulator does
-// differently: it handles one event at a time (an arrival before a completion at the same
-// instant), commits to the chosen head while waiting for it, computes the backfill shadow time
-// once per head, backfills in submit order with a strict `now + r < shadow`, and scores WFP3 and
-// UNICEP with wait = -1 - submit. Its lists are Python lists sorted with a stable sort at fixed
-// points; they are kept here as vectors sorted with std::stable_sort at the same points, so that
-// ties resolve exactly as there. Also: the job list preparation and machine of the profile.
+// ../shared/reference/replay_protocols.md §4), because its published numbers depend on details a
+// standard simulator does differently: it handles one event at a time (an arrival before a
+// completion at the same instant), commits to the chosen head while waiting for it, computes the
+// backfill shadow time once per head, backfills in submit order with a strict `now + r < shadow`,
+// and scores WFP3 and UNICEP with wait = -1 - submit. Its lists are Python lists sorted with a
+// stable sort at fixed points; they are kept here as vectors sorted with std::stable_sort at the
+// same points, so that ties resolve exactly as there. Also: the job list preparation and machine of
+// the profile.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -64,7 +65,7 @@ namespace {
 struct RJob {
   const Job* job;
   int64_t index;
-  double r;        // request time (the estimate)
+  double r;  // request time (the estimate)
   int64_t procs;
   int64_t nodes;
   double scheduled = -1;
@@ -191,9 +192,7 @@ class RlschedulerEngine {
     metrics_.started(*j.job, now_, now_ + j.job->run, j.r, j.procs, false);
   }
 
-  void remove_from_queue(int32_t k) {
-    queue_.erase(std::find(queue_.begin(), queue_.end(), k));
-  }
+  void remove_from_queue(int32_t k) { queue_.erase(std::find(queue_.begin(), queue_.end(), k)); }
 
   // One event: the next arrival if it comes no later than the next completion, else that
   // completion. Running jobs are re-sorted by end time (stably) first, as RLScheduler does.

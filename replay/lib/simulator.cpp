@@ -28,10 +28,14 @@ namespace mlprio::replay {
 
 std::string_view backfill_name(Backfill b) {
   switch (b) {
-    case Backfill::NONE: return "none";
-    case Backfill::EASY: return "easy";
-    case Backfill::CONSERVATIVE: return "conservative";
-    case Backfill::RLSCHEDULER: return "rlscheduler";
+    case Backfill::NONE:
+      return "none";
+    case Backfill::EASY:
+      return "easy";
+    case Backfill::CONSERVATIVE:
+      return "conservative";
+    case Backfill::RLSCHEDULER:
+      return "rlscheduler";
   }
   return "?";
 }
@@ -53,13 +57,20 @@ Profile parse_profile(std::string_view s) {
   throw ConfigError("unknown profile '" + std::string(s) + "' (valid: standard, rlscheduler)");
 }
 
-std::string_view allocation_name(Allocation a) { return a == Allocation::CORES ? "cores" : "nodes"; }
-std::string_view too_large_name(TooLarge t) { return t == TooLarge::SKIP ? "skip" : "error"; }
+std::string_view allocation_name(Allocation a) {
+  return a == Allocation::CORES ? "cores" : "nodes";
+}
+std::string_view too_large_name(TooLarge t) {
+  return t == TooLarge::SKIP ? "skip" : "error";
+}
 std::string_view correction_name(Correction c) {
   switch (c) {
-    case Correction::NONE: return "none";
-    case Correction::REQUEST: return "request";
-    case Correction::TSAFRIR: return "tsafrir";
+    case Correction::NONE:
+      return "none";
+    case Correction::REQUEST:
+      return "request";
+    case Correction::TSAFRIR:
+      return "tsafrir";
   }
   return "?";
 }
@@ -147,18 +158,18 @@ struct Res {
 };
 
 struct SimJob {
-  Job job;          // the trace record (kept for the estimate hook and the outcome)
+  Job job;  // the trace record (kept for the estimate hook and the outcome)
   int64_t index = 0;
   Res need;
-  double estimate = 0;   // seconds, for backfilling and the policy
-  double duration = 0;   // seconds it will actually run (run, or cut at the limit)
+  double estimate = 0;  // seconds, for backfilling and the policy
+  double duration = 0;  // seconds it will actually run (run, or cut at the limit)
   bool killed = false;
   double score = 0;
   model::Prediction pred;  // the online estimator's or the fixed predictions' (ml order)
   double start = -1;
-  double est_end = 0;    // start + estimate, moved later by --correction
-  double res_start = -1; // conservative reservation start; -1 when none yet
-  int64_t seq = 0;       // start order, to order simultaneous completions
+  double est_end = 0;     // start + estimate, moved later by --correction
+  double res_start = -1;  // conservative reservation start; -1 when none yet
+  int64_t seq = 0;        // start order, to order simultaneous completions
 };
 
 // Free resources over time: a step function, free[i] holding from t[i] until t[i+1] (the last step
@@ -356,8 +367,8 @@ class StandardEngine {
 
   // Puts the engine in `st` at time t_begin, with the next job taking trace index `first_index`
   // and `all` the full job list the state's indices refer to. Only a fresh engine may resume.
-  void resume(const EngineState& st, std::span<const Job> all, int64_t first_index,
-              double t_begin, double t_end) {
+  void resume(const EngineState& st, std::span<const Job> all, int64_t first_index, double t_begin,
+              double t_end) {
     if (online_) throw ConfigError("online estimates cannot be replayed in time segments");
     resumed_ = true;
     stop_ = t_end;
@@ -399,7 +410,8 @@ class StandardEngine {
       watch_expiry(slab_[static_cast<size_t>(slot)], slot);
       next_seq_ = std::max(next_seq_, s.seq + 1);
     }
-    MLPRIO_REPLAY_CHECK(free_.units >= 0 && free_.gpus >= 0, "a carried state overfills the machine");
+    MLPRIO_REPLAY_CHECK(free_.units >= 0 && free_.gpus >= 0,
+                        "a carried state overfills the machine");
     for (const auto& s : st.queue) queue_.push_back(fill(s));
   }
 
@@ -497,7 +509,9 @@ class StandardEngine {
     double end;
     int64_t seq;
     int32_t slot;
-    bool operator>(const Completion& o) const { return std::tie(end, seq) > std::tie(o.end, o.seq); }
+    bool operator>(const Completion& o) const {
+      return std::tie(end, seq) > std::tie(o.end, o.seq);
+    }
   };
 
   JobView view(const SimJob& j) const {
@@ -540,9 +554,8 @@ class StandardEngine {
 
   // The next estimate of a job that reached `est_end` still running (see Correction).
   double corrected_end(const SimJob& j) const {
-    static constexpr double STEPS[] = {60,        300,        900,         1800,        3600,
-                                       7200,      18000,      36000,       72000,       180000,
-                                       360000};
+    static constexpr double STEPS[] = {60,    300,   900,   1800,   3600,  7200,
+                                       18000, 36000, 72000, 180000, 360000};
     const double req = j.job.req_time;
     const double elapsed = now_ - j.start;
     if (req > 0 && elapsed < req) return j.start + req;
@@ -597,8 +610,9 @@ class StandardEngine {
     }
     const Machine& m = cfg_.machine;
     Res need;
-    need.units = m.allocation == Allocation::NODES ? (procs + m.cores_per_node - 1) / m.cores_per_node
-                                                   : procs;
+    need.units = m.allocation == Allocation::NODES
+                     ? (procs + m.cores_per_node - 1) / m.cores_per_node
+                     : procs;
     const double gpus = job.req_gpus > 0 ? job.req_gpus : (job.alloc_gpus > 0 ? job.alloc_gpus : 0);
     // Range-checked: a cast of 1e300 GPUs is undefined (in practice INT64_MIN: no GPUs at all).
     const auto gpu_need = to_integer<int64_t>(std::ceil(gpus), 0, JOB_MAX_COUNT);
@@ -619,7 +633,8 @@ class StandardEngine {
           (need.gpus > 0 ? " and " + std::to_string(need.gpus) + " GPUs" : std::string()) +
           " but the machine has " + std::to_string(m.nodes) + " nodes x " +
           std::to_string(m.cores_per_node) + " cores" +
-          (m.gpus_per_node > 0 ? " x " + std::to_string(m.gpus_per_node) + " GPUs" : std::string()) +
+          (m.gpus_per_node > 0 ? " x " + std::to_string(m.gpus_per_node) + " GPUs"
+                               : std::string()) +
           "; give a larger machine (--nodes/--cores-per-node) or --too-large skip");
     }
     const int32_t slot = alloc_slot();
@@ -714,9 +729,15 @@ class StandardEngine {
     }
     order_queue();
     switch (cfg_.backfill) {
-      case Backfill::NONE: schedule_none(); break;
-      case Backfill::EASY: schedule_easy(); break;
-      case Backfill::CONSERVATIVE: schedule_conservative(early_end); break;
+      case Backfill::NONE:
+        schedule_none();
+        break;
+      case Backfill::EASY:
+        schedule_easy();
+        break;
+      case Backfill::CONSERVATIVE:
+        schedule_conservative(early_end);
+        break;
       case Backfill::RLSCHEDULER:
         throw ConfigError("backfill 'rlscheduler' replays a job list; call simulate()");
     }
@@ -771,8 +792,8 @@ class StandardEngine {
         if (may_backfill(slab_[static_cast<size_t>(slot)])) start(slot);
       // start() set start >= 0; the queue holds only jobs not started before this pass.
       auto started = [this](int32_t slot) { return slab_[static_cast<size_t>(slot)].start >= 0; };
-      queue_.erase(std::remove_if(queue_.begin() + static_cast<std::ptrdiff_t>(i + 1),
-                                  queue_.end(), started),
+      queue_.erase(std::remove_if(queue_.begin() + static_cast<std::ptrdiff_t>(i + 1), queue_.end(),
+                                  started),
                    queue_.end());
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i));
       return;
@@ -805,9 +826,9 @@ class StandardEngine {
         const SimJob& j = slab_[static_cast<size_t>(slot)];
         if (j.res_start >= 0 && j.res_start <= now_) reserved_now += j.need;
       }
-      MLPRIO_REPLAY_CHECK(p.units + reserved_now.units == free_.units &&
-                              p.gpus + reserved_now.gpus == free_.gpus,
-                          "the reservation profile disagrees with the free resources");
+      MLPRIO_REPLAY_CHECK(
+          p.units + reserved_now.units == free_.units && p.gpus + reserved_now.gpus == free_.gpus,
+          "the reservation profile disagrees with the free resources");
     }
     if (early_end) {
       // Move every reservation as early as it goes, in queue order. Taking one job out and
@@ -861,7 +882,8 @@ class StandardEngine {
     if (!cfg_.record_series) return;
     const auto q = static_cast<int64_t>(queue_.size());
     const int64_t busy = (total_.units - free_.units) * unit_cores_;
-    if (!series_.time.empty() && series_.queue_length.back() == q && series_.busy_cores.back() == busy)
+    if (!series_.time.empty() && series_.queue_length.back() == q &&
+        series_.busy_cores.back() == busy)
       return;
     if (!series_.time.empty() && series_.time.back() == now_) {
       series_.queue_length.back() = q;
@@ -881,8 +903,8 @@ class StandardEngine {
   double now_ = -INF;
   double wakeup_ = -INF;  // conservative: earliest future reservation start
   bool unplaced_ = false;
-  bool resumed_ = false;   // started from a carried state (segment mode)
-  double stop_ = INF;      // segment mode: stop before the first event at or after this time
+  bool resumed_ = false;  // started from a carried state (segment mode)
+  double stop_ = INF;     // segment mode: stop before the first event at or after this time
   int64_t next_index_ = 0, next_seq_ = 0, skipped_ = 0, raised_ = 0;
   int64_t next_seq_started_ = 0;  // jobs started by this engine (= outcomes recorded)
   int64_t events_ = 0;            // event instants processed
@@ -901,7 +923,7 @@ class StandardEngine {
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> expiries_;
   int64_t corrections_ = 0;
   Correction correction_ = Correction::NONE;  // cfg_.correction where it applies (EASY)
-  std::vector<int32_t> order_;  // SJBF scratch
+  std::vector<int32_t> order_;                // SJBF scratch
   std::unique_ptr<OnlineEstimator> online_;
   FreeProfile profile_;
   TimeSeries series_;

@@ -27,8 +27,8 @@ std::string num(double v) {
 class RecordedPast {
  public:
   RecordedPast(std::span<const Job> jobs, int64_t window_start) : jobs_(jobs) {
-    const auto end = static_cast<size_t>(std::clamp<int64_t>(window_start, 0,
-                                                             static_cast<int64_t>(jobs.size())));
+    const auto end = static_cast<size_t>(
+        std::clamp<int64_t>(window_start, 0, static_cast<int64_t>(jobs.size())));
     for (size_t i = 0; i < end; ++i) {
       const double fin = model::finish_time(jobs[i]);
       if (!std::isnan(fin)) by_finish_.emplace_back(fin, i);
@@ -50,7 +50,9 @@ class RecordedPast {
   size_t next_ = 0;
 };
 
-double request_or_run(const Job& job) { return job.req_time >= 0 ? job.req_time : std::max(job.run, 0.0); }
+double request_or_run(const Job& job) {
+  return job.req_time >= 0 ? job.req_time : std::max(job.run, 0.0);
+}
 
 class LastTwo final : public OnlineEstimator {
  public:
@@ -94,10 +96,12 @@ class ModelOnline final : public OnlineEstimator {
         quantile_(q),
         row_(model::N_FEATURES) {}
   OnlineEstimate submit(const Job& job, int64_t, double now) override {
-    past_.drain(now, [this](const Job& j, double run, double end) { store_.record_finish(j, run, end); });
+    past_.drain(
+        now, [this](const Job& j, double run, double end) { store_.record_finish(j, run, end); });
     store_.encode(job, row_);
     model::Prediction p;
-    predictor_->predict_rows(row_, std::span<const Job>(&job, 1), std::span<model::Prediction>(&p, 1));
+    predictor_->predict_rows(row_, std::span<const Job>(&job, 1),
+                             std::span<model::Prediction>(&p, 1));
     OnlineEstimate e;
     e.prediction = p;
     e.estimate = model_estimate(job, p, quantile_);
@@ -174,8 +178,9 @@ void ReplaySetup::resolve() {
   if (!(s.age_weight >= 0 && s.age_weight <= 64) || !(s.starvation_limit > 0) ||
       !std::isfinite(s.starvation_limit) || !(std::abs(s.size_weight) <= 64) ||
       !(s.fail_weight >= 0 && s.fail_weight <= 64))
-    throw ConfigError("ml score: age weight and fail weight must lie in [0, 64], size weight in "
-                      "[-64, 64] and the starvation limit be a positive number of seconds");
+    throw ConfigError(
+        "ml score: age weight and fail weight must lie in [0, 64], size weight in "
+        "[-64, 64] and the starvation limit be a positive number of seconds");
   if (spec_.nodes < 0 || spec_.cores_per_node < 0 || spec_.gpus_per_node < 0)
     throw ConfigError("--nodes, --cores-per-node and --gpus-per-node must not be negative");
   if (!(spec_.bsld_threshold > 0) || !std::isfinite(spec_.bsld_threshold))
@@ -205,7 +210,8 @@ SimConfig ReplaySetup::base(const Trace& trace, Profile profile) const {
   SimConfig cfg;
   cfg.profile = profile;
   cfg.machine = machine(trace, profile);
-  cfg.estimate = choice_.mode == EstimateMode::ACTUAL ? EstimateMode::ACTUAL : EstimateMode::REQUEST;
+  cfg.estimate =
+      choice_.mode == EstimateMode::ACTUAL ? EstimateMode::ACTUAL : EstimateMode::REQUEST;
   cfg.kill_at_limit = spec_.kill_at_limit;
   cfg.too_large = too_large_;
   cfg.bsld_threshold = spec_.bsld_threshold;

@@ -117,9 +117,9 @@ MaxWaitStat parse_max_wait_stat(std::string_view s) {
                     "windows' max-wait ratios on average within the bound)");
 }
 
-TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vector<TuneOutcome>& base,
-                      size_t windows, double max_wait_ratio, double max_wait_floor,
-                      MaxWaitStat stat) {
+TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes,
+                      const std::vector<TuneOutcome>& base, size_t windows, double max_wait_ratio,
+                      double max_wait_floor, MaxWaitStat stat) {
   TuneVerdict v;
   const size_t n = windows == 0 ? 0 : outcomes.size() / windows;
   double best_key = std::numeric_limits<double>::infinity();
@@ -138,7 +138,8 @@ TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vecto
       sum += mw;
     }
     const double ratio = std::exp(log_sum / static_cast<double>(windows));
-    const double bound_stat = stat == MaxWaitStat::MEAN ? sum / static_cast<double>(windows) : worst;
+    const double bound_stat =
+        stat == MaxWaitStat::MEAN ? sum / static_cast<double>(windows) : worst;
     // The fallback when nothing qualifies is the safest candidate: the least starving by its
     // worst window, whatever the statistic (a mean could hide one window starved 3x).
     if (worst < least_worst) {

@@ -54,7 +54,9 @@ TraceHeader make_header(const GenerateArgs& a, const LublinOptions& o) {
   h.max_procs = o.nodes * o.procs_per_node;
   h.max_jobs = a.jobs;
   h.unix_start_time = 0;
-  auto add = [&h](std::string k, std::string v) { h.fields.emplace_back(std::move(k), std::move(v)); };
+  auto add = [&h](std::string k, std::string v) {
+    h.fields.emplace_back(std::move(k), std::move(v));
+  };
   add("Version", "2.2");
   add("Computer", "synthetic, " + std::to_string(o.nodes) + " nodes x " +
                       std::to_string(o.procs_per_node) + " processors");
@@ -82,17 +84,20 @@ TraceHeader make_header(const GenerateArgs& a, const LublinOptions& o) {
                   std::to_string(o.start_hour) + ", load scale " + num_text(o.load_scale));
   std::string req = "requested time " + std::string(lublin_req_time_name(o.req_time));
   if (o.req_time == LublinReqTime::FACTOR)
-    req += " (run x " + num_text(o.req_time_factor) + " rounded up to " + num_text(o.req_time_round) + " s)";
+    req += " (run x " + num_text(o.req_time_factor) + " rounded up to " +
+           num_text(o.req_time_round) + " s)";
   add("Note", req);
   if (o.user_model.users > 0) {
     const LublinUserModel& u = o.user_model;
     add("Note", "user model version " + std::string(LUBLIN_USER_MODEL_VERSION) + ": " +
-                    std::to_string(u.users) + " users, activity exponent " + num_text(u.activity_exponent) +
-                    ", stickiness " + num_text(u.stickiness) + ", repeat " + num_text(u.repeat_prob) +
-                    ", new-application weight " + num_text(u.new_app_weight) + ", burst mean " +
-                    num_text(u.burst_mean) + ", run spread " + num_text(u.runtime_spread) + ", crash " +
-                    num_text(u.crash_prob) + ", hang " + num_text(u.hang_prob) + ", limit habit " + num_text(u.habit_share) +
-                    ", over-estimation " + num_text(u.factor_min) + ".." + num_text(u.factor_max));
+                    std::to_string(u.users) + " users, activity exponent " +
+                    num_text(u.activity_exponent) + ", stickiness " + num_text(u.stickiness) +
+                    ", repeat " + num_text(u.repeat_prob) + ", new-application weight " +
+                    num_text(u.new_app_weight) + ", burst mean " + num_text(u.burst_mean) +
+                    ", run spread " + num_text(u.runtime_spread) + ", crash " +
+                    num_text(u.crash_prob) + ", hang " + num_text(u.hang_prob) + ", limit habit " +
+                    num_text(u.habit_share) + ", over-estimation " + num_text(u.factor_min) + ".." +
+                    num_text(u.factor_max));
   }
   // No command line here: the options above are all there is, and leaving out the output name
   // keeps files from the same options byte-identical.
@@ -106,7 +111,8 @@ void write_trace(std::ostream& out, const GenerateArgs& a, LublinGenerator& gen)
   chunk.reserve(CHUNK_JOBS);
   const TraceHeader no_header;  // write_swf writes header lines only for what is set
   for (int64_t done = 0; done < a.jobs;) {
-    const auto n = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(CHUNK_JOBS), a.jobs - done));
+    const auto n =
+        static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(CHUNK_JOBS), a.jobs - done));
     chunk.resize(n);
     for (auto& j : chunk) gen.next(j);
     write_swf(out, no_header, chunk);
@@ -142,7 +148,8 @@ void write_file_atomically(const std::string& path, Fill fill) {
     out.close();
     if (!out) throw std::runtime_error("generate: writing '" + path + "' failed (disk full?)");
   }
-  if (::fchmod(fd, 0666 & ~mask) != 0 || ::fsync(fd) != 0 || ::close(std::exchange(guard.fd, -1)) != 0)
+  if (::fchmod(fd, 0666 & ~mask) != 0 || ::fsync(fd) != 0 ||
+      ::close(std::exchange(guard.fd, -1)) != 0)
     throw std::runtime_error("generate: writing '" + path + "' failed: " + std::strerror(errno));
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw std::runtime_error("generate: cannot rename '" + tmp + "' to '" + path +
@@ -179,8 +186,9 @@ void run_generate(const GenerateArgs& a) {
     std::cerr << "mlprio-replay generate: wrote " << a.jobs << " jobs (lublin99 v"
               << LUBLIN_GENERATOR_VERSION << ", seed " << o.seed << ", "
               << lublin_job_types_name(o.types) << ", " << o.nodes << " nodes"
-              << (o.user_model.users > 0 ? ", " + std::to_string(o.user_model.users) + " users" : "") << ") to "
-              << (a.output == "-" ? "stdout" : a.output) << " in " << secs << " s ("
+              << (o.user_model.users > 0 ? ", " + std::to_string(o.user_model.users) + " users"
+                                         : "")
+              << ") to " << (a.output == "-" ? "stdout" : a.output) << " in " << secs << " s ("
               << (secs > 0 ? static_cast<double>(a.jobs) / secs : 0.0) << " jobs/s)\n";
 }
 
@@ -188,53 +196,68 @@ void run_generate(const GenerateArgs& a) {
 
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
-  auto* cmd = app.add_subcommand(
-      "generate", "Write a synthetic SWF trace from a published workload model (seeded: same seed, same trace)");
-  cmd->add_option("--model", args->model, "Workload model: lublin (Lublin & Feitelson 2003, m_lublin99)")
+  auto* cmd = app.add_subcommand("generate",
+                                 "Write a synthetic SWF trace from a published workload model "
+                                 "(seeded: same seed, same trace)");
+  cmd->add_option("--model", args->model,
+                  "Workload model: lublin (Lublin & Feitelson 2003, m_lublin99)")
       ->check(CLI::IsMember({"lublin", "lublin99"}))
       ->capture_default_str();
-  cmd->add_option("--jobs", args->jobs, "Number of jobs to write")->required()->check(CLI::NonNegativeNumber);
-  cmd->add_option("-o,--output", args->output, "SWF file to write ('-' for standard output)")->required();
+  cmd->add_option("--jobs", args->jobs, "Number of jobs to write")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-o,--output", args->output, "SWF file to write ('-' for standard output)")
+      ->required();
   cmd->add_option("--nodes", args->lublin.nodes,
-                  "System size in nodes; job sizes are scaled to it and never exceed it (the fits are for 128)")
+                  "System size in nodes; job sizes are scaled to it and never exceed it (the fits "
+                  "are for 128)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_option("--procs-per-node", args->lublin.procs_per_node,
                   "Processors per node: a job's processors = its model nodes x this")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--seed", args->lublin.seed, "Random seed (same seed and options, same trace everywhere)")
+  cmd->add_option("--seed", args->lublin.seed,
+                  "Random seed (same seed and options, same trace everywhere)")
       ->capture_default_str();
-  cmd->add_option("--types", args->types,
-                  "Job classes: batch, interactive, both (two merged streams, SWF queue 1/0), or typeless "
-                  "(whole-sample fit)")
+  cmd->add_option(
+         "--types", args->types,
+         "Job classes: batch, interactive, both (two merged streams, SWF queue 1/0), or typeless "
+         "(whole-sample fit)")
       ->check(CLI::IsMember({"batch", "interactive", "both", "typeless"}))
       ->capture_default_str();
-  cmd->add_option("--start-hour", args->lublin.start_hour, "Hour of day at time 0 (daily arrival cycle)")
+  cmd->add_option("--start-hour", args->lublin.start_hour,
+                  "Hour of day at time 0 (daily arrival cycle)")
       ->check(CLI::Range(0, 23))
       ->capture_default_str();
-  cmd->add_option("--load-scale", args->lublin.load_scale,
-                  "Multiply the arrival rate (1 = the published model; the daily cycle keeps its shape)")
+  cmd->add_option(
+         "--load-scale", args->lublin.load_scale,
+         "Multiply the arrival rate (1 = the published model; the daily cycle keeps its shape)")
       ->check(CLI::Range(1e-3, 1e3))
       ->capture_default_str();
-  cmd->add_option("--req-time", args->req_time,
-                  "Requested time: unknown (-1, as the published Lublin traces), exact (= run time), "
-                  "factor (run x --req-time-factor rounded up to --req-time-round), user (the user model's "
-                  "habits; needs --users), or auto (user with --users, else unknown)")
+  cmd->add_option(
+         "--req-time", args->req_time,
+         "Requested time: unknown (-1, as the published Lublin traces), exact (= run time), "
+         "factor (run x --req-time-factor rounded up to --req-time-round), user (the user model's "
+         "habits; needs --users), or auto (user with --users, else unknown)")
       ->check(CLI::IsMember({"auto", "unknown", "exact", "factor", "user"}))
       ->capture_default_str();
-  cmd->add_option("--req-time-factor", args->lublin.req_time_factor, "Over-estimation factor for --req-time factor (>= 1)")
+  cmd->add_option("--req-time-factor", args->lublin.req_time_factor,
+                  "Over-estimation factor for --req-time factor (>= 1)")
       ->capture_default_str();
-  cmd->add_option("--req-time-round", args->lublin.req_time_round, "Round requested times up to this many seconds")
+  cmd->add_option("--req-time-round", args->lublin.req_time_round,
+                  "Round requested times up to this many seconds")
       ->capture_default_str();
   // The user model (core's lublin.hpp, LublinUserModel); its defaults are the calibrated ones.
   LublinUserModel& um = args->lublin.user_model;
-  cmd->add_option("--users", um.users,
-                  "Users with repeating behaviour (0 = none, the plain model): Zipf activity, sessions, "
-                  "resubmitted applications, bursts, request habits, crashes")
+  cmd->add_option(
+         "--users", um.users,
+         "Users with repeating behaviour (0 = none, the plain model): Zipf activity, sessions, "
+         "resubmitted applications, bursts, request habits, crashes")
       ->check(CLI::Range(int64_t{0}, LUBLIN_MAX_USERS))
       ->capture_default_str();
-  cmd->add_option("--user-activity", um.activity_exponent, "Zipf exponent of the users' activity (with --users)")
+  cmd->add_option("--user-activity", um.activity_exponent,
+                  "Zipf exponent of the users' activity (with --users)")
       ->capture_default_str();
   cmd->add_option("--user-stickiness", um.stickiness,
                   "Probability that a submission is by the previous submission's user")
@@ -243,12 +266,15 @@ void add_generate_command(CLI::App& app) {
                   "Probability that a submission resubmits the user's previous application")
       ->capture_default_str();
   cmd->add_option("--app-new-weight", um.new_app_weight,
-                  "Concentration of a user's repertoire: a new application w.p. W / (W + submissions so far)")
+                  "Concentration of a user's repertoire: a new application w.p. W / (W + "
+                  "submissions so far)")
       ->capture_default_str();
-  cmd->add_option("--burst-mean", um.burst_mean, "Mean jobs per submission (copies at the same second)")
+  cmd->add_option("--burst-mean", um.burst_mean,
+                  "Mean jobs per submission (copies at the same second)")
       ->capture_default_str();
-  cmd->add_option("--run-spread", um.runtime_spread,
-                  "Laplace scale of ln(run time) of a job around its application's (mean |deviation|)")
+  cmd->add_option(
+         "--run-spread", um.runtime_spread,
+         "Laplace scale of ln(run time) of a job around its application's (mean |deviation|)")
       ->capture_default_str();
   cmd->add_option("--crash-prob", um.crash_prob, "Probability that a job crashes within a minute")
       ->capture_default_str();
@@ -258,7 +284,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--limit-habit", um.habit_share,
                   "Share of users who keep a default time limit unless a job needs more")
       ->capture_default_str();
-  cmd->add_option("--overestimate-min", um.factor_min, "Smallest user over-estimation factor (>= 1)")
+  cmd->add_option("--overestimate-min", um.factor_min,
+                  "Smallest user over-estimation factor (>= 1)")
       ->capture_default_str();
   cmd->add_option("--overestimate-max", um.factor_max, "Largest user over-estimation factor")
       ->capture_default_str();

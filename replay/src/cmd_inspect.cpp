@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <memory>
 #include <iomanip>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -54,17 +54,21 @@ std::string figure(double v) {
 
 void print_user_stats(const UserBehaviourStats& u) {
   std::cout << "users        " << u.users << " (" << u.jobs_with_user << " of " << u.jobs
-            << " jobs have a user id); top 10 % of users submit " << figure(u.top10_share) << " of them\n"
-            << "repeats      of " << u.pairs << " jobs with a previous job by the same user: "
-            << figure(u.same_request_size) << " same (request, size), submitted within 10 s "
-            << figure(u.gap_within_10s) << ", within 1 h " << figure(u.gap_within_1h) << "\n"
-            << "run locality of " << u.run_pairs << " such pairs with run times: " << figure(u.run_within_2x)
+            << " jobs have a user id); top 10 % of users submit " << figure(u.top10_share)
+            << " of them\n"
+            << "repeats      of " << u.pairs
+            << " jobs with a previous job by the same user: " << figure(u.same_request_size)
+            << " same (request, size), submitted within 10 s " << figure(u.gap_within_10s)
+            << ", within 1 h " << figure(u.gap_within_1h) << "\n"
+            << "run locality of " << u.run_pairs
+            << " such pairs with run times: " << figure(u.run_within_2x)
             << " within 2x of the previous run, median |log2(run / previous run)| "
             << figure(u.median_abs_log2_ratio) << "\n"
             << "requests     of " << u.request_jobs << " jobs with a request: mean run / request "
-            << figure(u.mean_run_over_request) << ", run >= request " << figure(u.run_at_limit_share) << "\n"
-            << "short runs   of " << u.run_jobs << " jobs with a run time: " << figure(u.short_run_share)
-            << " ran under 60 s\n";
+            << figure(u.mean_run_over_request) << ", run >= request "
+            << figure(u.run_at_limit_share) << "\n"
+            << "short runs   of " << u.run_jobs
+            << " jobs with a run time: " << figure(u.short_run_share) << " ran under 60 s\n";
 }
 
 std::string duration_text(double s) {
@@ -76,8 +80,8 @@ std::string duration_text(double s) {
     return buf;
   }
   std::snprintf(buf, sizeof buf, "%lldd %02d:%02d:%02d", static_cast<long long>(*days),
-                static_cast<int>(std::fmod(s, 86400) / 3600), static_cast<int>(std::fmod(s, 3600) / 60),
-                static_cast<int>(std::fmod(s, 60)));
+                static_cast<int>(std::fmod(s, 86400) / 3600),
+                static_cast<int>(std::fmod(s, 3600) / 60), static_cast<int>(std::fmod(s, 60)));
   return buf;
 }
 
@@ -88,8 +92,10 @@ void run_inspect(const InspectArgs& a) {
   for (const Job& j : t.jobs) {
     if (j.req_time <= 0) ++no_req_time;
     if (j.procs() <= 0) ++no_procs;
-    if (j.run < 0) ++no_run;
-    else if (j.run == 0) ++nonpositive_run;
+    if (j.run < 0)
+      ++no_run;
+    else if (j.run == 0)
+      ++nonpositive_run;
     if (j.req_gpus > 0 || j.alloc_gpus > 0) ++with_gpus;
     max_procs_job = std::max(max_procs_job, static_cast<double>(j.procs()));
     if (j.run > 0 && j.procs() > 0) cpu_seconds += j.run * static_cast<double>(j.procs());
@@ -126,9 +132,11 @@ void run_inspect(const InspectArgs& a) {
   };
   nlohmann::json errs = nlohmann::json::array();
   for (const auto& e : r.first_errors)
-    errs.push_back({{"file", e.file}, {"line", e.line}, {"field", e.field}, {"message", e.message}});
+    errs.push_back(
+        {{"file", e.file}, {"line", e.line}, {"field", e.field}, {"message", e.message}});
   j["first_errors"] = errs;
-  const UserBehaviourStats ustats = a.user_stats ? user_behaviour_stats(t.jobs) : UserBehaviourStats{};
+  const UserBehaviourStats ustats =
+      a.user_stats ? user_behaviour_stats(t.jobs) : UserBehaviourStats{};
   if (a.user_stats) j["user_stats"] = user_stats_json(ustats);
   if (a.json) {
     std::cout << j.dump() << "\n";
@@ -137,16 +145,22 @@ void run_inspect(const InspectArgs& a) {
   std::cout << std::fixed << std::setprecision(0);
   std::cout << "trace        " << t.path << " (" << trace_format_name(t.format) << ")\n"
             << "jobs         " << t.jobs.size() << "\n"
-            << "time span    " << duration_text(last - first) << " (submit " << first << " .. " << last << " s)\n"
-            << "machine      " << (t.header.max_nodes >= 0 ? std::to_string(t.header.max_nodes) : "?") << " nodes, "
-            << (t.header.max_procs >= 0 ? std::to_string(t.header.max_procs) : "?") << " processors (from header)\n"
+            << "time span    " << duration_text(last - first) << " (submit " << first << " .. "
+            << last << " s)\n"
+            << "machine      "
+            << (t.header.max_nodes >= 0 ? std::to_string(t.header.max_nodes) : "?") << " nodes, "
+            << (t.header.max_procs >= 0 ? std::to_string(t.header.max_procs) : "?")
+            << " processors (from header)\n"
             << "largest job  " << static_cast<int64_t>(max_procs_job) << " processors\n"
             << "missing      " << no_req_time << " without requested time, " << no_procs
-            << " without processors, " << no_run << " without run time, " << nonpositive_run << " with run time 0\n"
+            << " without processors, " << no_run << " without run time, " << nonpositive_run
+            << " with run time 0\n"
             << "GPU jobs     " << with_gpus << "\n"
-            << "lines        " << r.lines << " read, " << r.skipped << " skipped, " << r.blank_lines << " blank, "
-            << r.ignored << " ignored (job steps)\n"
-            << "order        " << (r.was_sorted ? "sorted by submit time" : "was not sorted by submit time; sorted") << "\n";
+            << "lines        " << r.lines << " read, " << r.skipped << " skipped, " << r.blank_lines
+            << " blank, " << r.ignored << " ignored (job steps)\n"
+            << "order        "
+            << (r.was_sorted ? "sorted by submit time" : "was not sorted by submit time; sorted")
+            << "\n";
   if (a.user_stats) print_user_stats(ustats);
 }
 
@@ -154,12 +168,15 @@ void run_inspect(const InspectArgs& a) {
 
 void add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
-  auto* cmd = app.add_subcommand("inspect", "Show what a trace holds: jobs, span, machine size, missing fields, skipped lines");
+  auto* cmd = app.add_subcommand(
+      "inspect",
+      "Show what a trace holds: jobs, span, machine size, missing fields, skipped lines");
   add_trace_options(*cmd, args->trace);
   cmd->add_flag("--json", args->json, "Print one JSON object (at least \"jobs\")");
-  cmd->add_flag("--user-stats", args->user_stats,
-                "Also how users behave: activity concentration, repeats of the previous job, run-time "
-                "locality, run/request, short runs (JSON: \"user_stats\"; NaN figures are null)");
+  cmd->add_flag(
+      "--user-stats", args->user_stats,
+      "Also how users behave: activity concentration, repeats of the previous job, run-time "
+      "locality, run/request, short runs (JSON: \"user_stats\"; NaN figures are null)");
   cmd->callback([args]() { run_inspect(*args); });
 }
 

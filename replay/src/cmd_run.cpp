@@ -13,13 +13,13 @@
 #include "mlprio/cli/trace_options.hpp"
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/model/predictor.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
+#include "mlprio/replay/dist/time_parallel.hpp"
 #include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/output.hpp"
 #include "mlprio/replay/rlscheduler.hpp"
 #include "mlprio/replay/simulator.hpp"
 #include "mlprio/replay/spec.hpp"
-#include "mlprio/replay/dist/sweep_windows.hpp"
-#include "mlprio/replay/dist/time_parallel.hpp"
 #include "replay_options.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include <memory>
@@ -131,12 +131,14 @@ void run_run(const RunArgs& a) {
 
   if (a.time_parallel) {
     if (cfg.profile != Profile::STANDARD || a.policies.size() != 1 || windows.size() != 1)
-      throw ConfigError("--time-parallel replays one policy over one window (or the whole trace) "
-                        "in the standard profile");
+      throw ConfigError(
+          "--time-parallel replays one policy over one window (or the whole trace) "
+          "in the standard profile");
     if (setup.online())
-      throw ConfigError("--time-parallel needs estimates fixed in advance (request or actual): "
-                        "with --estimate " + a.spec.estimate +
-                        " a job's estimate depends on the replayed schedule before it");
+      throw ConfigError(
+          "--time-parallel needs estimates fixed in advance (request or actual): "
+          "with --estimate " +
+          a.spec.estimate + " a job's estimate depends on the replayed schedule before it");
     cfg.policy = a.policies.front();
     RunRecord r;
     r.policy = cfg.policy;
@@ -205,7 +207,8 @@ void add_run_command(CLI::App& app) {
                   "multifactor, ml (model score; needs --estimate model:FILE)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--backfill", args->backfill, "Backfilling: none, easy, conservative, rlscheduler")
+  cmd->add_option("--backfill", args->backfill,
+                  "Backfilling: none, easy, conservative, rlscheduler")
       ->check(CLI::IsMember({"none", "easy", "conservative", "rlscheduler"}))
       ->capture_default_str();
   cmd->add_option("--profile", args->profile,
@@ -216,8 +219,7 @@ void add_run_command(CLI::App& app) {
                   "START:LEN, repeatable: replay jobs START..START+LEN-1 from an empty cluster")
       ->take_all();
   add_replay_spec_options(*cmd, args->spec);
-  cmd->add_option("--priority-weight-age", args->prio.weight_age,
-                  "multifactor: PriorityWeightAge")
+  cmd->add_option("--priority-weight-age", args->prio.weight_age, "multifactor: PriorityWeightAge")
       ->capture_default_str();
   cmd->add_option("--priority-weight-job-size", args->prio.weight_job_size,
                   "multifactor: PriorityWeightJobSize")
@@ -225,8 +227,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--priority-weight-fairshare", args->prio.weight_fairshare,
                   "multifactor: PriorityWeightFairshare")
       ->capture_default_str();
-  cmd->add_option("--priority-max-age", args->prio.max_age,
-                  "multifactor: PriorityMaxAge, seconds")
+  cmd->add_option("--priority-max-age", args->prio.max_age, "multifactor: PriorityMaxAge, seconds")
       ->capture_default_str();
   cmd->add_option("--priority-decay-half-life", args->prio.decay_half_life,
                   "multifactor: PriorityDecayHalfLife, seconds (0: no decay)")

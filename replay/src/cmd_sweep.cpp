@@ -50,7 +50,8 @@ replay::dist::SweepSpec build_spec(const SweepArgs& a) {
     spec.random_count = count;
     spec.random_len = len;
     if (!a.seed_given && a.config.empty())
-      throw replay::dist::SweepError("--windows COUNTxLEN needs --seed S (the draw must be reproducible)");
+      throw replay::dist::SweepError(
+          "--windows COUNTxLEN needs --seed S (the draw must be reproducible)");
   }
   if (a.seed_given) spec.seed = a.seed;
   merge_given(*a.cmd, a.replay, spec.replay);

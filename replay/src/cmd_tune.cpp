@@ -16,8 +16,8 @@
 #include "commands.hpp"
 #include "mlprio/cli/trace_options.hpp"
 #include "mlprio/model/model_file.hpp"
-#include "mlprio/replay/tune.hpp"
 #include "mlprio/replay/dist/sweep_windows.hpp"
+#include "mlprio/replay/tune.hpp"
 #include "replay_options.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include "mlprio/replay/dist/mpi_support.hpp"
@@ -101,11 +101,13 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
 
   const bool quiet = a.json;
   const auto c1 = tune_stage1(setup.policy());
-  const auto o1 = stage("stage 1 (score, starvation, estimate)", setup, trace, c1, windows, comm, quiet);
+  const auto o1 =
+      stage("stage 1 (score, starvation, estimate)", setup, trace, c1, windows, comm, quiet);
   const TuneVerdict v1 =
       pick_best(o1, base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
   const auto c2 = tune_stage2(c1[v1.best]);
-  const auto o2 = stage("stage 2 (size, order, correction)", setup, trace, c2, windows, comm, quiet);
+  const auto o2 =
+      stage("stage 2 (size, order, correction)", setup, trace, c2, windows, comm, quiet);
   const TuneVerdict v2 =
       pick_best(o2, base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
   const bool second = v2.feasible && (!v1.feasible || v2.bsld_ratio <= v1.bsld_ratio);
@@ -118,8 +120,8 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   std::ostringstream by;
   by << "mlprio-replay tune: trace sha256 " << file_sha256(trace.path) << ", training jobs 0.."
      << n_train - 1 << ", " << windows.size() / a.loads.size() << " windows of "
-     << windows.front().len << " at load x" << loads_text(a.loads)
-     << ", " << max_wait_stat_name(stat) << " window max wait <= " << a.max_wait_ratio
+     << windows.front().len << " at load x" << loads_text(a.loads) << ", "
+     << max_wait_stat_name(stat) << " window max wait <= " << a.max_wait_ratio
      << " x max(FCFS+EASY's, " << a.max_wait_floor << " s); train bsld ratio " << v.bsld_ratio
      << ", max wait ratio " << v.max_wait_ratio << " (worst window " << v.worst_max_wait_ratio
      << ")" << (v.feasible ? "" : " (no candidate met the bound)");
@@ -180,11 +182,15 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
     for (const auto& w : ws)
       std::printf("%-14s %6.2f %10.2f %10.2f %12.1f %12.1f\n",
                   (std::to_string(w["window"][0].get<int64_t>()) + ":" +
-                   std::to_string(w["window"][1].get<int64_t>())).c_str(),
-                  w["load"].get<double>(),
-                  w["fcfs_bsld"].get<double>(), w["ml_bsld"].get<double>(),
+                   std::to_string(w["window"][1].get<int64_t>()))
+                      .c_str(),
+                  w["load"].get<double>(), w["fcfs_bsld"].get<double>(), w["ml_bsld"].get<double>(),
                   w["fcfs_max_wait"].get<double>() / 3600, w["ml_max_wait"].get<double>() / 3600);
-    std::cout << "wrote " << a.out << (v.feasible ? "" : " (WARNING: no candidate met the max-wait bound; kept the least starving)") << "\n";
+    std::cout << "wrote " << a.out
+              << (v.feasible
+                      ? ""
+                      : " (WARNING: no candidate met the max-wait bound; kept the least starving)")
+              << "\n";
   }
 }
 
@@ -193,8 +199,9 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
 void add_tune_command(CLI::App& app) {
   auto args = std::make_shared<TuneArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "tune", "Choose the ml policy by replaying the training part of a trace; writes it into "
-              "a copy of the model file (runs under mpirun)");
+      "tune",
+      "Choose the ml policy by replaying the training part of a trace; writes it into "
+      "a copy of the model file (runs under mpirun)");
   add_trace_options(*cmd, args->trace);
   cmd->add_option("--model", args->model, "Model file (mlprio-model train)")->required();
   cmd->add_option("-o,--out", args->out, "Model file to write, with the chosen policy")->required();

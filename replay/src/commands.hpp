@@ -16,11 +16,8 @@ void add_tune_command(CLI::App& app);
 using AddCommand = void (*)(CLI::App&);
 inline const std::vector<AddCommand>& commands() {
   static const std::vector<AddCommand> list = {
-      add_inspect_command,
-      add_run_command,
-      add_generate_command,
-      add_sweep_command,
-      add_tune_command,
+      add_inspect_command, add_run_command,  add_generate_command,
+      add_sweep_command,   add_tune_command,
   };
   return list;
 }

@@ -39,14 +39,14 @@ using mlprio::plugin::CacheEntry;
 using mlprio::plugin::Clock;
 using mlprio::plugin::FactorCache;
 using mlprio::plugin::LiveHistory;
+using mlprio::plugin::log_msg;
 using mlprio::plugin::ModelSlot;
 using mlprio::plugin::OwnedJob;
 using mlprio::plugin::Params;
 using mlprio::plugin::PredictorGate;
+using mlprio::plugin::stamp_of;
 using mlprio::plugin::State;
 using mlprio::plugin::WorkQueue;
-using mlprio::plugin::log_msg;
-using mlprio::plugin::stamp_of;
 namespace model = mlprio::model;
 
 thread_local std::string g_last_error;
@@ -203,8 +203,8 @@ std::vector<std::string> ineffective_params(const State& st) {
   std::vector<std::string> w;
   const Params& p = st.params;
   if (p.max_boost_given && static_cast<double>(p.max_boost) > p.weight)
-    w.push_back("max_boost=" + std::to_string(p.max_boost) + " has no effect: it is above weight=" +
-                mlprio::plugin::format_number(p.weight) +
+    w.push_back("max_boost=" + std::to_string(p.max_boost) +
+                " has no effect: it is above weight=" + mlprio::plugin::format_number(p.weight) +
                 " and |SITE| <= weight (the score is below 1 at submission)");
   if (st.predictor && p.refuse_above < 1.0 && st.predictor->kind() == "xgboost") {
     mlprio::Job probe;
@@ -233,8 +233,8 @@ int apply_params(mlprio_ctx& ctx, ModelSlot::Reload& r, const char* text, uint64
   std::string error;
   auto st = build_state(ctx, r, std::move(parsed.params), conf_epoch, error);
   const bool ok = st->predictor != nullptr;
-  log_msg(ok ? 1 : 0, std::string(why) + (ok ? "model loaded: " + st->describe
-                                             : error + "; factor is neutral"));
+  log_msg(ok ? 1 : 0, std::string(why) +
+                          (ok ? "model loaded: " + st->describe : error + "; factor is neutral"));
   for (const auto& w : ineffective_params(*st)) log_msg(0, std::string(why) + w);
   r.publish(std::move(st));
   return ok ? MLPRIO_OK : fail(MLPRIO_ERR_MODEL, error);
@@ -285,7 +285,8 @@ void fill_params(const Params& p, mlprio_params_t* out) {
 
 // Predicts a batch taken from the queue and caches the factors; returns the job ids done.
 // The predictor gate is held for the predictions only; advice and cache are looked up after.
-std::vector<uint32_t> score_batch(mlprio_ctx& ctx, const std::vector<std::unique_ptr<OwnedJob>>& batch) {
+std::vector<uint32_t> score_batch(mlprio_ctx& ctx,
+                                  const std::vector<std::unique_ptr<OwnedJob>>& batch) {
   std::vector<uint32_t> done;
   const auto st = ctx.snapshot();
   if (!st || !st->predictor) return done;
@@ -302,9 +303,9 @@ std::vector<uint32_t> score_batch(mlprio_ctx& ctx, const std::vector<std::unique
     AdviceEntry adv;
     const bool has = key && ctx.advice.find(key, id, &adv);
     if (has) ctx.advice.count_advised();
-    ctx.cache.put(id, {batch[i]->fingerprint, st->generation,
-                       factor_from(*st, jobs[i], advised(*st, preds[i], has ? &adv : nullptr)),
-                       key, has});
+    ctx.cache.put(
+        id, {batch[i]->fingerprint, st->generation,
+             factor_from(*st, jobs[i], advised(*st, preds[i], has ? &adv : nullptr)), key, has});
     done.push_back(id);
   }
   return done;
@@ -329,7 +330,8 @@ void worker_loop(mlprio_ctx* ctx) {
         check_reload(*ctx, &reloaded);
         if (reloaded) ctx->work.publish_all();
         auto st = ctx->snapshot();
-        next_check = Clock::now() + std::chrono::milliseconds(st ? st->params.check_period_ms : 5000);
+        next_check =
+            Clock::now() + std::chrono::milliseconds(st ? st->params.check_period_ms : 5000);
       }
       ctx->advice.log_stats(stats_logged, stats_line);
       if (!b.jobs.empty()) ctx->work.publish_ready(score_batch(*ctx, b.jobs));
@@ -342,12 +344,12 @@ void worker_loop(mlprio_ctx* ctx) {
 }
 
 #define MLPRIO_GUARD_BEGIN try {
-#define MLPRIO_GUARD_END                                                      \
-  }                                                                           \
-  catch (const std::exception& e) {                                           \
-    return fail(MLPRIO_ERR_INTERNAL, std::string(__func__) + ": " + e.what()); \
-  }                                                                           \
-  catch (...) {                                                               \
+#define MLPRIO_GUARD_END                                                             \
+  }                                                                                  \
+  catch (const std::exception& e) {                                                  \
+    return fail(MLPRIO_ERR_INTERNAL, std::string(__func__) + ": " + e.what());       \
+  }                                                                                  \
+  catch (...) {                                                                      \
     return fail(MLPRIO_ERR_INTERNAL, std::string(__func__) + ": unknown exception"); \
   }
 
@@ -355,9 +357,13 @@ void worker_loop(mlprio_ctx* ctx) {
 
 extern "C" {
 
-const char* mlprio_last_error(void) { return g_last_error.c_str(); }
+const char* mlprio_last_error(void) {
+  return g_last_error.c_str();
+}
 
-void mlprio_set_log(mlprio_log_fn fn) { g_log.store(fn); }
+void mlprio_set_log(mlprio_log_fn fn) {
+  g_log.store(fn);
+}
 
 int mlprio_ctx_create(const char* params, uint64_t conf_epoch, mlprio_ctx_t** out) {
   MLPRIO_GUARD_BEGIN
@@ -447,8 +453,10 @@ int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
     st = ctx->slot.wait_for_epoch(conf_epoch, std::chrono::milliseconds(wait_ms),
                                   ctx->worker_running);
     if (st->conf_epoch != conf_epoch)
-      return fail(MLPRIO_TIMEOUT, "slurm.conf was re-read and the model for it was not loaded "
-                                  "within reload_wait_ms=" + std::to_string(wait_ms));
+      return fail(MLPRIO_TIMEOUT,
+                  "slurm.conf was re-read and the model for it was not loaded "
+                  "within reload_wait_ms=" +
+                      std::to_string(wait_ms));
   }
   fill_params(st->params, &out->params);
   out->generation = st->generation;
@@ -466,10 +474,10 @@ int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
     // 160 us (400 trees) here, against ~1 us for the prediction.
     std::vector<double> contrib(model::N_FEATURES + 1);
     const bool explained = ctx->predictor.explain_fail(*st->predictor, row, contrib);
-    text = mlprio::plugin::failure_text(
-        explained ? mlprio::plugin::top_fail_reasons(contrib, row)
-                  : std::vector<mlprio::plugin::FailContribution>{},
-        explained, p.fail_prob, st->params.refuse_above, st->params.allow_override);
+    text = mlprio::plugin::failure_text(explained ? mlprio::plugin::top_fail_reasons(contrib, row)
+                                                  : std::vector<mlprio::plugin::FailContribution>{},
+                                        explained, p.fail_prob, st->params.refuse_above,
+                                        st->params.allow_override);
     return true;
   }();
   out->pred.runtime_s = p.runtime;
@@ -489,8 +497,10 @@ int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
       return std::find(names.begin(), names.end(), low) != names.end() ? low : std::string();
     };
     std::string by;
-    if (auto q = listed(prm.exempt_qos, job->qos); !q.empty()) by = "qos:" + q;
-    else if (auto a = listed(prm.exempt_accounts, job->account); !a.empty()) by = "account:" + a;
+    if (auto q = listed(prm.exempt_qos, job->qos); !q.empty())
+      by = "qos:" + q;
+    else if (auto a = listed(prm.exempt_accounts, job->account); !a.empty())
+      by = "account:" + a;
     if (!by.empty()) {
       out->verdict = MLPRIO_VERDICT_EXEMPT;
       message = text.message + " Not refused: " + (by[0] == 'q' ? "QOS " : "account ") +
@@ -499,8 +509,8 @@ int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
       note = "mlprio_exempt=" + by;
     } else if (prm.allow_override && mlprio::plugin::has_override_token(job->comment)) {
       out->verdict = MLPRIO_VERDICT_OVERRIDE;
-      message = text.message + " Submitted anyway: --comment=" +
-                mlprio::plugin::OVERRIDE_TOKEN + " (recorded with the job and in the log).";
+      message = text.message + " Submitted anyway: --comment=" + mlprio::plugin::OVERRIDE_TOKEN +
+                " (recorded with the job and in the log).";
       log = "override (--comment " + std::string(mlprio::plugin::OVERRIDE_TOKEN) + "): " + log;
       note = "mlprio_override=1";
     }
@@ -585,7 +595,8 @@ int mlprio_site_factor(mlprio_ctx_t* ctx, const mlprio_job_t* job, int64_t* fact
       f = factor_from(*st, j, advised(*st, p, has ? &adv : nullptr));
     }
     if (has) ctx->advice.count_advised();
-    const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+    const auto took =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
     if (took > budget_ns) {
       if (ctx->overrun_generation.exchange(st->generation) != st->generation) ctx->overruns = 0;
       if (++ctx->overruns == 3)
@@ -645,13 +656,27 @@ int mlprio_observe_finished(mlprio_ctx_t* ctx, const mlprio_finish_t* jobs, size
     it.f.procs = in.job.req_cpus > 0 ? in.job.req_cpus : -1;
     using S = mlprio::JobStatus;
     switch (in.state) {
-      case MLPRIO_END_COMPLETED: it.f.status = S::COMPLETED; break;
-      case MLPRIO_END_FAILED: it.f.status = S::FAILED; break;
-      case MLPRIO_END_TIMEOUT: it.f.status = S::TIMEOUT; break;
-      case MLPRIO_END_OOM: it.f.status = S::OUT_OF_MEMORY; break;
-      case MLPRIO_END_NODE_FAIL: it.f.status = S::NODE_FAIL; break;
-      case MLPRIO_END_CANCELLED: it.f.status = S::CANCELLED; break;
-      default: it.f.status = S::UNKNOWN_STATE; break;
+      case MLPRIO_END_COMPLETED:
+        it.f.status = S::COMPLETED;
+        break;
+      case MLPRIO_END_FAILED:
+        it.f.status = S::FAILED;
+        break;
+      case MLPRIO_END_TIMEOUT:
+        it.f.status = S::TIMEOUT;
+        break;
+      case MLPRIO_END_OOM:
+        it.f.status = S::OUT_OF_MEMORY;
+        break;
+      case MLPRIO_END_NODE_FAIL:
+        it.f.status = S::NODE_FAIL;
+        break;
+      case MLPRIO_END_CANCELLED:
+        it.f.status = S::CANCELLED;
+        break;
+      default:
+        it.f.status = S::UNKNOWN_STATE;
+        break;
     }
     items.push_back(it);
   }
@@ -775,8 +800,8 @@ int mlprio_feature_problems(const char* script, const char* comment, const char*
                             size_t len) {
   try {
     std::vector<std::string> problems;
-    mlprio::plugin::extract_features(script ? script : "", comment ? comment : "",
-                                     name ? name : "", problems);
+    mlprio::plugin::extract_features(script ? script : "", comment ? comment : "", name ? name : "",
+                                     problems);
     std::string text;
     for (const auto& p : problems) text += (text.empty() ? "" : "; ") + p;
     if (buf && len) std::snprintf(buf, len, "%s", text.c_str());

@@ -20,8 +20,9 @@ namespace mlprio::plugin {
 
 // Every key of PrioritySiteFactorParameters, with its default, declared once here.
 struct Params {
-  std::string model;              // model=PATH
-  double weight = 10000.0;        // weight=N: factor = weight * score (score is in (0, 1] before starvation)
+  std::string model;  // model=PATH
+  double weight =
+      10000.0;  // weight=N: factor = weight * score (score is in (0, 1] before starvation)
   int64_t max_boost = 100000;     // max_boost=N: |factor| cap
   bool max_boost_given = false;   // max_boost was in the text (the default is never warned about)
   double limit_margin = 0.25;     // limit_margin=F: time limit = predicted run * (1 + F)
@@ -38,11 +39,11 @@ struct Params {
   // llm_response_format=json_schema|json_object: how the request asks for the answer's shape
   // (json_schema sends the answer's schema; json_object for a server that refuses json_schema)
   mlprio::model::ResponseFormat llm_response_format = mlprio::model::ResponseFormat::JSON_SCHEMA;
-  double llm_min_factor = 0.5;    // llm_min_factor=F: advice never moves the estimate below x F
-  double llm_max_factor = 2.0;    // llm_max_factor=F: ... nor above x F
-  double llm_min_confidence = 0;  // llm_min_confidence=C: answers below C are ignored
-  int64_t budget_us = 200;        // budget_us=N: inline model budget per job, 0 = async only
-  int64_t check_period_ms = 5000; // check_period_ms=N: model file mtime check period
+  double llm_min_factor = 0.5;     // llm_min_factor=F: advice never moves the estimate below x F
+  double llm_max_factor = 2.0;     // llm_max_factor=F: ... nor above x F
+  double llm_min_confidence = 0;   // llm_min_confidence=C: answers below C are ignored
+  int64_t budget_us = 200;         // budget_us=N: inline model budget per job, 0 = async only
+  int64_t check_period_ms = 5000;  // check_period_ms=N: model file mtime check period
   // reload_wait_ms=N: after slurm.conf was re-read, how long job_submit waits for the model of
   // the new configuration (loaded on the worker) before passing a job unchanged; 0 = never wait
   int64_t reload_wait_ms = 1000;
@@ -133,9 +134,9 @@ uint64_t llm_key_of(const char* admin_comment);
 
 // Why a job is predicted to fail (abi_reason.cpp): one feature's push on the failure prediction.
 struct FailContribution {
-  int feature = 0;            // mlprio::model::Feature
-  double contribution = 0;    // in the failure model's units (log-odds or probability)
-  float value = 0;            // the job's encoded value (NaN = missing)
+  int feature = 0;          // mlprio::model::Feature
+  double contribution = 0;  // in the failure model's units (log-odds or probability)
+  float value = 0;          // the job's encoded value (NaN = missing)
 };
 enum class ReasonGroup { HISTORY, LLM, REQUEST, OTHER };
 ReasonGroup reason_group(int feature);

@@ -37,11 +37,21 @@ bool parse_number(std::string_view s, double& out) {
   std::string_view rest(end);
   if (rest.size() == 1) {
     switch (std::tolower(static_cast<unsigned char>(rest[0]))) {
-      case 'k': v *= 1e3; break;
-      case 'm': v *= 1e6; break;
-      case 'b': case 'g': v *= 1e9; break;
-      case 't': v *= 1e12; break;
-      default: return false;
+      case 'k':
+        v *= 1e3;
+        break;
+      case 'm':
+        v *= 1e6;
+        break;
+      case 'b':
+      case 'g':
+        v *= 1e9;
+        break;
+      case 't':
+        v *= 1e12;
+        break;
+      default:
+        return false;
     }
   } else if (!rest.empty()) {
     return false;
@@ -62,7 +72,8 @@ bool parse_name_list(std::string_view s, std::vector<std::string>& out) {
     pos = colon + 1;
     if (name.empty() || name.size() > 64 || out.size() >= 64) return false;
     for (char c : name)
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') return false;
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
+        return false;
     out.emplace_back(lower(name));  // Slurm compares account and QOS names case-insensitively
   }
   return !out.empty();
@@ -102,22 +113,32 @@ bool parse_int(std::string_view s, int64_t& out) {
 std::string canonical_key(std::string_view k) {
   const std::string key = lower(trim(k));
   static const std::pair<const char*, const char*> ALIASES[] = {
-      {"model_size", "model_size"}, {"params", "model_size"},    {"model_params", "model_size"},
-      {"seq_len", "seq_len"},       {"seqlen", "seq_len"},       {"max_seq_len", "seq_len"},
+      {"model_size", "model_size"},
+      {"params", "model_size"},
+      {"model_params", "model_size"},
+      {"seq_len", "seq_len"},
+      {"seqlen", "seq_len"},
+      {"max_seq_len", "seq_len"},
       {"sequence_length", "seq_len"},
-      {"batch_size", "batch_size"}, {"bs", "batch_size"},        {"micro_batch", "batch_size"},
+      {"batch_size", "batch_size"},
+      {"bs", "batch_size"},
+      {"micro_batch", "batch_size"},
       {"global_batch", "batch_size"},
-      {"lora_rank", "lora_rank"},   {"lora_r", "lora_rank"},     {"rank", "lora_rank"},
-      {"epochs", "epochs"},         {"num_epochs", "epochs"},    {"epoch", "epochs"},
-      {"quant_bits", "quant_bits"}, {"bits", "quant_bits"},
+      {"lora_rank", "lora_rank"},
+      {"lora_r", "lora_rank"},
+      {"rank", "lora_rank"},
+      {"epochs", "epochs"},
+      {"num_epochs", "epochs"},
+      {"epoch", "epochs"},
+      {"quant_bits", "quant_bits"},
+      {"bits", "quant_bits"},
   };
   for (const auto& [alias, canon] : ALIASES)
     if (key == alias) return canon;
   return {};
 }
 
-void set_feature(std::vector<std::pair<std::string, double>>& out, const std::string& k,
-                 double v) {
+void set_feature(std::vector<std::pair<std::string, double>>& out, const std::string& k, double v) {
   for (auto& [key, value] : out)
     if (key == k) {
       value = v;
@@ -134,12 +155,13 @@ bool in_range(const std::string& key, double v, const char*& expect) {
     double lo, hi;
     const char* expect;
   };
-  static const Range R[] = {{"model_size", 1e6, 1e13, "parameters, 1e6..1e13 (7e9, or 7b in the name)"},
-                            {"seq_len", 1, 1e8, "tokens, 1..1e8"},
-                            {"batch_size", 1, 1e8, "1..1e8"},
-                            {"lora_rank", 1, 65536, "1..65536"},
-                            {"epochs", 1e-3, 1e5, "0.001..1e5"},
-                            {"quant_bits", 1, 64, "1..64"}};
+  static const Range R[] = {
+      {"model_size", 1e6, 1e13, "parameters, 1e6..1e13 (7e9, or 7b in the name)"},
+      {"seq_len", 1, 1e8, "tokens, 1..1e8"},
+      {"batch_size", 1, 1e8, "1..1e8"},
+      {"lora_rank", 1, 65536, "1..65536"},
+      {"epochs", 1e-3, 1e5, "0.001..1e5"},
+      {"quant_bits", 1, 64, "1..64"}};
   for (const auto& r : R)
     if (key == r.key) {
       expect = r.expect;
@@ -156,8 +178,8 @@ void scan_pairs(std::string_view text, std::vector<std::pair<std::string, double
                 std::vector<std::string>* problems = nullptr, bool strict = false) {
   size_t i = 0;
   while (i < text.size()) {
-    while (i < text.size() && (std::isspace(static_cast<unsigned char>(text[i])) ||
-                               text[i] == ',' || text[i] == ';'))
+    while (i < text.size() &&
+           (std::isspace(static_cast<unsigned char>(text[i])) || text[i] == ',' || text[i] == ';'))
       ++i;
     size_t j = i;
     while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j])) &&
@@ -172,9 +194,11 @@ void scan_pairs(std::string_view text, std::vector<std::pair<std::string, double
     double v = 0;
     const char* expect = "";
     if (key.empty()) {
-      if (problems && strict && problems->size() < 16 && lower(tok.substr(0, eq)).rfind("mlprio", 0) != 0)
-        problems->push_back(shown + " (unknown key; known: model_size, seq_len, batch_size, "
-                                    "lora_rank, epochs, quant_bits)");
+      if (problems && strict && problems->size() < 16 &&
+          lower(tok.substr(0, eq)).rfind("mlprio", 0) != 0)
+        problems->push_back(shown +
+                            " (unknown key; known: model_size, seq_len, batch_size, "
+                            "lora_rank, epochs, quant_bits)");
     } else if (!parse_number(tok.substr(eq + 1), v)) {
       if (problems && problems->size() < 16) problems->push_back(shown + " (not a number)");
     } else if (!in_range(key, v, expect)) {
@@ -216,8 +240,8 @@ void scan_name(std::string_view name, std::vector<std::pair<std::string, double>
     } else if (num_after("ep", v)) {
       set_feature(out, "epochs", v);
     } else if (tok.size() >= 2 && tok.back() == 'b' &&
-               std::isdigit(static_cast<unsigned char>(tok.front())) &&
-               parse_number(tok, v) && v >= 1e8) {
+               std::isdigit(static_cast<unsigned char>(tok.front())) && parse_number(tok, v) &&
+               v >= 1e8) {
       set_feature(out, "model_size", v);
     }
   }
@@ -244,59 +268,104 @@ ParseResult parse_params(std::string_view text) {
     const std::string key = lower(trim(item.substr(0, eq)));
     const std::string_view val = trim(item.substr(eq + 1));
     auto bad = [&](const char* example) {
-      r.warnings.push_back("parameter " + key + "='" + std::string(val) +
-                           "' is not valid (e.g. " + example + "); keeping the default");
+      r.warnings.push_back("parameter " + key + "='" + std::string(val) + "' is not valid (e.g. " +
+                           example + "); keeping the default");
     };
     double d = 0;
     int64_t n = 0;
     // An empty value unsets a path, URL or list (what format_params() writes for unset ones).
     if (key == "model") {
-      if (val.empty()) p.model.clear();
-      else if (val.front() != '/') bad("model=/etc/slurm/mlprio/model.json, an absolute path");
-      else p.model = std::string(val);
+      if (val.empty())
+        p.model.clear();
+      else if (val.front() != '/')
+        bad("model=/etc/slurm/mlprio/model.json, an absolute path");
+      else
+        p.model = std::string(val);
     } else if (key == "weight") {
-      if (parse_number(val, d) && d >= 0) p.weight = d; else bad("weight=1000");
+      if (parse_number(val, d) && d >= 0)
+        p.weight = d;
+      else
+        bad("weight=1000");
     } else if (key == "max_boost") {
-      if (parse_int(val, n) && n >= 0 && n < 0x7ffffff0LL) p.max_boost = n, p.max_boost_given = true;
-      else bad("max_boost=100000");
+      if (parse_int(val, n) && n >= 0 && n < 0x7ffffff0LL)
+        p.max_boost = n, p.max_boost_given = true;
+      else
+        bad("max_boost=100000");
     } else if (key == "limit_margin") {
-      if (parse_number(val, d) && d >= 0 && d <= 10) p.limit_margin = d; else bad("limit_margin=0.25");
+      if (parse_number(val, d) && d >= 0 && d <= 10)
+        p.limit_margin = d;
+      else
+        bad("limit_margin=0.25");
     } else if (key == "refuse_above") {
-      if (parse_number(val, d) && d >= 0 && d <= 1) p.refuse_above = d; else bad("refuse_above=0.9");
+      if (parse_number(val, d) && d >= 0 && d <= 1)
+        p.refuse_above = d;
+      else
+        bad("refuse_above=0.9");
     } else if (key == "refuse_mode") {
       const std::string v = lower(val);
-      if (v == "refuse") p.refuse_mode = MLPRIO_REFUSE;
-      else if (v == "warn") p.refuse_mode = MLPRIO_WARN;
-      else bad("refuse_mode=refuse or refuse_mode=warn");
+      if (v == "refuse")
+        p.refuse_mode = MLPRIO_REFUSE;
+      else if (v == "warn")
+        p.refuse_mode = MLPRIO_WARN;
+      else
+        bad("refuse_mode=refuse or refuse_mode=warn");
     } else if (key == "llm_url") {
-      if (val.empty()) p.llm_url.clear();
-      else if (val.rfind("http://", 0) == 0 || val.rfind("https://", 0) == 0) p.llm_url = std::string(val);
-      else bad("llm_url=http://127.0.0.1:8080/v1");
+      if (val.empty())
+        p.llm_url.clear();
+      else if (val.rfind("http://", 0) == 0 || val.rfind("https://", 0) == 0)
+        p.llm_url = std::string(val);
+      else
+        bad("llm_url=http://127.0.0.1:8080/v1");
     } else if (key == "llm_api_key_file" || key == "llm_ca_file") {
       std::string& path = key == "llm_api_key_file" ? p.llm_api_key_file : p.llm_ca_file;
-      if (val.empty()) path.clear();
+      if (val.empty())
+        path.clear();
       else if (val.front() == '/' && val.size() <= 4096 && printable_path(val))
         path = std::string(val);
       else
-        bad(key == "llm_api_key_file" ? "llm_api_key_file=/etc/slurm/mlprio/llm.key, an absolute path"
-                                      : "llm_ca_file=/etc/slurm/mlprio/llm-ca.pem, an absolute path");
+        bad(key == "llm_api_key_file"
+                ? "llm_api_key_file=/etc/slurm/mlprio/llm.key, an absolute path"
+                : "llm_ca_file=/etc/slurm/mlprio/llm-ca.pem, an absolute path");
     } else if (key == "llm_timeout_ms") {
-      if (parse_int(val, n) && n > 0 && n <= 600000) p.llm_timeout_ms = n; else bad("llm_timeout_ms=2000");
+      if (parse_int(val, n) && n > 0 && n <= 600000)
+        p.llm_timeout_ms = n;
+      else
+        bad("llm_timeout_ms=2000");
     } else if (key == "llm_model") {
-      if (!val.empty() && val.size() <= 200) p.llm_model = std::string(val); else bad("llm_model=qwen2.5-7b");
+      if (!val.empty() && val.size() <= 200)
+        p.llm_model = std::string(val);
+      else
+        bad("llm_model=qwen2.5-7b");
     } else if (key == "llm_response_format") {
-      if (auto f = mlprio::model::parse_response_format(lower(val))) p.llm_response_format = *f;
-      else bad("llm_response_format=json_schema or llm_response_format=json_object");
+      if (auto f = mlprio::model::parse_response_format(lower(val)))
+        p.llm_response_format = *f;
+      else
+        bad("llm_response_format=json_schema or llm_response_format=json_object");
     } else if (key == "llm_min_factor") {
-      if (parse_number(val, d) && d > 0 && d <= 1) p.llm_min_factor = d; else bad("llm_min_factor=0.5 (0 < F <= 1)");
+      if (parse_number(val, d) && d > 0 && d <= 1)
+        p.llm_min_factor = d;
+      else
+        bad("llm_min_factor=0.5 (0 < F <= 1)");
     } else if (key == "llm_max_factor") {
-      if (parse_number(val, d) && d >= 1 && d <= 100) p.llm_max_factor = d; else bad("llm_max_factor=2 (1 <= F <= 100)");
+      if (parse_number(val, d) && d >= 1 && d <= 100)
+        p.llm_max_factor = d;
+      else
+        bad("llm_max_factor=2 (1 <= F <= 100)");
     } else if (key == "llm_min_confidence") {
-      if (parse_number(val, d) && d >= 0 && d <= 1) p.llm_min_confidence = d; else bad("llm_min_confidence=0.5");
+      if (parse_number(val, d) && d >= 0 && d <= 1)
+        p.llm_min_confidence = d;
+      else
+        bad("llm_min_confidence=0.5");
     } else if (key == "budget_us") {
-      if (parse_int(val, n) && n >= 0 && n <= 50000) p.budget_us = n; else bad("budget_us=200");
+      if (parse_int(val, n) && n >= 0 && n <= 50000)
+        p.budget_us = n;
+      else
+        bad("budget_us=200");
     } else if (key == "check_period_ms") {
-      if (parse_int(val, n) && n >= 100 && n <= 3600000) p.check_period_ms = n; else bad("check_period_ms=5000");
+      if (parse_int(val, n) && n >= 100 && n <= 3600000)
+        p.check_period_ms = n;
+      else
+        bad("check_period_ms=5000");
     } else if (key == "exempt_qos" || key == "exempt_accounts") {
       std::vector<std::string> names;
       if (val.empty() || parse_name_list(val, names))
@@ -308,39 +377,51 @@ ParseResult parse_params(std::string_view text) {
       if (!parse_bool(val, p.allow_override)) bad("allow_override=1 or allow_override=0");
     } else if (key == "mode") {
       const std::string v = lower(val);
-      if (v == "enforce") p.mode = MLPRIO_MODE_ENFORCE;
-      else if (v == "shadow") p.mode = MLPRIO_MODE_SHADOW;
-      else bad("mode=enforce or mode=shadow");
+      if (v == "enforce")
+        p.mode = MLPRIO_MODE_ENFORCE;
+      else if (v == "shadow")
+        p.mode = MLPRIO_MODE_SHADOW;
+      else
+        bad("mode=enforce or mode=shadow");
     } else if (key == "scope_partitions" || key == "scope_qos" || key == "scope_accounts") {
       std::vector<std::string> names;
       auto& dst = key == "scope_partitions" ? p.scope_partitions
                   : key == "scope_qos"      ? p.scope_qos
                                             : p.scope_accounts;
-      if (val.empty() || parse_name_list(val, names)) dst = std::move(names);
-      else bad("scope_partitions=gpu:debug, names joined by ':'");
+      if (val.empty() || parse_name_list(val, names))
+        dst = std::move(names);
+      else
+        bad("scope_partitions=gpu:debug, names joined by ':'");
     } else if (key == "override_default_time") {
       if (!parse_bool(val, p.override_default_time))
         bad("override_default_time=1 or override_default_time=0");
     } else if (key == "history_period_ms") {
-      if (parse_int(val, n) && (n == 0 || (n >= 1000 && n <= 3600000))) p.history_period_ms = n;
-      else bad("history_period_ms=30000 (1000..3600000, or 0 = off)");
+      if (parse_int(val, n) && (n == 0 || (n >= 1000 && n <= 3600000)))
+        p.history_period_ms = n;
+      else
+        bad("history_period_ms=30000 (1000..3600000, or 0 = off)");
     } else if (key == "reload_wait_ms") {
-      if (parse_int(val, n) && n >= 0 && n <= 10000) p.reload_wait_ms = n; else bad("reload_wait_ms=1000 (0..10000)");
+      if (parse_int(val, n) && n >= 0 && n <= 10000)
+        p.reload_wait_ms = n;
+      else
+        bad("reload_wait_ms=1000 (0..10000)");
     } else {
-      r.warnings.push_back("unknown parameter '" + key +
-                           "' ignored (known: model, weight, max_boost, limit_margin, refuse_above, "
-                           "refuse_mode, llm_url, llm_api_key_file, llm_ca_file, llm_timeout_ms, "
-                           "llm_model, llm_response_format, llm_min_factor, "
-                           "llm_max_factor, llm_min_confidence, budget_us, check_period_ms, "
-                           "reload_wait_ms, exempt_qos, exempt_accounts, allow_override, "
-                           "history_period_ms, mode, scope_partitions, scope_qos, "
-                           "scope_accounts, override_default_time)");
+      r.warnings.push_back(
+          "unknown parameter '" + key +
+          "' ignored (known: model, weight, max_boost, limit_margin, refuse_above, "
+          "refuse_mode, llm_url, llm_api_key_file, llm_ca_file, llm_timeout_ms, "
+          "llm_model, llm_response_format, llm_min_factor, "
+          "llm_max_factor, llm_min_confidence, budget_us, check_period_ms, "
+          "reload_wait_ms, exempt_qos, exempt_accounts, allow_override, "
+          "history_period_ms, mode, scope_partitions, scope_qos, "
+          "scope_accounts, override_default_time)");
     }
   }
-  if (!p.llm_api_key_file.empty() && p.llm_url.rfind("http://", 0) == 0 &&
-      !loopback_url(p.llm_url))
-    r.warnings.push_back("llm_api_key_file is set but llm_url is http://: the API key travels "
-                         "unencrypted to " + p.llm_url + "; use https:// (and llm_ca_file)");
+  if (!p.llm_api_key_file.empty() && p.llm_url.rfind("http://", 0) == 0 && !loopback_url(p.llm_url))
+    r.warnings.push_back(
+        "llm_api_key_file is set but llm_url is http://: the API key travels "
+        "unencrypted to " +
+        p.llm_url + "; use https:// (and llm_ca_file)");
   return r;
 }
 
@@ -484,7 +565,9 @@ bool has_override_token(const char* comment) {
   if (!comment) return false;
   const std::string_view c(comment, ::strnlen(comment, 4096));
   const std::string_view tok(OVERRIDE_TOKEN);
-  auto sep = [](char ch) { return std::isspace(static_cast<unsigned char>(ch)) || ch == ',' || ch == ';'; };
+  auto sep = [](char ch) {
+    return std::isspace(static_cast<unsigned char>(ch)) || ch == ',' || ch == ';';
+  };
   for (size_t at = c.find(tok); at != std::string_view::npos; at = c.find(tok, at + 1)) {
     const size_t end = at + tok.size();
     if ((at == 0 || sep(c[at - 1])) && (end == c.size() || sep(c[end]))) return true;
@@ -524,8 +607,8 @@ std::string format_duration(double seconds) {
 int64_t factor_value(double weighted_score, int64_t max_boost) {
   if (!std::isfinite(weighted_score)) return 0;
   const int64_t cap = std::max<int64_t>(max_boost, 0);
-  const double f = std::round(std::clamp(weighted_score, -static_cast<double>(cap),
-                                         static_cast<double>(cap)));
+  const double f =
+      std::round(std::clamp(weighted_score, -static_cast<double>(cap), static_cast<double>(cap)));
   // (double)cap rounds up to 2^63 for a cap near INT64_MAX: saturate instead of casting.
   if (const auto v = to_integer<int64_t>(f)) return std::clamp(*v, -cap, cap);
   return f > 0 ? cap : -cap;

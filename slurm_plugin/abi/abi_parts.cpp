@@ -56,12 +56,13 @@ std::shared_ptr<const State> ModelSlot::wait_for_epoch(uint64_t conf_epoch,
                                                        std::chrono::milliseconds wait,
                                                        const std::atomic<bool>& running) {
   std::unique_lock<std::mutex> lk(state_mu_);
-  state_cv_.wait_for(lk, wait,
-                     [&] { return state_->conf_epoch == conf_epoch || !running.load(); });
+  state_cv_.wait_for(lk, wait, [&] { return state_->conf_epoch == conf_epoch || !running.load(); });
   return state_;
 }
 
-void ModelSlot::wake_waiters() { state_cv_.notify_all(); }
+void ModelSlot::wake_waiters() {
+  state_cv_.notify_all();
+}
 
 void ModelSlot::Reload::publish(std::shared_ptr<const State> s) {
   {
@@ -373,11 +374,12 @@ void AdviceHub::sync(const Params& p, const ModelSlot::Reload& /*proof*/) {
       key_error = std::string("llm_api_key_file ") + e.what();
     }
   }
-  const std::string sig = p.llm_url.empty() ? std::string() :
-      p.llm_url + "\n" + p.llm_model + "\n" + std::to_string(p.llm_timeout_ms) + "\n" +
-      model::to_string(p.llm_response_format) + "\n" +
-      p.llm_ca_file + "\n" + p.llm_api_key_file + "\n" + key_error + "\n" +
-      std::to_string(std::hash<std::string>{}(api_key));
+  const std::string sig =
+      p.llm_url.empty() ? std::string()
+                        : p.llm_url + "\n" + p.llm_model + "\n" + std::to_string(p.llm_timeout_ms) +
+                              "\n" + model::to_string(p.llm_response_format) + "\n" +
+                              p.llm_ca_file + "\n" + p.llm_api_key_file + "\n" + key_error + "\n" +
+                              std::to_string(std::hash<std::string>{}(api_key));
   {
     std::lock_guard<std::mutex> g(mu_);
     if (sig == sig_) return;
@@ -424,7 +426,8 @@ void AdviceHub::sync(const Params& p, const ModelSlot::Reload& /*proof*/) {
     std::lock_guard<std::mutex> g(mu_);
     sig_ = sig;
   }
-  if (!sig.empty()) log_msg(0, "llm_url is set but this build has no libcurl; the LLM advisor is off");
+  if (!sig.empty())
+    log_msg(0, "llm_url is set but this build has no libcurl; the LLM advisor is off");
 #endif
 }
 
@@ -492,8 +495,7 @@ void AdviceHub::log_stats(Clock::time_point& last, std::string& last_line) {
                 (unsigned long long)c.http_errors, (unsigned long long)c.transport_errors,
                 (unsigned long long)c.invalid_answers, (unsigned long long)c.too_large,
                 (unsigned long long)c.skipped_breaker_open, (unsigned long long)c.breaker_opened,
-                (unsigned long long)c.dropped_queue_full,
-                (unsigned long long)advised_jobs_.load());
+                (unsigned long long)c.dropped_queue_full, (unsigned long long)advised_jobs_.load());
   if (last_line == buf) return;
   last_line = buf;
   last = Clock::now();

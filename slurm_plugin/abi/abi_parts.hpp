@@ -24,9 +24,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
-#include <climits>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -70,11 +70,11 @@ FileStamp stamp_of(const std::string& path);
 struct State {
   Params params;
   std::shared_ptr<const model::Predictor> predictor;  // null = neutral mode
-  std::string describe;                                // model line or why neutral
+  std::string describe;                               // model line or why neutral
   FileStamp stamp;
-  double per_job_ns = 0;                               // measured at load
+  double per_job_ns = 0;  // measured at load
   uint64_t generation = 0;
-  uint64_t conf_epoch = 0;                             // slurm.conf reading (mlprio_conf_epoch)
+  uint64_t conf_epoch = 0;  // slurm.conf reading (mlprio_conf_epoch)
 };
 
 struct CacheEntry {
@@ -149,7 +149,7 @@ class ModelSlot {
   mutable std::mutex state_mu_;  // guards state_ (a pointer copy)
   std::condition_variable state_cv_;
   std::shared_ptr<const State> state_;
-  std::mutex reload_mu_;  // taken before state_mu_, never after
+  std::mutex reload_mu_;           // taken before state_mu_, never after
   uint64_t fence_generation_ = 0;  // under reload_mu_
   uint64_t next_generation_ = 1;   // under reload_mu_
 };
@@ -290,9 +290,9 @@ class WorkQueue {
 class AdviceHub {
  public:
   static constexpr int RANK = 4;
-  static constexpr size_t ADVICE_MAX = 65536;     // answers kept (FIFO)
-  static constexpr size_t LLM_JOBS_MAX = 262144;  // key -> job id entries (cleared when exceeded)
-  static constexpr size_t LLM_SCRIPT_MAX = 16384; // script bytes handed to the advisor
+  static constexpr size_t ADVICE_MAX = 65536;      // answers kept (FIFO)
+  static constexpr size_t LLM_JOBS_MAX = 262144;   // key -> job id entries (cleared when exceeded)
+  static constexpr size_t LLM_SCRIPT_MAX = 16384;  // script bytes handed to the advisor
 
   explicit AdviceHub(WorkQueue& work) : work_(work) {}
   AdviceHub(const AdviceHub&) = delete;

@@ -18,39 +18,67 @@ namespace m = mlprio::model;
 struct Label {
   const char* words;  // how the message names the feature
   ReasonGroup group;
-  bool show_value;    // false for hashed categorical columns (the number means nothing)
+  bool show_value;  // false for hashed categorical columns (the number means nothing)
 };
 
 Label label_of(int f) {
   switch (f) {
-    case m::F_REQ_PROCS: return {"the CPUs requested", ReasonGroup::REQUEST, true};
-    case m::F_REQ_NODES: return {"the nodes requested", ReasonGroup::REQUEST, true};
-    case m::F_REQ_GPUS: return {"the GPUs requested", ReasonGroup::REQUEST, true};
-    case m::F_REQ_MEM_GIB: return {"the memory requested (GiB)", ReasonGroup::REQUEST, true};
-    case m::F_REQ_TIME: return {"the time limit requested (s)", ReasonGroup::REQUEST, true};
-    case m::F_PARTITION: return {"the partition", ReasonGroup::OTHER, false};
-    case m::F_QOS: return {"the QOS", ReasonGroup::OTHER, false};
-    case m::F_QUEUE: return {"the queue", ReasonGroup::OTHER, false};
-    case m::F_ACCOUNT: return {"the account", ReasonGroup::OTHER, false};
-    case m::F_USER: return {"your past jobs under this user name", ReasonGroup::HISTORY, false};
-    case m::F_APP: return {"the application", ReasonGroup::OTHER, false};
-    case m::F_NAME: case m::F_NAME_TOK0: case m::F_NAME_TOK1:
+    case m::F_REQ_PROCS:
+      return {"the CPUs requested", ReasonGroup::REQUEST, true};
+    case m::F_REQ_NODES:
+      return {"the nodes requested", ReasonGroup::REQUEST, true};
+    case m::F_REQ_GPUS:
+      return {"the GPUs requested", ReasonGroup::REQUEST, true};
+    case m::F_REQ_MEM_GIB:
+      return {"the memory requested (GiB)", ReasonGroup::REQUEST, true};
+    case m::F_REQ_TIME:
+      return {"the time limit requested (s)", ReasonGroup::REQUEST, true};
+    case m::F_PARTITION:
+      return {"the partition", ReasonGroup::OTHER, false};
+    case m::F_QOS:
+      return {"the QOS", ReasonGroup::OTHER, false};
+    case m::F_QUEUE:
+      return {"the queue", ReasonGroup::OTHER, false};
+    case m::F_ACCOUNT:
+      return {"the account", ReasonGroup::OTHER, false};
+    case m::F_USER:
+      return {"your past jobs under this user name", ReasonGroup::HISTORY, false};
+    case m::F_APP:
+      return {"the application", ReasonGroup::OTHER, false};
+    case m::F_NAME:
+    case m::F_NAME_TOK0:
+    case m::F_NAME_TOK1:
       return {"the job name", ReasonGroup::OTHER, false};
-    case m::F_HIST_LAST2_MEAN: return {"the run time of your last two jobs (s)", ReasonGroup::HISTORY, true};
-    case m::F_HIST_LAST_RUN: return {"the run time of your last job (s)", ReasonGroup::HISTORY, true};
-    case m::F_HIST_RUN_REQ_RATIO: return {"how much of their time limit your jobs used", ReasonGroup::HISTORY, true};
-    case m::F_HIST_RATIO_TIMES_REQ: return {"your jobs' usual share of this time limit (s)", ReasonGroup::HISTORY, true};
-    case m::F_HIST_COUNT: return {"how many jobs you have run", ReasonGroup::HISTORY, true};
-    case m::F_HIST_FAIL_RATE: return {"the failure rate of your recent jobs", ReasonGroup::HISTORY, true};
-    case m::F_HOUR_OF_DAY: return {"the hour of submission", ReasonGroup::OTHER, true};
-    case m::F_DAY_OF_WEEK: return {"the day of submission", ReasonGroup::OTHER, true};
-    case m::F_LLM_MODEL_SIZE: return {"the model size", ReasonGroup::LLM, true};
-    case m::F_LLM_SEQ_LEN: return {"the sequence length", ReasonGroup::LLM, true};
-    case m::F_LLM_BATCH_SIZE: return {"the batch size", ReasonGroup::LLM, true};
-    case m::F_LLM_LORA_RANK: return {"the LoRA rank", ReasonGroup::LLM, true};
-    case m::F_LLM_EPOCHS: return {"the number of epochs", ReasonGroup::LLM, true};
-    case m::F_LLM_DATASET_SIZE: return {"the dataset size", ReasonGroup::LLM, true};
-    default: return {"another feature", ReasonGroup::OTHER, false};
+    case m::F_HIST_LAST2_MEAN:
+      return {"the run time of your last two jobs (s)", ReasonGroup::HISTORY, true};
+    case m::F_HIST_LAST_RUN:
+      return {"the run time of your last job (s)", ReasonGroup::HISTORY, true};
+    case m::F_HIST_RUN_REQ_RATIO:
+      return {"how much of their time limit your jobs used", ReasonGroup::HISTORY, true};
+    case m::F_HIST_RATIO_TIMES_REQ:
+      return {"your jobs' usual share of this time limit (s)", ReasonGroup::HISTORY, true};
+    case m::F_HIST_COUNT:
+      return {"how many jobs you have run", ReasonGroup::HISTORY, true};
+    case m::F_HIST_FAIL_RATE:
+      return {"the failure rate of your recent jobs", ReasonGroup::HISTORY, true};
+    case m::F_HOUR_OF_DAY:
+      return {"the hour of submission", ReasonGroup::OTHER, true};
+    case m::F_DAY_OF_WEEK:
+      return {"the day of submission", ReasonGroup::OTHER, true};
+    case m::F_LLM_MODEL_SIZE:
+      return {"the model size", ReasonGroup::LLM, true};
+    case m::F_LLM_SEQ_LEN:
+      return {"the sequence length", ReasonGroup::LLM, true};
+    case m::F_LLM_BATCH_SIZE:
+      return {"the batch size", ReasonGroup::LLM, true};
+    case m::F_LLM_LORA_RANK:
+      return {"the LoRA rank", ReasonGroup::LLM, true};
+    case m::F_LLM_EPOCHS:
+      return {"the number of epochs", ReasonGroup::LLM, true};
+    case m::F_LLM_DATASET_SIZE:
+      return {"the dataset size", ReasonGroup::LLM, true};
+    default:
+      return {"another feature", ReasonGroup::OTHER, false};
   }
 }
 
@@ -70,7 +98,9 @@ std::vector<FailContribution> top_fail_reasons(std::span<const double> contrib,
       all.push_back({f, contrib[static_cast<size_t>(f)],
                      static_cast<size_t>(f) < row.size() ? row[static_cast<size_t>(f)] : NAN});
   std::stable_sort(all.begin(), all.end(),
-                   [](const FailContribution& a, const FailContribution& b) { return a.contribution > b.contribution; });
+                   [](const FailContribution& a, const FailContribution& b) {
+                     return a.contribution > b.contribution;
+                   });
   // Features worth a tenth of the largest or more; the rest is noise to the user.
   std::vector<FailContribution> top;
   for (const auto& c : all) {
@@ -80,7 +110,9 @@ std::vector<FailContribution> top_fail_reasons(std::span<const double> contrib,
   return top;
 }
 
-ReasonGroup reason_group(int feature) { return label_of(feature).group; }
+ReasonGroup reason_group(int feature) {
+  return label_of(feature).group;
+}
 
 FailText failure_text(const std::vector<FailContribution>& top, bool explained, double fail_prob,
                       double limit, bool override_allowed) {
@@ -127,8 +159,9 @@ FailText failure_text(const std::vector<FailContribution>& top, bool explained, 
                       : ": if this job is different, ask your admin.";
       break;
     case ReasonGroup::LLM:
-      t.advice = "Check memory per GPU, batch size, sequence length and LoRA rank (#MLPRIO "
-                 "lines), or ask your admin.";
+      t.advice =
+          "Check memory per GPU, batch size, sequence length and LoRA rank (#MLPRIO "
+          "lines), or ask your admin.";
       break;
     case ReasonGroup::REQUEST:
       t.advice = "Check the resources requested (--gres, --mem, -t), or ask your admin.";

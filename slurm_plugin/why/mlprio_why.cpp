@@ -58,7 +58,8 @@ std::string params_from_conf(const std::string& path) {
       found = line.substr(b + key.size());
       const size_t hash = found.find('#');
       if (hash != std::string::npos) found.resize(hash);
-      while (!found.empty() && std::isspace(static_cast<unsigned char>(found.back()))) found.pop_back();
+      while (!found.empty() && std::isspace(static_cast<unsigned char>(found.back())))
+        found.pop_back();
     }
   }
   if (found.empty()) throw std::runtime_error(path + ": no PrioritySiteFactorParameters line");
@@ -69,8 +70,10 @@ std::string params_from_conf(const std::string& path) {
 std::string fmt(double v, int decimals = -1) {
   if (!std::isfinite(v)) return "-";
   char b[64];
-  if (decimals < 0) std::snprintf(b, sizeof b, "%.6g", v);
-  else std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  if (decimals < 0)
+    std::snprintf(b, sizeof b, "%.6g", v);
+  else
+    std::snprintf(b, sizeof b, "%.*f", decimals, v);
   return b;
 }
 
@@ -85,12 +88,16 @@ std::optional<int> parse_args(int argc, char** argv, WhyArgs& a) {
   if (argc < 2) return usage();
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--json") a.json = true;
-    else if (arg == "--conf" && i + 1 < argc) a.conf = argv[++i];
-    else if (arg == "--params" && i + 1 < argc) a.params_text = argv[++i], a.have_params = true;
-    else if (arg == "-h" || arg == "--help") return usage(), 0;
-    else if (a.job_id == 0 && !arg.empty() && arg.find_first_not_of("0123456789") == std::string::npos &&
-             arg.size() < 10)
+    if (arg == "--json")
+      a.json = true;
+    else if (arg == "--conf" && i + 1 < argc)
+      a.conf = argv[++i];
+    else if (arg == "--params" && i + 1 < argc)
+      a.params_text = argv[++i], a.have_params = true;
+    else if (arg == "-h" || arg == "--help")
+      return usage(), 0;
+    else if (a.job_id == 0 && !arg.empty() &&
+             arg.find_first_not_of("0123456789") == std::string::npos && arg.size() < 10)
       a.job_id = static_cast<uint32_t>(std::strtoul(arg.c_str(), nullptr, 10));
     else {
       std::fprintf(stderr, "mlprio-why: unexpected argument '%s'\n", arg.c_str());
@@ -105,7 +112,8 @@ std::optional<int> parse_args(int argc, char** argv, WhyArgs& a) {
 std::string params_text_of(const WhyArgs& a) {
   if (a.have_params) return a.params_text;
   std::string conf = a.conf;
-  if (conf.empty()) conf = std::getenv("SLURM_CONF") ? std::getenv("SLURM_CONF") : "/etc/slurm/slurm.conf";
+  if (conf.empty())
+    conf = std::getenv("SLURM_CONF") ? std::getenv("SLURM_CONF") : "/etc/slurm/slurm.conf";
   return params_from_conf(conf);
 }
 
@@ -113,7 +121,8 @@ std::string params_text_of(const WhyArgs& a) {
 std::string job_user(const slurm_job_info_t& sj) {
   std::string user = sj.user_name ? sj.user_name : "";
   if (user.empty()) {
-    struct passwd pw {}, *res = nullptr;
+    struct passwd pw {
+    }, *res = nullptr;
     std::vector<char> buf(16384);
     if (::getpwuid_r(sj.user_id, &pw, buf.data(), buf.size(), &res) == 0 && res) user = pw.pw_name;
   }
@@ -126,7 +135,8 @@ mlprio_job_t abi_job(const slurm_job_info_t& sj, const std::string& user) {
   mlprio_job_t j{};
   j.job_id = sj.job_id;
   j.submit_time = static_cast<double>(sj.submit_time);
-  j.time_limit_s = (sj.time_limit == NO_VAL || sj.time_limit == INFINITE) ? -1 : sj.time_limit * 60.0;
+  j.time_limit_s =
+      (sj.time_limit == NO_VAL || sj.time_limit == INFINITE) ? -1 : sj.time_limit * 60.0;
   j.req_cpus = sj.num_cpus;
   j.req_nodes = sj.num_nodes;
   j.req_gpus = mlprio_tres_gpus(sj.tres_per_job);
@@ -188,16 +198,15 @@ void add_model_terms(const mlprio::plugin::Params& prm, const mlprio_job_t& j,
   const double w = 0, r = std::isfinite(mp.runtime) && mp.runtime > 0 ? mp.runtime : 0;
   const double procs = static_cast<double>(std::max<int64_t>(cj.procs(), 1));
   const double pf = std::isfinite(mp.fail_prob) ? mp.fail_prob : 0;
-  out["score_terms"] = {
-      {"age", cfg.age_weight * std::log2(1 + w / 60)},
-      {"run", -std::log2(1 + r / 60)},
-      {"size", cfg.size_weight * std::log2(procs)},
-      {"failure", -8 * cfg.fail_weight * pf},
-      {"sum_log2", model::score_log_ratio(cj, mp, cj.submit, cfg)},
-      {"score", model::score(cj, mp, cj.submit, model::ClusterState{}, cfg)},
-      {"size_weight", cfg.size_weight},
-      {"fail_weight", cfg.fail_weight},
-      {"tuned_by", p->policy().tuned_by}};
+  out["score_terms"] = {{"age", cfg.age_weight * std::log2(1 + w / 60)},
+                        {"run", -std::log2(1 + r / 60)},
+                        {"size", cfg.size_weight * std::log2(procs)},
+                        {"failure", -8 * cfg.fail_weight * pf},
+                        {"sum_log2", model::score_log_ratio(cj, mp, cj.submit, cfg)},
+                        {"score", model::score(cj, mp, cj.submit, model::ClusterState{}, cfg)},
+                        {"size_weight", cfg.size_weight},
+                        {"fail_weight", cfg.fail_weight},
+                        {"tuned_by", p->policy().tuned_by}};
 }
 
 // site_factor/mlprio writes the LLM advisor's answer into AdminComment once it has one.
@@ -214,8 +223,9 @@ void add_advisor(const char* admin_comment, nlohmann::json& out) {
     out["advisor_run"] = r;
     out["advisor_confidence"] = c;
   } else {
-    out["advisor"] = "job was handed to the LLM advisor, which has not answered (or its answer "
-                     "was refused: out of range, HTTP error, timeout)";
+    out["advisor"] =
+        "job was handed to the LLM advisor, which has not answered (or its answer "
+        "was refused: out of range, HTTP error, timeout)";
   }
 }
 
@@ -232,7 +242,8 @@ nlohmann::json explanation(const slurm_job_info_t& sj, const std::string& user,
   out["parameters"] = mlprio::plugin::format_params(prm);
   out["model"] = a.desc;
   out["in_scope"] = mlprio::plugin::in_scope(prm, sj.partition, sj.qos, sj.account);
-  out["prediction"] = {{"runtime_s", a.pred.runtime_s}, {"runtime_upper_s", a.pred.runtime_upper_s},
+  out["prediction"] = {{"runtime_s", a.pred.runtime_s},
+                       {"runtime_upper_s", a.pred.runtime_upper_s},
                        {"fail_prob", a.pred.fail_prob}};
   if (a.rc == MLPRIO_OK) add_model_terms(prm, j, a.pred, out);
   out["site_computed"] = a.frc == MLPRIO_OK ? nlohmann::json(a.factor) : nlohmann::json(nullptr);
@@ -263,36 +274,43 @@ void print_text(const nlohmann::json& out, const slurm_job_info_t& sj, const std
               fmt(a.pred.fail_prob, 3).c_str());
   if (out.contains("score_terms")) {
     const auto& t = out["score_terms"];
-    std::printf("score terms (log2 units, at submission): run %s + size %s + failure %s = %s\n"
-                "score = 1 / (1 + 2^(-sum/4)) = %s (policy: size_weight %s, fail_weight %s%s)\n",
-                fmt(t["run"].get<double>(), 3).c_str(), fmt(t["size"].get<double>(), 3).c_str(),
-                fmt(t["failure"].get<double>(), 3).c_str(), fmt(t["sum_log2"].get<double>(), 3).c_str(),
-                fmt(t["score"].get<double>(), 4).c_str(), fmt(t["size_weight"].get<double>()).c_str(),
-                fmt(t["fail_weight"].get<double>()).c_str(),
-                t["tuned_by"].get<std::string>().empty() ? ", untuned defaults"
-                                                          : (", tuned by " + t["tuned_by"].get<std::string>()).c_str());
+    std::printf(
+        "score terms (log2 units, at submission): run %s + size %s + failure %s = %s\n"
+        "score = 1 / (1 + 2^(-sum/4)) = %s (policy: size_weight %s, fail_weight %s%s)\n",
+        fmt(t["run"].get<double>(), 3).c_str(), fmt(t["size"].get<double>(), 3).c_str(),
+        fmt(t["failure"].get<double>(), 3).c_str(), fmt(t["sum_log2"].get<double>(), 3).c_str(),
+        fmt(t["score"].get<double>(), 4).c_str(), fmt(t["size_weight"].get<double>()).c_str(),
+        fmt(t["fail_weight"].get<double>()).c_str(),
+        t["tuned_by"].get<std::string>().empty()
+            ? ", untuned defaults"
+            : (", tuned by " + t["tuned_by"].get<std::string>()).c_str());
   }
-  std::printf("SITE computed = weight x score, capped at max_boost: %s; applied by slurmctld: %lld "
-              "(priority %u)\n",
-              out["site_computed"].is_null() ? "- (no model or not in scope)"
-                                             : std::to_string(a.factor).c_str(),
-              static_cast<long long>(out["site_applied"].get<int64_t>()), sj.priority);
+  std::printf(
+      "SITE computed = weight x score, capped at max_boost: %s; applied by slurmctld: %lld "
+      "(priority %u)\n",
+      out["site_computed"].is_null() ? "- (no model or not in scope)"
+                                     : std::to_string(a.factor).c_str(),
+      static_cast<long long>(out["site_applied"].get<int64_t>()), sj.priority);
   std::printf("note: %s\n", out["history_note"].get<std::string>().c_str());
-  if (out.contains("advisor")) std::printf("advisor: %s\n", out["advisor"].get<std::string>().c_str());
+  if (out.contains("advisor"))
+    std::printf("advisor: %s\n", out["advisor"].get<std::string>().c_str());
 }
 
 // Loads the job, asks the plugins and the model, prints the explanation. Returns the exit code.
 int explain(const WhyArgs& args) {
   const std::string params_text = params_text_of(args);
   const auto parsed = mlprio::plugin::parse_params(params_text);
-  for (const auto& w : parsed.warnings) std::fprintf(stderr, "mlprio-why: warning: %s\n", w.c_str());
+  for (const auto& w : parsed.warnings)
+    std::fprintf(stderr, "mlprio-why: warning: %s\n", w.c_str());
 
   job_info_msg_t* raw = nullptr;
   const int load_rc = slurm_load_job(&raw, args.job_id, SHOW_DETAIL);
   // Freed on every path, after the last read of the job (printing reads it too).
-  const std::unique_ptr<job_info_msg_t, void (*)(job_info_msg_t*)> msg(raw, slurm_free_job_info_msg);
+  const std::unique_ptr<job_info_msg_t, void (*)(job_info_msg_t*)> msg(raw,
+                                                                       slurm_free_job_info_msg);
   if (load_rc != SLURM_SUCCESS || !msg || msg->record_count < 1) {
-    std::fprintf(stderr, "mlprio-why: job %u: %s\n", args.job_id, slurm_strerror(slurm_get_errno()));
+    std::fprintf(stderr, "mlprio-why: job %u: %s\n", args.job_id,
+                 slurm_strerror(slurm_get_errno()));
     return 1;
   }
   const slurm_job_info_t& sj = msg->job_array[0];
@@ -300,8 +318,10 @@ int explain(const WhyArgs& args) {
   const mlprio_job_t j = abi_job(sj, user);
   const PluginAnswer answer = ask_plugin(params_text, j);
   const nlohmann::json out = explanation(sj, user, parsed.params, j, answer);
-  if (args.json) std::cout << out.dump(2) << "\n";
-  else print_text(out, sj, user, answer);
+  if (args.json)
+    std::cout << out.dump(2) << "\n";
+  else
+    print_text(out, sj, user, answer);
   return 0;
 }
 

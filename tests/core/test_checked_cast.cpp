@@ -48,14 +48,15 @@ TEST_CASE("to_integer: the edges of every integer type", "[checked_cast]") {
   CHECK_FALSE(to_integer<int32_t>(std::numeric_limits<double>::infinity()));
   CHECK(*to_integer<int32_t>(-2.9) == -2);  // truncation toward zero
   CHECK_FALSE(to_integer<int64_t>(7.0, 0, 6));
-  CHECK_THROWS_WITH(checked_cast<int64_t>(1.5e19, "--capacity", 1, 100),
-                    Catch::Contains("--capacity: 1.5e+19 is out of range") &&
-                        Catch::Contains("[1, 100]"));
+  CHECK_THROWS_WITH(
+      checked_cast<int64_t>(1.5e19, "--capacity", 1, 100),
+      Catch::Contains("--capacity: 1.5e+19 is out of range") && Catch::Contains("[1, 100]"));
   CHECK(checked_mul(int64_t{1} << 41, int64_t{1} << 22) == std::nullopt);  // 2^63
   CHECK(*checked_mul(int64_t{1} << 40, int64_t{1} << 20) == int64_t{1} << 60);
 }
 
-TEST_CASE("SWF: counts and memory out of range are malformed fields", "[swf][errors][checked_cast]") {
+TEST_CASE("SWF: counts and memory out of range are malformed fields",
+          "[swf][errors][checked_cast]") {
   REQUIRE(strict_outcome("ok.swf", SWF_OK, TraceFormat::SWF) == "ok");
   // 1e300 allocated processors used to become whatever the undefined cast gave.
   CHECK_THAT(strict_outcome("procs.swf", "1 0 10 100 1e300 -1 -1 4 200 -1 1 1 1 -1 -1 -1 -1 -1\n",
@@ -74,7 +75,8 @@ TEST_CASE("SWF: counts and memory out of range are malformed fields", "[swf][err
              Catch::Equals("ok"));  // an unreadable header value is "absent" (-1)
 }
 
-TEST_CASE("Alibaba: 1e300 GPUs is a malformed field, not a pod needing none", "[alibaba][errors][checked_cast]") {
+TEST_CASE("Alibaba: 1e300 GPUs is a malformed field, not a pod needing none",
+          "[alibaba][errors][checked_cast]") {
   const std::string header =
       "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
       "deletion_time,scheduled_time\n";
@@ -91,7 +93,8 @@ TEST_CASE("Alibaba: 1e300 GPUs is a malformed field, not a pod needing none", "[
              Catch::Contains("memory_mib"));
 }
 
-TEST_CASE("sacct: memory, counts and GPUs out of range are malformed fields", "[sacct][errors][checked_cast]") {
+TEST_CASE("sacct: memory, counts and GPUs out of range are malformed fields",
+          "[sacct][errors][checked_cast]") {
   const std::string header = "JobID|Submit|ReqCPUS|ReqMem|ReqTRES\n";
   const std::string ok = "1|2024-01-01T00:00:00|4|4000Mc|cpu=4,gres/gpu=2\n";
   REQUIRE(strict_outcome("ok.txt", header + ok, TraceFormat::SACCT) == "ok");

@@ -1,10 +1,10 @@
 // HDF5 layer tests: provenance attributes, compound tables and columns read back, the
 // temporary-name-then-rename crash safety, and refusal of files that are not mlprio's.
-#include <catch2/catch.hpp>
 #include <hdf5.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <csignal>
 #include <cstdio>
@@ -14,8 +14,8 @@
 #include <fstream>
 #include <vector>
 
-#include "mlprio/io/hdf5.hpp"
 #include "../support/skip.hpp"
+#include "mlprio/io/hdf5.hpp"
 
 using namespace mlprio;
 namespace fs = std::filesystem;
@@ -49,8 +49,11 @@ TEST_CASE("HDF5: attributes, tables and columns round-trip", "[hdf5]") {
   const auto path = temp_file("roundtrip.h5");
   std::vector<Row> rows(40000);
   for (size_t i = 0; i < rows.size(); ++i) {
-    rows[i] = Row{static_cast<int64_t>(i), 0.5 * static_cast<double>(i), static_cast<int32_t>(i % 97),
-                  static_cast<int8_t>(i % 2), {}};
+    rows[i] = Row{static_cast<int64_t>(i),
+                  0.5 * static_cast<double>(i),
+                  static_cast<int32_t>(i % 97),
+                  static_cast<int8_t>(i % 2),
+                  {}};
     std::snprintf(rows[i].policy, sizeof rows[i].policy, "p%zu", i % 7);
   }
   std::vector<double> series = {1.5, 2.5, -3.0};
@@ -113,7 +116,8 @@ TEST_CASE("HDF5: a writer that never commits leaves no file behind", "[hdf5][cra
     CHECK(e.path().filename().string().find("abandoned.h5.tmp") == std::string::npos);
 }
 
-TEST_CASE("HDF5: a process killed mid-write never leaves a file that looks complete", "[hdf5][crash]") {
+TEST_CASE("HDF5: a process killed mid-write never leaves a file that looks complete",
+          "[hdf5][crash]") {
   const auto path = temp_file("killed.h5");
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
@@ -158,7 +162,8 @@ TEST_CASE("HDF5: a full disk is an error naming the file, leaves no file, and ex
       f.commit();
     } catch (const h5::H5Error& e) {
       const std::string m = e.what();
-      if (m.find(path.string()) != std::string::npos && m.find("File too large") != std::string::npos)
+      if (m.find(path.string()) != std::string::npos &&
+          m.find("File too large") != std::string::npos)
         code = 0;
       else
         std::fprintf(stderr, "unexpected message: %s\n", m.c_str());
@@ -184,7 +189,8 @@ TEST_CASE("HDF5: files that are not mlprio's are refused with a reason", "[hdf5]
   const hid_t f = H5Fcreate(foreign.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   H5Fclose(f);
   CHECK_THROWS_WITH(h5::ReadFile(foreign.string()), Catch::Contains("not an mlprio result file"));
-  CHECK_THROWS_WITH(h5::WriteFile("/nonexistent/dir/x.h5", {"test", "", "", ""}), Catch::Contains("writable"));
+  CHECK_THROWS_WITH(h5::WriteFile("/nonexistent/dir/x.h5", {"test", "", "", ""}),
+                    Catch::Contains("writable"));
   fs::remove(text);
   fs::remove(foreign);
 }

@@ -40,7 +40,8 @@ TEST_CASE("JSON input: 100,000 levels are refused without recursion", "[json]") 
 }
 
 TEST_CASE("JSON input: brackets inside strings and escapes do not count", "[json]") {
-  const std::string brackets = "\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"";
+  const std::string brackets =
+      "\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"";
   const auto v = parse_untrusted_json("{\"s\": " + brackets + "}");
   CHECK(v["s"].get<std::string>().size() == 2001);
   // An escaped backslash ends before the quote, which then closes the string.

@@ -27,24 +27,57 @@ constexpr int64_t N_STAT = 100000;
 // The published constants, typed here again from m_lublin99.c (and GridSim's
 // WorkloadLublin99.java) so that the statistical checks below do not take their expectations from
 // the code under test.
-const LublinParams PUBLISHED_BATCH = {.serial_prob = 0.2927, .pow2_prob = 0.6686,
-                                      .ulow = 1.2, .umed = 5, .uhi = 7, .uprob = 0.875,
-                                      .a1 = 6.57, .b1 = 0.823, .a2 = 639.1, .b2 = 0.0156,
-                                      .pa = -0.003, .pb = 0.6986,
-                                      .aarr = 6.0415, .barr = 0.8531, .arar = 1.0519,
-                                      .anum = 6.1271, .bnum = 5.2740};
-const LublinParams PUBLISHED_INTERACTIVE = {.serial_prob = 0.1541, .pow2_prob = 0.625,
-                                            .ulow = 1, .umed = 3, .uhi = 5.5, .uprob = 0.705,
-                                            .a1 = 3.8351, .b1 = 0.6605, .a2 = 7.073, .b2 = 0.6856,
-                                            .pa = -0.0118, .pb = 0.9156,
-                                            .aarr = 6.5510, .barr = 0.6621, .arar = 0.9797,
-                                            .anum = 8.9186, .bnum = 3.6680};
-const LublinParams PUBLISHED_TYPELESS = {.serial_prob = 0.244, .pow2_prob = 0.576,
-                                         .ulow = 0.8, .umed = 4.5, .uhi = 7, .uprob = 0.86,
-                                         .a1 = 4.2, .b1 = 0.94, .a2 = 312, .b2 = 0.03,
-                                         .pa = -0.0054, .pb = 0.78,
-                                         .aarr = 10.2303, .barr = 0.4871, .arar = 1.0225,
-                                         .anum = 8.1737, .bnum = 3.9631};
+const LublinParams PUBLISHED_BATCH = {.serial_prob = 0.2927,
+                                      .pow2_prob = 0.6686,
+                                      .ulow = 1.2,
+                                      .umed = 5,
+                                      .uhi = 7,
+                                      .uprob = 0.875,
+                                      .a1 = 6.57,
+                                      .b1 = 0.823,
+                                      .a2 = 639.1,
+                                      .b2 = 0.0156,
+                                      .pa = -0.003,
+                                      .pb = 0.6986,
+                                      .aarr = 6.0415,
+                                      .barr = 0.8531,
+                                      .arar = 1.0519,
+                                      .anum = 6.1271,
+                                      .bnum = 5.2740};
+const LublinParams PUBLISHED_INTERACTIVE = {.serial_prob = 0.1541,
+                                            .pow2_prob = 0.625,
+                                            .ulow = 1,
+                                            .umed = 3,
+                                            .uhi = 5.5,
+                                            .uprob = 0.705,
+                                            .a1 = 3.8351,
+                                            .b1 = 0.6605,
+                                            .a2 = 7.073,
+                                            .b2 = 0.6856,
+                                            .pa = -0.0118,
+                                            .pb = 0.9156,
+                                            .aarr = 6.5510,
+                                            .barr = 0.6621,
+                                            .arar = 0.9797,
+                                            .anum = 8.9186,
+                                            .bnum = 3.6680};
+const LublinParams PUBLISHED_TYPELESS = {.serial_prob = 0.244,
+                                         .pow2_prob = 0.576,
+                                         .ulow = 0.8,
+                                         .umed = 4.5,
+                                         .uhi = 7,
+                                         .uprob = 0.86,
+                                         .a1 = 4.2,
+                                         .b1 = 0.94,
+                                         .a2 = 312,
+                                         .b2 = 0.03,
+                                         .pa = -0.0054,
+                                         .pb = 0.78,
+                                         .aarr = 10.2303,
+                                         .barr = 0.4871,
+                                         .arar = 1.0225,
+                                         .anum = 8.1737,
+                                         .bnum = 3.9631};
 
 bool same_params(const LublinParams& a, const LublinParams& b) {
   return a.serial_prob == b.serial_prob && a.pow2_prob == b.pow2_prob && a.ulow == b.ulow &&
@@ -61,7 +94,9 @@ LublinOptions options_for(LublinJobTypes types, int64_t nodes = 128, uint64_t se
   return o;
 }
 
-bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+bool is_pow2(int64_t v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
 
 // P(x0 <= U < x1) for the two-stage uniform: U(ulow, umed) w.p. uprob, else U(umed, uhi).
 double tsu_prob(const LublinParams& p, double x0, double x1) {
@@ -82,20 +117,24 @@ struct SizeExpectation {
 SizeExpectation expected_sizes(const LublinParams& p, int64_t max_size) {
   double other_pow2 = 0, e_round = 0, e_log2_other = 0;
   for (int64_t m = 1; m <= max_size; ++m) {
-    const double pm = tsu_prob(p, std::log2(static_cast<double>(m) - 0.5), std::log2(static_cast<double>(m) + 0.5));
+    const double pm = tsu_prob(p, std::log2(static_cast<double>(m) - 0.5),
+                               std::log2(static_cast<double>(m) + 0.5));
     if (is_pow2(m)) other_pow2 += pm;
     e_log2_other += std::log2(static_cast<double>(m)) * pm;
   }
   for (int k = -2; k <= 64; ++k) e_round += k * tsu_prob(p, k - 0.5, k + 0.5);
   const double parallel = 1.0 - p.serial_prob;
   const double other = parallel - p.pow2_prob;
-  return {(p.pow2_prob + other * other_pow2) / parallel, (p.pow2_prob * e_round + other * e_log2_other) / parallel};
+  return {(p.pow2_prob + other * other_pow2) / parallel,
+          (p.pow2_prob * e_round + other * e_log2_other) / parallel};
 }
 
 // E[X | X <= cap] for X ~ p gamma(a1,b1) + (1-p) gamma(a2,b2): the model redraws the whole mixture
 // above TOO_MUCH_TIME. Simpson's rule on normalised densities (std::lgamma is fine in a test).
-double truncated_hyper_gamma_mean(double a1, double b1, double a2, double b2, double p, double cap) {
-  const double log_norm1 = std::lgamma(a1) + a1 * std::log(b1), log_norm2 = std::lgamma(a2) + a2 * std::log(b2);
+double truncated_hyper_gamma_mean(double a1, double b1, double a2, double b2, double p,
+                                  double cap) {
+  const double log_norm1 = std::lgamma(a1) + a1 * std::log(b1),
+               log_norm2 = std::lgamma(a2) + a2 * std::log(b2);
   auto pdf = [&](double x, double a, double b) {
     if (x <= 0) return 0.0;
     return std::exp((a - 1) * std::log(x) - x / b - (a == a1 && b == b1 ? log_norm1 : log_norm2));
@@ -137,8 +176,10 @@ TEST_CASE("lublin: the model constants are the published ones", "[lublin]") {
   CHECK(LublinOptions{}.start_hour == 0);
   // At the fitted machine size the generator uses them unchanged.
   CHECK(same_params(LublinGenerator(options_for(LublinJobTypes::BOTH)).params(1), PUBLISHED_BATCH));
-  CHECK(same_params(LublinGenerator(options_for(LublinJobTypes::BOTH)).params(0), PUBLISHED_INTERACTIVE));
-  CHECK(same_params(LublinGenerator(options_for(LublinJobTypes::TYPELESS)).params(0), PUBLISHED_TYPELESS));
+  CHECK(same_params(LublinGenerator(options_for(LublinJobTypes::BOTH)).params(0),
+                    PUBLISHED_INTERACTIVE));
+  CHECK(same_params(LublinGenerator(options_for(LublinJobTypes::TYPELESS)).params(0),
+                    PUBLISHED_TYPELESS));
 }
 
 TEST_CASE("lublin: the PRNG is xoshiro256** seeded by splitmix64, pinned", "[lublin]") {
@@ -161,7 +202,8 @@ TEST_CASE("lublin: the PRNG is xoshiro256** seeded by splitmix64, pinned", "[lub
 
 TEST_CASE("lublin: gamma sampler matches mean and variance", "[lublin]") {
   LublinGenerator::Rng rng(3);
-  const std::vector<std::pair<double, double>> cases = {{6.57, 0.823}, {639.1, 0.0156}, {0.4, 2.0}, {1.0, 1.0}};
+  const std::vector<std::pair<double, double>> cases = {
+      {6.57, 0.823}, {639.1, 0.0156}, {0.4, 2.0}, {1.0, 1.0}};
   for (const auto& [shape, scale] : cases) {
     std::vector<double> v(N_STAT);
     for (auto& x : v) x = rng.gamma(shape, scale);
@@ -173,7 +215,8 @@ TEST_CASE("lublin: gamma sampler matches mean and variance", "[lublin]") {
     CHECK(std::abs(m - shape * scale) < 4 * se);
     // Var of the sample variance ~ (mu4 - sigma^4)/n; for a gamma mu4 = 3(1 + 2/shape) sigma^4.
     const double sigma2 = shape * scale * scale;
-    const double var_se = sigma2 * std::sqrt((3.0 * (1.0 + 2.0 / shape) - 1.0) / static_cast<double>(v.size()));
+    const double var_se =
+        sigma2 * std::sqrt((3.0 * (1.0 + 2.0 / shape) - 1.0) / static_cast<double>(v.size()));
     CHECK(std::abs(var - sigma2) < 4 * var_se);
   }
 }
@@ -186,12 +229,9 @@ TEST_CASE("lublin: golden prefix for seed 1 is pinned", "[lublin]") {
     int32_t queue;
   };
   SECTION("batch, 128 nodes (the defaults)") {
-    const std::vector<G> golden = {{1, 38879, 2199, 1, 1},
-                                   {2, 38902, 2, 1, 1},
-                                   {3, 46947, 12738, 16, 1},
-                                   {4, 46953, 139, 4, 1},
-                                   {5, 46976, 397, 4, 1},
-                                   {6, 46978, 22615, 8, 1}};
+    const std::vector<G> golden = {{1, 38879, 2199, 1, 1},   {2, 38902, 2, 1, 1},
+                                   {3, 46947, 12738, 16, 1}, {4, 46953, 139, 4, 1},
+                                   {5, 46976, 397, 4, 1},    {6, 46978, 22615, 8, 1}};
     const auto jobs = generate_lublin(LublinOptions{}, static_cast<int64_t>(golden.size()));
     for (size_t i = 0; i < golden.size(); ++i) {
       INFO("job " << i + 1);
@@ -203,8 +243,10 @@ TEST_CASE("lublin: golden prefix for seed 1 is pinned", "[lublin]") {
     }
   }
   SECTION("both classes merged") {
-    const std::vector<G> golden = {{1, 31, 3870, 32, 0}, {2, 72, 9, 1, 0}, {3, 104, 43, 44, 0}, {4, 159, 6, 4, 0}};
-    const auto jobs = generate_lublin(options_for(LublinJobTypes::BOTH), static_cast<int64_t>(golden.size()));
+    const std::vector<G> golden = {
+        {1, 31, 3870, 32, 0}, {2, 72, 9, 1, 0}, {3, 104, 43, 44, 0}, {4, 159, 6, 4, 0}};
+    const auto jobs =
+        generate_lublin(options_for(LublinJobTypes::BOTH), static_cast<int64_t>(golden.size()));
     for (size_t i = 0; i < golden.size(); ++i) {
       INFO("job " << i + 1);
       CHECK(jobs[i].submit == golden[i].submit);
@@ -236,15 +278,16 @@ TEST_CASE("lublin: same seed gives the same jobs, another seed other jobs", "[lu
     const auto b = generate_lublin(o, 100);
     int differing = 0;
     for (size_t i = 0; i < b.size(); ++i)
-      if (b[i].submit != a[i].submit || b[i].run != a[i].run || b[i].req_procs != a[i].req_procs) ++differing;
+      if (b[i].submit != a[i].submit || b[i].run != a[i].run || b[i].req_procs != a[i].req_procs)
+        ++differing;
     CHECK(differing > 90);
   }
 }
 
 TEST_CASE("lublin: invariants hold for any machine size and class", "[lublin]") {
   const double max_run = std::floor(std::exp(LUBLIN_MAX_LOG_RUNTIME));
-  for (int64_t nodes : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{8}, int64_t{100}, int64_t{128},
-                        int64_t{256}, int64_t{1000}, int64_t{100000}}) {
+  for (int64_t nodes : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{8}, int64_t{100},
+                        int64_t{128}, int64_t{256}, int64_t{1000}, int64_t{100000}}) {
     for (auto types : {LublinJobTypes::BATCH, LublinJobTypes::INTERACTIVE, LublinJobTypes::BOTH,
                        LublinJobTypes::TYPELESS}) {
       LublinOptions o = options_for(types, nodes, static_cast<uint64_t>(nodes));
@@ -315,7 +358,8 @@ TEST_CASE("lublin: job sizes follow the published size model", "[lublin]") {
     }
     const double n = static_cast<double>(N_STAT);
     const double p_serial = c.params.serial_prob;
-    CHECK(std::abs(static_cast<double>(serial) / n - p_serial) < 4 * std::sqrt(p_serial * (1 - p_serial) / n));
+    CHECK(std::abs(static_cast<double>(serial) / n - p_serial) <
+          4 * std::sqrt(p_serial * (1 - p_serial) / n));
 
     const auto expect = expected_sizes(c.params, 128);
     const double n_par = static_cast<double>(log2_sizes.size());
@@ -335,13 +379,15 @@ TEST_CASE("lublin: mean log runtime matches the size-dependent hyper-gamma", "[l
   for (auto types : {LublinJobTypes::BATCH, LublinJobTypes::INTERACTIVE}) {
     INFO("types " << lublin_job_types_name(types));
     LublinGenerator gen(options_for(types, 128, 5));
-    const LublinParams& p = types == LublinJobTypes::BATCH ? PUBLISHED_BATCH : PUBLISHED_INTERACTIVE;
+    const LublinParams& p =
+        types == LublinJobTypes::BATCH ? PUBLISHED_BATCH : PUBLISHED_INTERACTIVE;
     std::map<int64_t, double> analytic;  // per size: E[ln runtime | size]
     auto expected_for = [&](int64_t size) {
       auto it = analytic.find(size);
       if (it != analytic.end()) return it->second;
       const double mix = std::clamp(p.pa * static_cast<double>(size) + p.pb, 0.0, 1.0);
-      const double e = truncated_hyper_gamma_mean(p.a1, p.b1, p.a2, p.b2, mix, LUBLIN_MAX_LOG_RUNTIME);
+      const double e =
+          truncated_hyper_gamma_mean(p.a1, p.b1, p.a2, p.b2, mix, LUBLIN_MAX_LOG_RUNTIME);
       analytic.emplace(size, e);
       return e;
     };
@@ -409,7 +455,8 @@ TEST_CASE("lublin: arrivals follow the daily cycle", "[lublin]") {
   CHECK(peak / night == Approx(peak_w / night_w).epsilon(0.10));
 }
 
-TEST_CASE("lublin: mean inter-arrival time matches the truncated gamma of the rush hours", "[lublin]") {
+TEST_CASE("lublin: mean inter-arrival time matches the truncated gamma of the rush hours",
+          "[lublin]") {
   // Each job buys exp(X) / 1800 points, X ~ gamma(aarr * arar, barr) redrawn above 13, and a day
   // costs 48 points (weights have mean 1), so over many days the mean inter-arrival is
   // E[e^X | X <= 13] seconds whatever the daily cycle, up to one day of edge effect.
@@ -428,7 +475,8 @@ TEST_CASE("lublin: mean inter-arrival time matches the truncated gamma of the ru
     for (int k = 1; k <= PANELS; ++k) {
       const double x = k * h;
       const double wgt = k == PANELS ? 1.0 : ((k % 2) ? 4.0 : 2.0);
-      const double lf = (shape - 1) * std::log(x) - x / scale - std::lgamma(shape) - shape * std::log(scale);
+      const double lf =
+          (shape - 1) * std::log(x) - x / scale - std::lgamma(shape) - shape * std::log(scale);
       mass += wgt * std::exp(lf);
       m1 += wgt * std::exp(lf + x);
       m2 += wgt * std::exp(lf + 2 * x);
@@ -436,7 +484,8 @@ TEST_CASE("lublin: mean inter-arrival time matches the truncated gamma of the ru
     const double mean = m1 / mass, sd = std::sqrt(m2 / mass - mean * mean);
     const auto jobs = generate_lublin(options_for(c.types, 128, 21), N_STAT);
     const double observed = jobs.back().submit / static_cast<double>(N_STAT);
-    const double tol = 4 * sd / std::sqrt(static_cast<double>(N_STAT)) + 86400.0 / static_cast<double>(N_STAT);
+    const double tol =
+        4 * sd / std::sqrt(static_cast<double>(N_STAT)) + 86400.0 / static_cast<double>(N_STAT);
     CHECK(std::abs(observed - mean) < tol);
   }
 }

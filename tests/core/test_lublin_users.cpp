@@ -47,15 +47,25 @@ LublinOptions bare_users(int64_t users, uint64_t seed = 1) {
   LublinOptions o;
   o.nodes = 256;
   o.seed = seed;
-  o.user_model = {.users = users, .activity_exponent = 1.2, .stickiness = 0, .repeat_prob = 0,
-                  .new_app_weight = 1e6, .burst_mean = 1, .runtime_spread = 0, .crash_prob = 0,
-                  .hang_prob = 0, .habit_share = 0, .factor_min = 2, .factor_max = 2};
+  o.user_model = {.users = users,
+                  .activity_exponent = 1.2,
+                  .stickiness = 0,
+                  .repeat_prob = 0,
+                  .new_app_weight = 1e6,
+                  .burst_mean = 1,
+                  .runtime_spread = 0,
+                  .crash_prob = 0,
+                  .hang_prob = 0,
+                  .habit_share = 0,
+                  .factor_min = 2,
+                  .factor_max = 2};
   return o;
 }
 
 }  // namespace
 
-TEST_CASE("lublin users: without users the plain model is unchanged, bit for bit", "[lublin][users]") {
+TEST_CASE("lublin users: without users the plain model is unchanged, bit for bit",
+          "[lublin][users]") {
   // Digests of 50,000 jobs from the generator as it was before the user model (commit d6809a8).
   LublinOptions plain;
   CHECK(digest(plain, 50000) == 0x5ef5e403052eb3ccULL);
@@ -74,14 +84,24 @@ TEST_CASE("lublin users: without users the plain model is unchanged, bit for bit
   CHECK(digest(typeless, 50000) == 0x28daf8fa85724bdeULL);
   // The user model's other settings are ignored while users == 0.
   LublinOptions ignored = demo;
-  ignored.user_model = {.users = 0, .activity_exponent = 3, .stickiness = 0.9, .repeat_prob = 1,
-                        .new_app_weight = 0.5, .burst_mean = 7, .runtime_spread = 2, .crash_prob = 0.5,
-                        .hang_prob = 0.5, .habit_share = 1, .factor_min = 3, .factor_max = 9};
+  ignored.user_model = {.users = 0,
+                        .activity_exponent = 3,
+                        .stickiness = 0.9,
+                        .repeat_prob = 1,
+                        .new_app_weight = 0.5,
+                        .burst_mean = 7,
+                        .runtime_spread = 2,
+                        .crash_prob = 0.5,
+                        .hang_prob = 0.5,
+                        .habit_share = 1,
+                        .factor_min = 3,
+                        .factor_max = 9};
   CHECK(digest(ignored, 50000) == 0x7f48b41e667967eeULL);
   for (const Job& j : generate_lublin(demo, 1000)) REQUIRE(j.user == -1);
 }
 
-TEST_CASE("lublin users: same seed gives the same jobs, another seed other jobs", "[lublin][users]") {
+TEST_CASE("lublin users: same seed gives the same jobs, another seed other jobs",
+          "[lublin][users]") {
   for (auto types : {LublinJobTypes::BATCH, LublinJobTypes::BOTH}) {
     LublinOptions o;
     o.types = types;
@@ -139,7 +159,8 @@ TEST_CASE("lublin users: invariants", "[lublin][users]") {
     if (j.status != JobStatus::TIMEOUT) REQUIRE(j.run <= max_run);
     REQUIRE(lublin_round_limit(j.req_time) == j.req_time);  // requests are round limits
     if (j.status == JobStatus::FAILED) REQUIRE(j.run < 60);
-    REQUIRE((j.status == JobStatus::TIMEOUT) == (j.status != JobStatus::FAILED && j.run == j.req_time));
+    REQUIRE((j.status == JobStatus::TIMEOUT) ==
+            (j.status != JobStatus::FAILED && j.run == j.req_time));
   }
 }
 
@@ -152,7 +173,8 @@ TEST_CASE("lublin users: round limits", "[lublin][users]") {
   CHECK(lublin_round_limit(7 * 86400 + 1) == 8 * 86400);  // beyond the list: whole days
 }
 
-TEST_CASE("lublin users: jobs arrive at the published rate; bursts have the mean size", "[lublin][users]") {
+TEST_CASE("lublin users: jobs arrive at the published rate; bursts have the mean size",
+          "[lublin][users]") {
   constexpr int64_t N = 100000;
   const auto plain = generate_lublin(LublinOptions{.nodes = 256, .seed = 5}, N);
   LublinOptions o = bare_users(20, 5);
@@ -163,7 +185,8 @@ TEST_CASE("lublin users: jobs arrive at the published rate; bursts have the mean
   // A submission starts wherever the (submit, user) pair changes.
   int64_t submissions = 0;
   for (size_t i = 0; i < users.size(); ++i)
-    if (i == 0 || users[i].submit != users[i - 1].submit || users[i].user != users[i - 1].user) ++submissions;
+    if (i == 0 || users[i].submit != users[i - 1].submit || users[i].user != users[i - 1].user)
+      ++submissions;
   CHECK(static_cast<double>(N) / static_cast<double>(submissions) == Approx(3.0).epsilon(0.03));
 }
 
@@ -245,10 +268,12 @@ TEST_CASE("lublin users: repeats spread log-Laplace around their application", "
   int64_t pairs = 0;
   for (auto& [u, runs] : by_user) {
     std::vector<double> sorted = runs;
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
+    std::nth_element(sorted.begin(),
+                     sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
     const double med = sorted[sorted.size() / 2];
     if (runs.size() < 20 || med < 300 || med > 20000) continue;
-    for (size_t i = 1; i < runs.size(); ++i, ++pairs) sum += std::fabs(std::log(runs[i] / runs[i - 1]));
+    for (size_t i = 1; i < runs.size(); ++i, ++pairs)
+      sum += std::fabs(std::log(runs[i] / runs[i - 1]));
   }
   REQUIRE(pairs > 50000);
   CHECK(sum / static_cast<double>(pairs) == Approx(1.5 * 0.3).epsilon(0.03));
@@ -288,7 +313,8 @@ TEST_CASE("lublin users: crashes, hangs and requests", "[lublin][users]") {
     std::map<int32_t, double> smallest;  // per user: the smallest request = their default limit
     const auto jobs = generate_lublin(o, 20000);
     for (const Job& j : jobs)
-      smallest[j.user] = smallest.count(j.user) ? std::min(smallest[j.user], j.req_time) : j.req_time;
+      smallest[j.user] =
+          smallest.count(j.user) ? std::min(smallest[j.user], j.req_time) : j.req_time;
     for (const Job& j : jobs) {
       REQUIRE(smallest[j.user] >= 3600);
       REQUIRE(smallest[j.user] <= 4 * 86400);
@@ -381,7 +407,8 @@ TEST_CASE("lublin users: bad options are refused with a reason", "[lublin][users
   refused([](LublinOptions& o) { o.user_model.hang_prob = 2; }, "hang");
   refused([](LublinOptions& o) { o.user_model.habit_share = -0.1; }, "habit");
   refused([](LublinOptions& o) { o.user_model.factor_min = 0.5; }, "over-estimation");
-  refused([](LublinOptions& o) { o.user_model.factor_max = 0.9 * o.user_model.factor_min; }, "over-estimation");
+  refused([](LublinOptions& o) { o.user_model.factor_max = 0.9 * o.user_model.factor_min; },
+          "over-estimation");
   refused([](LublinOptions& o) { o.user_model.activity_exponent = -1; }, "activity");
   refused(
       [](LublinOptions& o) {

@@ -11,15 +11,19 @@
 #include <fstream>
 #include <sstream>
 
+#include "../support/skip.hpp"
 #include "mlprio/jobs/slurm_format.hpp"
 #include "mlprio/jobs/trace.hpp"
-#include "../support/skip.hpp"
 
 using namespace mlprio;
 namespace fs = std::filesystem;
 
-static std::string data(const std::string& f) { return std::string(MLPRIO_TEST_DATA) + "/" + f; }
-static std::string shared(const std::string& f) { return std::string(MLPRIO_SHARED_DATA) + "/" + f; }
+static std::string data(const std::string& f) {
+  return std::string(MLPRIO_TEST_DATA) + "/" + f;
+}
+static std::string shared(const std::string& f) {
+  return std::string(MLPRIO_SHARED_DATA) + "/" + f;
+}
 
 namespace {
 // A file name of this process's own: ctest runs test cases of one binary in parallel processes.
@@ -96,7 +100,8 @@ std::string file_bytes(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 void put_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 // The InputError message load_trace gives for `bytes`, or "loaded N jobs".
 std::string gzip_outcome(const std::string& bytes, bool strict) {
@@ -173,7 +178,8 @@ TEST_CASE("A line longer than 1 MiB is an error naming file and line, strict or 
   fs::remove(tmp);
 }
 
-TEST_CASE("SWF: malformed lines are skipped and counted with file, line and field", "[swf][errors]") {
+TEST_CASE("SWF: malformed lines are skipped and counted with file, line and field",
+          "[swf][errors]") {
   const Trace t = load_trace(data("malformed.swf"));
   REQUIRE(t.jobs.size() == 2);
   CHECK(t.jobs[0].id == 1);
@@ -183,7 +189,8 @@ TEST_CASE("SWF: malformed lines are skipped and counted with file, line and fiel
   const auto& e0 = t.report.first_errors[0];
   CHECK(e0.line == 3);
   CHECK(e0.field == "field 4 (run_time)");
-  CHECK(e0.what().find("malformed.swf:3: field 4 (run_time): 'x10' is not a number") != std::string::npos);
+  CHECK(e0.what().find("malformed.swf:3: field 4 (run_time): 'x10' is not a number") !=
+        std::string::npos);
   CHECK(t.report.first_errors[1].line == 4);
   CHECK(t.report.first_errors[1].message.find("found 8") != std::string::npos);
   CHECK(t.report.first_errors[2].line == 6);
@@ -223,7 +230,8 @@ TEST_CASE("Unsorted traces are sorted stably and the report says so", "[swf][sor
 }
 
 TEST_CASE("Missing file and unknown format are clear errors", "[errors]") {
-  CHECK_THROWS_WITH(load_trace("/nonexistent/trace.swf"), Catch::Contains("/nonexistent/trace.swf") && Catch::Contains("cannot open"));
+  CHECK_THROWS_WITH(load_trace("/nonexistent/trace.swf"),
+                    Catch::Contains("/nonexistent/trace.swf") && Catch::Contains("cannot open"));
   const auto tmp = temp_path("mlprio_test_garbage.txt");
   std::ofstream(tmp) << "hello world\nthis is not a trace\n";
   CHECK_THROWS_WITH(load_trace(tmp.string()), Catch::Contains("--format"));
@@ -309,7 +317,7 @@ TEST_CASE("sacct --parsable2: jobs, steps, TRES, states, Unknown/None, hand-chec
   CHECK(b.exit_code == 0);
   CHECK(b.req_nodes == 2);  // "2-4"
   CHECK(b.req_mem == 8LL << 30);
-  CHECK(b.req_gpus == 8);   // typed gres summed
+  CHECK(b.req_gpus == 8);  // typed gres summed
   CHECK(b.alloc_gpus == 8);
   const Job& d = t.jobs[3];
   CHECK(d.status == JobStatus::OUT_OF_MEMORY);
@@ -317,7 +325,8 @@ TEST_CASE("sacct --parsable2: jobs, steps, TRES, states, Unknown/None, hand-chec
   CHECK(d.req_time == 600);
 }
 
-TEST_CASE("sacct: malformed fields name the column; --parsable trailing bar accepted", "[sacct][errors]") {
+TEST_CASE("sacct: malformed fields name the column; --parsable trailing bar accepted",
+          "[sacct][errors]") {
   const auto tmp = temp_path("mlprio_test_bad_sacct.txt");
   {
     std::ofstream o(tmp);
@@ -450,9 +459,11 @@ TEST_CASE("write_swf round-trips through the SWF reader", "[swf][writer]") {
 TEST_CASE("file_sha256 matches the SHA-256 test vector", "[sha256]") {
   const auto tmp = temp_path("mlprio_test_sha.txt");
   std::ofstream(tmp) << "abc";
-  CHECK(file_sha256(tmp.string()) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(file_sha256(tmp.string()) ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   std::ofstream(tmp, std::ios::trunc).close();
-  CHECK(file_sha256(tmp.string()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(file_sha256(tmp.string()) ==
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   fs::remove(tmp);
 }
 
@@ -466,7 +477,8 @@ struct RealTrace {
 
 TEST_CASE("Every real trace in ../shared/data is read completely", "[shared]") {
   if (!fs::exists(shared("swf")))
-    MLPRIO_SKIP("../shared/data not found at " << MLPRIO_SHARED_DATA << ": real-trace checks not run");
+    MLPRIO_SKIP("../shared/data not found at " << MLPRIO_SHARED_DATA
+                                               << ": real-trace checks not run");
   const RealTrace traces[] = {
       {"swf/lublin_1.swf", 10000, true},
       {"swf/lublin_2.swf", 10000, true},

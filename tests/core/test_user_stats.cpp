@@ -26,12 +26,12 @@ Job job(double submit, int32_t user, double run, double req, int64_t procs) {
 TEST_CASE("user stats: a hand-made trace gives the worked-out figures", "[user_stats]") {
   // submit, user, run, request, procs
   const std::vector<Job> jobs = {
-      job(0, 1, 100, 600, 4),     // u1 first
-      job(5, 1, 120, 600, 4),     // u1 after 5 s: same (req, size); run x1.2
-      job(10, 2, 30, 300, 1),     // u2 first
-      job(20, 2, 15, 300, 1),     // u2 after 10 s: same; run x0.5 (exactly 2x: within)
-      job(30, 3, -1, 900, 2),     // u3 only job, run unknown
-      job(40, -1, 50, 100, 1),    // no user: whole-trace figures only
+      job(0, 1, 100, 600, 4),       // u1 first
+      job(5, 1, 120, 600, 4),       // u1 after 5 s: same (req, size); run x1.2
+      job(10, 2, 30, 300, 1),       // u2 first
+      job(20, 2, 15, 300, 1),       // u2 after 10 s: same; run x0.5 (exactly 2x: within)
+      job(30, 3, -1, 900, 2),       // u3 only job, run unknown
+      job(40, -1, 50, 100, 1),      // no user: whole-trace figures only
       job(4000, 1, 1000, 3600, 8),  // u1 after 3995 s: other (req, size); run x8.33
       job(7300, 2, 400, 300, 1),  // u2 after 7280 s: same (req, size); run x26.7, past its request
   };
@@ -51,9 +51,9 @@ TEST_CASE("user stats: a hand-made trace gives the worked-out figures", "[user_s
   CHECK(s.median_abs_log2_ratio == Approx((1.0 + std::log2(1000.0 / 120.0)) / 2.0));
   // Every job but u3's (no run time) has a request: 7 ratios.
   CHECK(s.request_jobs == 7);
-  CHECK(s.mean_run_over_request ==
-        Approx((100.0 / 600 + 120.0 / 600 + 30.0 / 300 + 15.0 / 300 + 50.0 / 100 + 1000.0 / 3600 +
-                400.0 / 300) / 7.0));
+  CHECK(s.mean_run_over_request == Approx((100.0 / 600 + 120.0 / 600 + 30.0 / 300 + 15.0 / 300 +
+                                           50.0 / 100 + 1000.0 / 3600 + 400.0 / 300) /
+                                          7.0));
   CHECK(s.run_at_limit_share == Approx(1.0 / 7.0));
   CHECK(s.run_jobs == 7);
   CHECK(s.short_run_share == Approx(3.0 / 7.0));  // 30, 15, 50 s
@@ -64,9 +64,9 @@ TEST_CASE("user stats: run times are floored at 1 s and empty figures are NaN", 
     const std::vector<Job> jobs = {job(0, 7, 1, -1, 1), job(1, 7, 0, -1, 1), job(2, 7, 4, -1, 1)};
     const UserBehaviourStats s = user_behaviour_stats(jobs);
     CHECK(s.run_pairs == 2);
-    CHECK(s.run_within_2x == Approx(0.5));  // 0 vs 1: ratio 1; 4 vs 0: ratio 4
+    CHECK(s.run_within_2x == Approx(0.5));          // 0 vs 1: ratio 1; 4 vs 0: ratio 4
     CHECK(s.median_abs_log2_ratio == Approx(1.0));  // mean of 0 and 2
-    CHECK(s.same_request_size == Approx(1.0));       // unknown requests are equal
+    CHECK(s.same_request_size == Approx(1.0));      // unknown requests are equal
     CHECK(s.request_jobs == 0);
     CHECK(std::isnan(s.mean_run_over_request));
     CHECK(std::isnan(s.run_at_limit_share));

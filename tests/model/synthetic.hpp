@@ -55,7 +55,8 @@ inline Trace synthetic_trace(int n_jobs, uint32_t seed) {
       }
     } else {
       j.partition = cpu_part;
-      run = user_base[static_cast<size_t>(uid)] * (0.5 + u(rng)) * (1.0 + 0.1 * std::log2(static_cast<double>(j.req_procs)));
+      run = user_base[static_cast<size_t>(uid)] * (0.5 + u(rng)) *
+            (1.0 + 0.1 * std::log2(static_cast<double>(j.req_procs)));
       j.status = u(rng) < 0.03 ? JobStatus::FAILED : JobStatus::COMPLETED;
       j.name = t.names.job_names.intern("sim" + std::to_string(uid));
     }

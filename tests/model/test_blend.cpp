@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "model_tool.hpp"
 #include "mlprio/model/model_file.hpp"
+#include "model_tool.hpp"
 #include "synthetic.hpp"
 
 using namespace mlprio;

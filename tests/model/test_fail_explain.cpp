@@ -3,12 +3,12 @@
 // libxgboost) against XGBoost's own pred_contribs on the same rows and against what
 // `mlprio-model explain` prints; they must sum to the predicted log-odds and point at the cause
 // the synthetic trace builds in (a large LoRA rank on few GPUs fails).
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 
-#include "model_tool.hpp"
 #include "mlprio/model/model_file.hpp"
+#include "model_tool.hpp"
 #include "synthetic.hpp"
 #include "xgb.hpp"
 
@@ -33,7 +33,9 @@ const Fixture& fixture() {
   return f;
 }
 
-double logit(double p) { return std::log(p / (1.0 - p)); }
+double logit(double p) {
+  return std::log(p / (1.0 - p));
+}
 
 }  // namespace
 
@@ -74,9 +76,9 @@ TEST_CASE("explain_fail names the synthetic trace's cause of failure", "[model][
   const Fixture& fx = fixture();
   const auto pred = make_predictor(fx.doc);
   // The trace's rule: LoRA rank 64 on a 13B+ model with fewer than 4 GPUs runs out of memory.
-  const Trace one =
-      job_from_spec("user=user3,req_time=7200,req_procs=4,req_gpus=1,model_size=70,epochs=2,"
-                    "lora_rank=64,partition=gpu");
+  const Trace one = job_from_spec(
+      "user=user3,req_time=7200,req_procs=4,req_gpus=1,model_size=70,epochs=2,"
+      "lora_rank=64,partition=gpu");
   std::vector<double> c(N_FEATURES + 1);
   std::vector<float> row(N_FEATURES);
   REQUIRE(pred->explain_fail(one.jobs[0], one.names, c, row));

@@ -1,8 +1,8 @@
 // Feature tests: the user-history columns are causal (a job sees exactly the jobs of its user
 // that finished at or before its submit time, checked against a brute-force recount), a change
 // to the future never changes a past row, and categorical hashes are stable.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
@@ -27,11 +27,11 @@ Job make_job(Trace& t, const char* user, double submit, double wait, double run)
 
 TEST_CASE("history only counts jobs finished by the submit time", "[model][features]") {
   Trace t;
-  t.jobs.push_back(make_job(t, "a", 0, 10, 100));    // finishes at 110
-  t.jobs.push_back(make_job(t, "a", 50, 0, 300));    // finishes at 350
-  t.jobs.push_back(make_job(t, "a", 110, 0, 20));    // sees job 0 (110 <= 110), not job 1
-  t.jobs.push_back(make_job(t, "b", 400, 0, 5));     // another user: sees nothing
-  t.jobs.push_back(make_job(t, "a", 400, 0, 5));     // sees jobs 0, 1 and 2
+  t.jobs.push_back(make_job(t, "a", 0, 10, 100));  // finishes at 110
+  t.jobs.push_back(make_job(t, "a", 50, 0, 300));  // finishes at 350
+  t.jobs.push_back(make_job(t, "a", 110, 0, 20));  // sees job 0 (110 <= 110), not job 1
+  t.jobs.push_back(make_job(t, "b", 400, 0, 5));   // another user: sees nothing
+  t.jobs.push_back(make_job(t, "a", 400, 0, 5));   // sees jobs 0, 1 and 2
   const FeatureMatrix X = build_features(t.jobs, t.names);
   CHECK(X.row(0)[F_HIST_COUNT] == 0.0f);
   CHECK(std::isnan(X.row(0)[F_HIST_LAST2_MEAN]));
@@ -45,7 +45,8 @@ TEST_CASE("history only counts jobs finished by the submit time", "[model][featu
   CHECK(X.row(4)[F_HIST_LAST_RUN] == 300.0f);
 }
 
-TEST_CASE("history matches a brute-force causal recount on a synthetic trace", "[model][features]") {
+TEST_CASE("history matches a brute-force causal recount on a synthetic trace",
+          "[model][features]") {
   const Trace t = testing::synthetic_trace(1500, 7);
   const FeatureMatrix X = build_features(t.jobs, t.names);
   for (size_t i = 0; i < t.jobs.size(); i += 7) {
@@ -72,7 +73,8 @@ TEST_CASE("history matches a brute-force causal recount on a synthetic trace", "
   }
 }
 
-TEST_CASE("changing jobs that finish after a submit leaves that row unchanged", "[model][features]") {
+TEST_CASE("changing jobs that finish after a submit leaves that row unchanged",
+          "[model][features]") {
   Trace t = testing::synthetic_trace(800, 11);
   const FeatureMatrix before = build_features(t.jobs, t.names);
   const size_t i = 400;
@@ -97,7 +99,8 @@ TEST_CASE("categoricals, LLM features and time of day are encoded", "[model][fea
   j.partition = t.names.partitions.intern("gpu");
   j.name = t.names.job_names.intern("llama_7b-lora");
   j.submit = 3 * 86400 + 2 * 3600;  // 1970-01-04 02:00 UTC, a Sunday
-  j.features = {{t.names.features.intern("lora_rank"), 16}, {t.names.features.intern("seq_len"), 4096}};
+  j.features = {{t.names.features.intern("lora_rank"), 16},
+                {t.names.features.intern("seq_len"), 4096}};
   float row[N_FEATURES];
   FeatureEncoder enc(t.names);
   enc.encode(j, nullptr, row);
@@ -139,21 +142,23 @@ Job sized_job(Trace& t, const char* user, double submit, double run, double req,
   j.req_procs = procs;
   return j;
 }
-bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+bool same_float(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || a == b;
+}
 }  // namespace
 
 TEST_CASE("similar-job columns on hand-made resubmissions", "[model][features]") {
   Trace t;
-  t.jobs.push_back(sized_job(t, "a", 0, 100, 1000, 4));    // ends 100
-  t.jobs.push_back(sized_job(t, "a", 10, 500, 2000, 8));   // ends 510
-  t.jobs.push_back(sized_job(t, "a", 20, 300, 1000, 8));   // ends 320
+  t.jobs.push_back(sized_job(t, "a", 0, 100, 1000, 4));     // ends 100
+  t.jobs.push_back(sized_job(t, "a", 10, 500, 2000, 8));    // ends 510
+  t.jobs.push_back(sized_job(t, "a", 20, 300, 1000, 8));    // ends 320
   t.jobs.push_back(sized_job(t, "a", 600, 5000, 1000, 4));  // sees 0, 2, 1 (in that finish order)
-  t.jobs.push_back(sized_job(t, "a", 700, 1, 2000, 8));    // the same request as the latest job
-  t.jobs.push_back(sized_job(t, "b", 700, 1, 1000, 4));    // a user without history
+  t.jobs.push_back(sized_job(t, "a", 700, 1, 2000, 8));     // the same request as the latest job
+  t.jobs.push_back(sized_job(t, "b", 700, 1, 1000, 4));     // a user without history
   Job anon = sized_job(t, "a", 700, 1, 1000, 4);
-  anon.user = -1;                                           // an unknown user
+  anon.user = -1;  // an unknown user
   t.jobs.push_back(anon);
-  Job noreq = sized_job(t, "a", 700, 1, -1, 4);             // no request
+  Job noreq = sized_job(t, "a", 700, 1, -1, 4);  // no request
   t.jobs.push_back(noreq);
   const FeatureMatrix X = build_features(t.jobs, t.names);
 
@@ -209,7 +214,7 @@ TEST_CASE("the similar-job memory is bounded and keeps the newest jobs", "[model
   UserStats s;
   for (const Job& j : t.jobs) s.record(j);
   CHECK(s.recent_n == RECENT_JOBS);
-  CHECK(s.recent_at(0).run == 1.0);                       // the latest recorded
+  CHECK(s.recent_at(0).run == 1.0);                                   // the latest recorded
   CHECK(s.recent_at(RECENT_JOBS - 1).run == 10.0 + RECENT_JOBS + 1);  // the oldest kept
 }
 
@@ -248,11 +253,14 @@ TEST_CASE("similar-job columns match a brute-force causal recount", "[model][fea
       CHECK(r[F_SIM_LAST2_MEAN] ==
             Approx(sim.size() > 1 ? (sim[0] + sim[1]) / 2 : sim[0]).epsilon(1e-6));
     }
-    CHECK(same_float(r[F_SAME_REQ_LAST_RUN], same_req.empty() ? MISSING : static_cast<float>(same_req[0])));
+    CHECK(same_float(r[F_SAME_REQ_LAST_RUN],
+                     same_req.empty() ? MISSING : static_cast<float>(same_req[0])));
     if (!seen.empty()) {
       const Job& last = t.jobs[seen.back().second];
-      CHECK(r[F_SAME_AS_LAST] == ((last.req_time == j.req_time && last.req_procs == j.req_procs) ? 1.0f : 0.0f));
-      CHECK(r[F_LAST_RATIO_TIMES_REQ] == Approx(last.run / last.req_time * j.req_time).epsilon(1e-6));
+      CHECK(r[F_SAME_AS_LAST] ==
+            ((last.req_time == j.req_time && last.req_procs == j.req_procs) ? 1.0f : 0.0f));
+      CHECK(r[F_LAST_RATIO_TIMES_REQ] ==
+            Approx(last.run / last.req_time * j.req_time).epsilon(1e-6));
     }
   }
   CHECK(with_similar > 50);  // the synthetic users do resubmit
@@ -287,7 +295,8 @@ TEST_CASE("similar-job columns do not see the future", "[model][features]") {
   CHECK(moved);
 }
 
-TEST_CASE("the online store and build_features give the same similar-job columns", "[model][features]") {
+TEST_CASE("the online store and build_features give the same similar-job columns",
+          "[model][features]") {
   // The replayer and the plugin feed OnlineHistory finish by finish; training feeds it through
   // build_features. Same finishes in the same order, same rows.
   const Trace t = testing::synthetic_trace(600, 37);
@@ -306,7 +315,8 @@ TEST_CASE("the online store and build_features give the same similar-job columns
     pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(done));
     store.encode(t.jobs[i], row);
     INFO("job " << i);
-    for (int f = 0; f < N_FEATURES; ++f) REQUIRE(same_float(row[static_cast<size_t>(f)], X.row(i)[f]));
+    for (int f = 0; f < N_FEATURES; ++f)
+      REQUIRE(same_float(row[static_cast<size_t>(f)], X.row(i)[f]));
     pending.emplace_back(finish_time(t.jobs[i]), i);
   }
 }

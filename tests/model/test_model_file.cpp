@@ -1,14 +1,14 @@
 // Model-file refusals: load_predictor must refuse missing, corrupt, wrong-format, wrong-version,
 // wrong-schema and group/world-writable files with a ModelError that says why, because
 // slurmctld loads the file as root. Also base64 round trips.
+#include <sys/stat.h>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sys/stat.h>
 
-#include "model_tool.hpp"
 #include "mlprio/model/model_file.hpp"
+#include "model_tool.hpp"
 #include "synthetic.hpp"
 
 using namespace mlprio;
@@ -73,7 +73,9 @@ TEST_CASE("a model file that cannot be renamed into place says why", "[model][fi
 TEST_CASE("model files are refused with a reason", "[model][file]") {
   const auto doc = formula_doc();
   const std::string p = tmp("bad.json");
-  SECTION("missing") { expect_refusal(tmp("does_not_exist.json"), "cannot open"); }
+  SECTION("missing") {
+    expect_refusal(tmp("does_not_exist.json"), "cannot open");
+  }
   SECTION("corrupt JSON") {
     write_text(p, doc.dump().substr(0, 200));
     expect_refusal(p, "not valid JSON");
@@ -120,7 +122,9 @@ TEST_CASE("model files are refused with a reason", "[model][file]") {
     write_text(p, doc.dump(), 0646);
     expect_refusal(p, "writable by group or others");
   }
-  SECTION("a directory") { expect_refusal(std::filesystem::temp_directory_path().string(), "not a regular file"); }
+  SECTION("a directory") {
+    expect_refusal(std::filesystem::temp_directory_path().string(), "not a regular file");
+  }
   SECTION("xgboost kind with a corrupt booster") {
     auto d = doc;
     d["kind"] = "xgboost";
@@ -146,8 +150,10 @@ TEST_CASE("a model file nested 100,000 levels deep is refused, not a stack overf
   const std::string p = tmp("deep.json");
   for (const char* field : {"window", "schema"}) {
     auto d = formula_doc();
-    if (std::string(field) == "window") d["training"]["window"] = "@DEEP@";
-    else d["schema"] = nlohmann::json::array({"@DEEP@"});
+    if (std::string(field) == "window")
+      d["training"]["window"] = "@DEEP@";
+    else
+      d["schema"] = nlohmann::json::array({"@DEEP@"});
     std::string text = d.dump();
     text.replace(text.find("\"@DEEP@\""), 8, deep);
     write_text(p, text);
@@ -248,7 +254,8 @@ TEST_CASE("malformed similar-job memories are refused", "[model][file]") {
     expect_refusal(p, reason);
   };
   refused("x", "expected an array of at most");
-  refused(nlohmann::json::array({nlohmann::json::array({3600, 4})}), "is not [req_time, procs, run]");
+  refused(nlohmann::json::array({nlohmann::json::array({3600, 4})}),
+          "is not [req_time, procs, run]");
   refused(nlohmann::json::array({nlohmann::json::array({0, 4, 10})}), "req_time");
   refused(nlohmann::json::array({nlohmann::json::array({3600, 2.5, 10})}), "procs");
   refused(nlohmann::json::array({nlohmann::json::array({3600, 4, -1})}), "run");

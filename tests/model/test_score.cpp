@@ -57,7 +57,8 @@ TEST_CASE("starvation limit: a starved job outranks any job below the limit", "[
     cfg.size_weight = 4 * u(rng) - 2;
     const double now = 2e6;
     const Job starved = job_at(now - cfg.starvation_limit * (1 + u(rng)), 1024, 1e6);
-    const Job fresh = job_at(now - cfg.starvation_limit * u(rng) * 0.999, 1 + static_cast<int64_t>(u(rng) * 1024));
+    const Job fresh = job_at(now - cfg.starvation_limit * u(rng) * 0.999,
+                             1 + static_cast<int64_t>(u(rng) * 1024));
     const double s_starved = score(starved, pred(1e7 * u(rng) + 1e5), now, CLUSTER, cfg);
     const double s_fresh = score(fresh, pred(u(rng) * 10), now, CLUSTER, cfg);
     INFO("trial " << trial);
@@ -79,7 +80,8 @@ TEST_CASE("missing predictions fall back to the request; scores stay finite", "[
   CHECK(with_req == score(job_at(0, 1, 600), pred(600), 10, CLUSTER, cfg));
   Job nothing = job_at(0, -1, -1);
   CHECK(std::isfinite(score(nothing, Prediction{}, 0, ClusterState{}, cfg)));
-  CHECK(std::isfinite(score(nothing, pred(std::numeric_limits<double>::infinity()), -5, CLUSTER, cfg)));
+  CHECK(std::isfinite(
+      score(nothing, pred(std::numeric_limits<double>::infinity()), -5, CLUSTER, cfg)));
   ScoreConfig broken;
   broken.starvation_limit = 0;
   broken.age_weight = std::nan("");
@@ -94,7 +96,8 @@ TEST_CASE("size weight favours or penalises wide jobs within its bound", "[model
   CHECK(wide > narrow);
   CHECK(wide - narrow <= 0.5 + 1e-12);
   cfg.size_weight = -0.5;
-  CHECK(score(job_at(0, 1024), pred(600), 0, CLUSTER, cfg) < score(job_at(0, 1), pred(600), 0, CLUSTER, cfg));
+  CHECK(score(job_at(0, 1024), pred(600), 0, CLUSTER, cfg) <
+        score(job_at(0, 1), pred(600), 0, CLUSTER, cfg));
 }
 
 TEST_CASE("a likely failure ranks below a reliable job three times as long", "[model][score]") {

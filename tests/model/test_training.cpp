@@ -2,19 +2,19 @@
 // requests, the tree walker agrees with XGBoost's own predictions, a higher under-prediction
 // penalty lowers the under-prediction rate, the same seed gives the same bytes, and the real
 // traces (when present) train and evaluate.
+#include <sys/stat.h>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sys/stat.h>
 
-#include "model_tool.hpp"
+#include "../support/skip.hpp"
 #include "mlprio/model/model_file.hpp"
+#include "model_tool.hpp"
 #include "synthetic.hpp"
 #include "xgb.hpp"
-#include "../support/skip.hpp"
 
 using namespace mlprio;
 using namespace mlprio::model;
@@ -66,10 +66,13 @@ TEST_CASE("the tree walker reproduces XGBoost's predictions", "[model][train]") 
   // XGBoost's margin here starts from the base score (no base_margin given); the predictor
   // replaces it by the anchor.
   const Calibration cal = calibration_from_json(doc);
-  const auto saved = nlohmann::json::parse(base64_decode(doc["booster_runtime"].get<std::string>()));
-  const double base = std::stod(saved["learner"]["learner_model_param"]["base_score"].get<std::string>());
+  const auto saved =
+      nlohmann::json::parse(base64_decode(doc["booster_runtime"].get<std::string>()));
+  const double base =
+      std::stod(saved["learner"]["learner_model_param"]["base_score"].get<std::string>());
   for (size_t i = 0; i < t.jobs.size(); ++i) {
-    const double z = calibrated_log(static_cast<double>(margin[i]), base, X.row(i).data(), t.jobs[i].req_time, cal);
+    const double z = calibrated_log(static_cast<double>(margin[i]), base, X.row(i).data(),
+                                    t.jobs[i].req_time, cal);
     const double expect = std::min(std::exp(z + cal.point_shift), t.jobs[i].req_time);
     INFO("job " << i);
     REQUIRE(out[i].runtime == Approx(expect).epsilon(1e-4));
@@ -114,7 +117,8 @@ TEST_CASE("model files round-trip and load through load_predictor", "[model][tra
   const auto p = load_predictor(path);
   CHECK(p->kind() == "xgboost");
   // Deployed path (frozen history) and the row path agree when the history is the same.
-  const Trace one = job_from_spec("user=user3,req_time=7200,req_procs=4,model_size=7,epochs=2,lora_rank=8,partition=gpu");
+  const Trace one = job_from_spec(
+      "user=user3,req_time=7200,req_procs=4,model_size=7,epochs=2,lora_rank=8,partition=gpu");
   Prediction a;
   p->predict(one.jobs, one.names, std::span<Prediction>(&a, 1));
   CHECK(a.runtime > 0);
@@ -125,9 +129,10 @@ TEST_CASE("model files round-trip and load through load_predictor", "[model][tra
   double sum = ex["bias_log"].get<double>();
   for (const auto& f : ex["features"]) sum += f["log_contribution"].get<double>();
   const double w = ex["blend_weight"].get<double>();
-  const double z = ex["blend_baseline"].is_null()
-                       ? sum
-                       : w * sum + (1 - w) * std::log(std::max(ex["blend_baseline"].get<double>(), 1.0));
+  const double z =
+      ex["blend_baseline"].is_null()
+          ? sum
+          : w * sum + (1 - w) * std::log(std::max(ex["blend_baseline"].get<double>(), 1.0));
   const double uncapped = std::exp(z + ex["calibration_point_shift"].get<double>());
   CHECK(std::min(uncapped, 7200.0) == Approx(a.runtime).epsilon(1e-3));
   std::remove(path.c_str());
@@ -145,7 +150,8 @@ TEST_CASE("formula model: last-two mean capped by the request", "[model][train]"
   p->predict_rows(X.values, t.jobs, out);
   for (size_t i = 0; i < t.jobs.size(); ++i) {
     const float l2 = X.row(i)[F_HIST_LAST2_MEAN];
-    const double expect = std::isnan(l2) ? t.jobs[i].req_time : std::min<double>(l2, t.jobs[i].req_time);
+    const double expect =
+        std::isnan(l2) ? t.jobs[i].req_time : std::min<double>(l2, t.jobs[i].req_time);
     REQUIRE(out[i].runtime == Approx(std::max(expect, 1.0)));
   }
 }
@@ -205,7 +211,8 @@ size_t trees_in(const nlohmann::json& doc, const char* key) {
 }
 }  // namespace
 
-TEST_CASE("early stopping keeps the best round's trees and is deterministic", "[model][train][early]") {
+TEST_CASE("early stopping keeps the best round's trees and is deterministic",
+          "[model][train][early]") {
   Trace t = testing::synthetic_trace(3000, 17);
   // Run times that are noise (independent of every feature): more trees cannot help, so
   // early stopping must keep far fewer than the maximum.

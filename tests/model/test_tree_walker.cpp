@@ -8,8 +8,8 @@
 #include <cmath>
 #include <random>
 
-#include "model_tool.hpp"
 #include "mlprio/model/model_file.hpp"
+#include "model_tool.hpp"
 #include "synthetic.hpp"
 
 using namespace mlprio;
@@ -164,7 +164,8 @@ TEST_CASE("booster trees are checked as XGBoost reads them: leaf iff left child 
   const Trained& t = trained();
   REQUIRE(t.doc["booster_runtime"].is_string());
   // -2 was taken for a leaf by the walker, but XGBoost follows it as an index (explain crashed).
-  const auto minus_two = with_tree_edit(t, 3, [](nlohmann::json& tr) { tr["left_children"][0] = -2; });
+  const auto minus_two =
+      with_tree_edit(t, 3, [](nlohmann::json& tr) { tr["left_children"][0] = -2; });
   CHECK_THAT(refusal(minus_two), Catch::Contains("run-time booster, tree 3, node 0") &&
                                      Catch::Contains("not node indices"));
   const Trace one = job_from_spec("user=u1,req_time=7200,req_procs=4");
@@ -256,9 +257,12 @@ TEST_CASE("the AVX2 and scalar batch walkers agree bit for bit", "[model][walker
     for (int f = 0; f < N_FEATURES; ++f) {
       const float p = u(rng);
       float v = t.X.values[pick(rng) * N_FEATURES + static_cast<size_t>(f)];
-      if (p < 0.2f) v = std::nanf("");
-      else if (p < 0.23f) v = -1e30f;
-      else if (p < 0.26f) v = 1e30f;
+      if (p < 0.2f)
+        v = std::nanf("");
+      else if (p < 0.23f)
+        v = -1e30f;
+      else if (p < 0.26f)
+        v = 1e30f;
       rows[i * N_FEATURES + static_cast<size_t>(f)] = v;
     }
   struct Reset {

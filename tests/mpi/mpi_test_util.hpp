@@ -38,8 +38,8 @@ inline std::vector<Job> lublin_jobs(int64_t n, uint64_t seed, double load) {
 // the -n 2 and -n 3 runs never share files.
 inline std::string shared_lublin_trace(const std::string& name, int64_t n, uint64_t seed,
                                        double load) {
-  const std::string path = std::string(MLPRIO_MPI_TEST_DIR) + "/" + name + ".np" +
-                           std::to_string(world_size()) + ".swf";
+  const std::string path =
+      std::string(MLPRIO_MPI_TEST_DIR) + "/" + name + ".np" + std::to_string(world_size()) + ".swf";
   if (world_rank() == 0) {
     TraceHeader h;
     h.max_nodes = 128;

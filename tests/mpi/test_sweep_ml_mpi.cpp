@@ -22,7 +22,9 @@ using namespace mlprio::replay::dist;
 
 namespace {
 
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
 
 bool same_detail(const TaskResult& a, const TaskResult& b) {
   if (a.has_detail != b.has_detail || a.jobs.size() != b.jobs.size() ||
@@ -54,8 +56,8 @@ std::string shared_model(const std::string& trace) {
   if (test::world_rank() == 0) {
     const std::string tool = std::string(MLPRIO_BIN_DIR) + "/mlprio-model";
     if (std::filesystem::exists(tool)) {
-      const std::string cmd = tool + " train --trace " + trace + " --rounds 20 -o " + path +
-                              " > " + path + ".log 2>&1";
+      const std::string cmd =
+          tool + " train --trace " + trace + " --rounds 20 -o " + path + " > " + path + ".log 2>&1";
       ok = std::system(cmd.c_str()) == 0 ? 1 : 0;
     } else {
       const Trace t = load_trace(trace);
@@ -105,7 +107,8 @@ TEST_CASE("sweeps with model estimates, ml and per-job detail are identical for 
   std::string ref_json;
   if (rank == 0) {
     SweepRunOptions o;
-    o.out = std::string(MLPRIO_MPI_TEST_DIR) + "/sweep_ml_serial.np" + std::to_string(world) + ".h5";
+    o.out =
+        std::string(MLPRIO_MPI_TEST_DIR) + "/sweep_ml_serial.np" + std::to_string(world) + ".h5";
     std::remove((o.out + ".journal").c_str());
     const auto out = run_sweep_serial(plan, o);
     REQUIRE(out.failed == 0);
@@ -133,7 +136,8 @@ TEST_CASE("sweeps with model estimates, ml and per-job detail are identical for 
       // request), not the requests, for the jobs whose user had finished jobs.
       int64_t model_est = 0;
       for (const auto& j : r.jobs) {
-        const auto it = std::find_if(jobs.begin(), jobs.end(), [&](const Job& x) { return x.id == j.id; });
+        const auto it =
+            std::find_if(jobs.begin(), jobs.end(), [&](const Job& x) { return x.id == j.id; });
         REQUIRE(it != jobs.end());
         if (j.estimate != it->req_time && j.estimate != j.run) ++model_est;
       }

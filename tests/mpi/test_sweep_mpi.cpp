@@ -44,7 +44,8 @@ bool same_summary(const replay::Summary& a, const replay::Summary& b) {
 TEST_CASE("window starts are reproducible and platform independent", "[mpi][sweep]") {
   // Reference values from a separate Python implementation of SplitMix64 + rejection sampling.
   CHECK(draw_window_starts(5, 100, 10000, 42) == std::vector<int64_t>{6260, 7413, 6159, 143, 7353});
-  CHECK(draw_window_starts(5, 2000, 20000, 3) == std::vector<int64_t>{12007, 15523, 8700, 6360, 7143});
+  CHECK(draw_window_starts(5, 2000, 20000, 3) ==
+        std::vector<int64_t>{12007, 15523, 8700, 6360, 7143});
   CHECK_THROWS_AS(draw_window_starts(1, 20001, 20000, 3), SweepError);
   // Every rank draws the same starts.
   const auto mine = draw_window_starts(50, 1000, 188041, 2026);
@@ -113,7 +114,8 @@ TEST_CASE("a failing task is reported by name and marked failed", "[mpi][sweep]"
   spec.replay.cores_per_node = 1;
   const SweepPlan plan = make_sweep_plan(spec);
   SweepRunOptions o;
-  o.out = std::string(MLPRIO_MPI_TEST_DIR) + "/sweep_fail.np" + std::to_string(test::world_size()) + ".h5";
+  o.out = std::string(MLPRIO_MPI_TEST_DIR) + "/sweep_fail.np" + std::to_string(test::world_size()) +
+          ".h5";
   if (test::world_rank() == 0) std::remove((o.out + ".journal").c_str());
   MPI_Barrier(MPI_COMM_WORLD);
   const auto out = run_sweep_mpi(plan, o, MPI_COMM_WORLD);

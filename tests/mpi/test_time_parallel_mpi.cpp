@@ -13,11 +13,11 @@
 
 #include "mlprio/replay/segment.hpp"
 
-#include "mlprio/replay/simulator.hpp"
+#include "../support/skip.hpp"
 #include "mlprio/replay/dist/mpi_support.hpp"
 #include "mlprio/replay/dist/time_parallel.hpp"
+#include "mlprio/replay/simulator.hpp"
 #include "mpi_test_util.hpp"
-#include "../support/skip.hpp"
 
 using namespace mlprio;
 using namespace mlprio::replay;
@@ -95,8 +95,8 @@ TEST_CASE("a repair from the recorded start state rejoins at once and changes no
     const SegmentResult rec =
         simulate_segment(jobs, s.begin, s.end, s.t_begin, s.t_end, idle, cfg, 20);
     REQUIRE(rec.checkpoints.size() > 10);
-    const SegmentResult rep = resimulate_segment(jobs, s.begin, s.end, s.t_begin, s.t_end, idle,
-                                                 cfg, rec);
+    const SegmentResult rep =
+        resimulate_segment(jobs, s.begin, s.end, s.t_begin, s.t_end, idle, cfg, rec);
     CHECK(rep.rejoined_at == rec.checkpoints.front().t);
     CHECK(rep.events_simulated == rec.checkpoints.front().events_before);
     CHECK(rep.events == rec.events);
@@ -128,8 +128,8 @@ TEST_CASE("an early-stopped repair equals a full run from the corrected state", 
       }
       const SegmentResult guessed =
           simulate_segment(jobs, s.begin, s.end, s.t_begin, s.t_end, idle, cfg, 16);
-      const SegmentResult full = simulate_segment(jobs, s.begin, s.end, s.t_begin, s.t_end,
-                                                  first.final_state, cfg, 16);
+      const SegmentResult full =
+          simulate_segment(jobs, s.begin, s.end, s.t_begin, s.t_end, first.final_state, cfg, 16);
       const SegmentResult rep = resimulate_segment(jobs, s.begin, s.end, s.t_begin, s.t_end,
                                                    first.final_state, cfg, guessed);
       INFO(policy << " " << backfill_name(b) << ": rejoined at " << rep.rejoined_at << " after "
@@ -205,7 +205,6 @@ TEST_CASE("the one-process emulation is exact for N = 1..8", "[mpi][time]") {
         }
       }
 }
-
 
 TEST_CASE("time-parallel replay equals the sequential one on a generated trace", "[mpi][time]") {
   const auto jobs = test::lublin_jobs(8000, 3, 1.4);

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "mlprio/replay/simulator.hpp"
 #include "../support/skip.hpp"
+#include "mlprio/replay/simulator.hpp"
 
 using namespace mlprio;
 using namespace mlprio::replay;
@@ -62,8 +62,9 @@ void cross_check(const std::string& which, Backfill backfill, double batsim_wait
   const std::string path = batsim_jobs_csv(which);
   std::vector<BatsimRow> rows = read_batsim_jobs(path);
   REQUIRE(rows.size() == 801);
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const BatsimRow& a, const BatsimRow& b) { return a.job.submit < b.job.submit; });
+  std::stable_sort(rows.begin(), rows.end(), [](const BatsimRow& a, const BatsimRow& b) {
+    return a.job.submit < b.job.submit;
+  });
   std::vector<Job> jobs;
   for (const auto& r : rows) jobs.push_back(r.job);
   SimConfig cfg;
@@ -113,7 +114,8 @@ TEST_CASE("EASY backfilling agrees with Batsim up to machine identity", "[replay
   cross_check("easy", Backfill::EASY, 9.516326, 1.391621);
 }
 
-TEST_CASE("conservative backfilling agrees with Batsim up to machine identity", "[replay][batsim]") {
+TEST_CASE("conservative backfilling agrees with Batsim up to machine identity",
+          "[replay][batsim]") {
   if (!std::filesystem::exists(batsim_jobs_csv("conservative")))
     MLPRIO_SKIP(batsim_jobs_csv("conservative") << " not present");
   cross_check("conservative", Backfill::CONSERVATIVE, 9.852251, 1.387017);

@@ -100,7 +100,8 @@ TEST_CASE("tsafrir adds increments once a job outlives its request", "[replay][e
   // then 100 + 60, 160 + 300 = 460 > 400. Job 3 (1 node, 250 s) arriving at 170 fits before the
   // corrected shadow time 460 (170 + 250 = 420) and backfills at once; without correction job 1
   // "ends now" at every pass and job 3 waits for the head.
-  const std::vector<Job> jobs = {mk(1, 0, 1, 400, 100), mk(2, 1, 2, 10, 10), mk(3, 170, 1, 250, 250)};
+  const std::vector<Job> jobs = {mk(1, 0, 1, 400, 100), mk(2, 1, 2, 10, 10),
+                                 mk(3, 170, 1, 250, 250)};
   SimConfig c = machine(2);
   c.correction = Correction::TSAFRIR;
   auto ts = by_id(simulate(jobs, c));
@@ -120,7 +121,7 @@ TEST_CASE("last2 learns from finishes in the replayed schedule", "[replay][easy+
   c.online = last2_estimator(jobs, 0);
   auto r = by_id(simulate(jobs, c));
   CHECK(r[1].end == 600);
-  CHECK(r[2].estimate == 800);  // no finished job yet in this schedule: the request
+  CHECK(r[2].estimate == 800);         // no finished job yet in this schedule: the request
   CHECK(r[3].estimate == Approx(75));  // mean of job 1 (100) and job 2 (50)
   // A window starting at job 2 sees job 1 finish at its *recorded* time (100): estimate 100.
   c.online = last2_estimator(jobs, 2);
@@ -155,7 +156,7 @@ TEST_CASE("the model's online history changes a prediction after the job ends",
   cfg.policy = "ml";
   setup.apply_window(cfg, trace, trace.jobs, 0, 4);
   auto r = by_id(simulate(trace.jobs, cfg));
-  CHECK(r[2].estimate == 800);        // job 1 still running here: no history, the request
+  CHECK(r[2].estimate == 800);         // job 1 still running here: no history, the request
   CHECK(r[3].estimate == Approx(75));  // after it ended (600) and job 2 ended: last two
   std::filesystem::remove_all(dir);
 }
@@ -177,7 +178,7 @@ TEST_CASE("max, p95 and p99 wait and the per-user fairness figures", "[replay][m
 TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
   const auto w = training_windows(1000, 4, 300);
   REQUIRE(w.size() == 4);
-  CHECK(w.front().start == 0);   // LEN cut to 1000 / 4
+  CHECK(w.front().start == 0);  // LEN cut to 1000 / 4
   CHECK(w.back().start + w.back().len == 1000);
   CHECK_THROWS_AS(training_windows(100, 4, 300), ConfigError);
 

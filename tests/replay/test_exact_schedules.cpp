@@ -136,8 +136,9 @@ TEST_CASE("a job asking for out-of-range GPUs is too large, never free", "[repla
     INFO(gpus);
     big.req_gpus = gpus;
     cfg.too_large = TooLarge::ERROR;
-    CHECK_THROWS_WITH(simulate(std::vector<Job>{big, small}, cfg),
-                      Catch::Contains("job 7 asks for") && Catch::Contains("GPUs, more than any job"));
+    CHECK_THROWS_WITH(
+        simulate(std::vector<Job>{big, small}, cfg),
+        Catch::Contains("job 7 asks for") && Catch::Contains("GPUs, more than any job"));
     cfg.too_large = TooLarge::SKIP;
     const SimResult r = simulate(std::vector<Job>{big, small}, cfg);
     CHECK(r.summary.skipped == 1);

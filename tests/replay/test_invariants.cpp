@@ -44,10 +44,12 @@ int64_t max_busy(const SimResult& r) {
 
 }  // namespace
 
-TEST_CASE("every policy and backfilling rule keeps the schedule invariants", "[replay][invariants]") {
+TEST_CASE("every policy and backfilling rule keeps the schedule invariants",
+          "[replay][invariants]") {
   const std::vector<Job> jobs = workload();
   for (const std::string& policy : policy_names()) {
-    for (Backfill b : {Backfill::NONE, Backfill::EASY, Backfill::CONSERVATIVE, Backfill::RLSCHEDULER}) {
+    for (Backfill b :
+         {Backfill::NONE, Backfill::EASY, Backfill::CONSERVATIVE, Backfill::RLSCHEDULER}) {
       for (bool kill : {false, true}) {
         if (b == Backfill::RLSCHEDULER && kill) continue;
         SimConfig cfg;
@@ -60,7 +62,8 @@ TEST_CASE("every policy and backfilling rule keeps the schedule invariants", "[r
           // The ml order needs predictions: half the true run time, so estimates fall short.
           std::vector<model::Prediction> preds(jobs.size());
           for (size_t i = 0; i < jobs.size(); ++i) preds[i].runtime = jobs[i].run / 2;
-          cfg.policy_options.ml = std::make_shared<MlPredictions>(jobs, preds, model::ScoreConfig{});
+          cfg.policy_options.ml =
+              std::make_shared<MlPredictions>(jobs, preds, model::ScoreConfig{});
         }
         INFO(policy << " " << backfill_name(b) << (kill ? " kill" : ""));
         const SimResult r = simulate(jobs, cfg);
@@ -91,7 +94,8 @@ TEST_CASE("the same input gives the same schedule", "[replay][invariants]") {
   CHECK(same);
 }
 
-TEST_CASE("EASY does not raise the mean wait over no backfilling (FCFS, exact estimates)", "[replay][invariants]") {
+TEST_CASE("EASY does not raise the mean wait over no backfilling (FCFS, exact estimates)",
+          "[replay][invariants]") {
   // A sanity check that can fail: with exact estimates, backfilling only fills holes, so on this
   // loaded workload EASY's mean wait must not exceed no backfilling's.
   const std::vector<Job> jobs = workload();

@@ -23,12 +23,12 @@
 #include <string>
 #include <vector>
 
+#include "../support/skip.hpp"
 #include "mlprio/model/features.hpp"
 #include "mlprio/model/model_file.hpp"
 #include "mlprio/model/predictor.hpp"
 #include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/simulator.hpp"
-#include "../support/skip.hpp"
 
 using namespace mlprio;
 using namespace mlprio::replay;
@@ -63,8 +63,8 @@ std::vector<Job> synthetic_jobs(size_t n) {
     const bool is_short = u(rng) < 0.7;
     j.user = is_short ? 1 + static_cast<int32_t>(i % 3) : 4 + static_cast<int32_t>(i % 2);
     j.run = is_short ? std::floor(30 + 90 * u(rng)) : std::floor(2000 + 2000 * u(rng));
-    j.req_procs = j.alloc_procs = is_short ? 4 + static_cast<int64_t>(5 * u(rng))
-                                           : 1 + static_cast<int64_t>(8 * u(rng));
+    j.req_procs = j.alloc_procs =
+        is_short ? 4 + static_cast<int64_t>(5 * u(rng)) : 1 + static_cast<int64_t>(8 * u(rng));
     j.req_time = REQUEST;
     j.status = JobStatus::COMPLETED;
     jobs.push_back(j);
@@ -107,7 +107,8 @@ fs::path train_model_file(const fs::path& dir, const fs::path& trace_path) {
   nlohmann::json doc = model::model_document_header("formula");
   doc["training"] = {{"trace", trace_path.filename().string()}, {"n_train", n_train}};
   doc["user_history"] = model::history_to_json(history);
-  doc["formula"] = {{"name", "last2_capped_by_request"}, {"default_runtime", runs[runs.size() / 2]}};
+  doc["formula"] = {{"name", "last2_capped_by_request"},
+                    {"default_runtime", runs[runs.size() / 2]}};
   model::write_model_document(model.string(), doc);
   return model;
 }

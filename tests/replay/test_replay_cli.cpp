@@ -2,9 +2,9 @@
 // while writing --out (simulated with a file-size limit, writes failing with EFBIG) must end
 // with exit status 1, a message naming the file, and no output file under any name; sizes and
 // counts out of their bounds are usage errors (exit 2) that name the option and the bound.
-#include <catch2/catch.hpp>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -24,7 +24,9 @@ const fs::path& replay_exe() {
   return p;
 }
 
-fs::path scratch(const std::string& name) { return mlprio::test::scratch("mlprio_replay_cli_", name); }
+fs::path scratch(const std::string& name) {
+  return mlprio::test::scratch("mlprio_replay_cli_", name);
+}
 using mlprio::test::slurp;
 
 int run_in(const fs::path& dir, const std::string& limits, const std::string& args) {
@@ -57,9 +59,11 @@ TEST_CASE("replay run refuses a machine whose size overflows 64 bits", "[replay]
   REQUIRE(run_in(dir, "true", "generate --jobs 50 --seed 3 -q -o t.swf") == 0);
   // 2^62 nodes used to replay with a null utilisation; 2^62 cores per node overflowed.
   CHECK(run_in(dir, "true", "run --trace t.swf --nodes 4611686018427387904") == 2);
-  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--nodes") && Catch::Contains("out of range") &&
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--nodes") &&
+                                         Catch::Contains("out of range") &&
                                          Catch::Contains("16777216"));
-  CHECK(run_in(dir, "true", "run --trace t.swf --nodes 4 --cores-per-node 4611686018427387904") == 2);
+  CHECK(run_in(dir, "true", "run --trace t.swf --nodes 4 --cores-per-node 4611686018427387904") ==
+        2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("cores per node"));
   CHECK(run_in(dir, "true", "run --trace t.swf --gpus-per-node 100000") == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("GPUs per node"));
@@ -70,7 +74,8 @@ TEST_CASE("replay run refuses a machine whose size overflows 64 bits", "[replay]
       << "1 0 10 100 4 -1 -1 4 200 -1 1 1 1 -1 -1 -1 -1 -1\n";
   }
   CHECK(run_in(dir, "true", "run --trace big.swf") == 2);
-  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("big.swf's header") && Catch::Contains("nodes"));
+  CHECK_THAT(slurp(dir / "err.txt"),
+             Catch::Contains("big.swf's header") && Catch::Contains("nodes"));
   CHECK(run_in(dir, "true", "run --trace t.swf --nodes 16777216 --cores-per-node 1048576") == 0);
   fs::remove_all(dir);
 }
@@ -81,9 +86,7 @@ TEST_CASE("replay generate writes through a unique temporary, never a fixed name
   const fs::path dir = scratch("gen");
   // The old fixed name "<out>.part" was opened with O_TRUNC, following links: a link planted
   // there made generate overwrite its target.
-  {
-    std::ofstream(dir / "victim.txt") << "keep me\n";
-  }
+  { std::ofstream(dir / "victim.txt") << "keep me\n"; }
   fs::create_symlink(dir / "victim.txt", dir / "t.swf.part");
   REQUIRE(run_in(dir, "true", "generate --jobs 300 --seed 7 -q -o t.swf") == 0);
   CHECK(slurp(dir / "victim.txt") == "keep me\n");
@@ -118,9 +121,7 @@ TEST_CASE("replay counts that size memory or work are bounded, and the bound is 
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--segments") && Catch::Contains("4096"));
   CHECK(run_in(dir, "true", "run --trace t.swf --time-parallel --segments 4") == 0);
   // A sweep config asking for 10^12 random windows: refused while reading the file.
-  {
-    std::ofstream(dir / "many.toml") << "[random_windows]\ncount = 1e12\nlen = 10\nseed = 1\n";
-  }
+  { std::ofstream(dir / "many.toml") << "[random_windows]\ncount = 1e12\nlen = 10\nseed = 1\n"; }
   CHECK(run_in(dir, "true", "sweep --trace t.swf --config many.toml --out s.h5") == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("count") && Catch::Contains("1000000"));
   // From the command line, and as a product: 2 policies x 1001^2 parameter sets x 1 window.
@@ -128,7 +129,8 @@ TEST_CASE("replay counts that size memory or work are bounded, and the bound is 
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("MAX_SWEEP_TASKS"));
   {
     std::ofstream o(dir / "grid.toml");
-    o << "policies = [\"fcfs\", \"multifactor\"]\nwindows = [\"0:100\"]\n[multifactor]\nweight_age = [";
+    o << "policies = [\"fcfs\", \"multifactor\"]\nwindows = [\"0:100\"]\n[multifactor]\nweight_age "
+         "= [";
     for (int i = 0; i <= 1000; ++i) o << (i ? ", " : "") << i;
     o << "]\nweight_fairshare = [";
     for (int i = 0; i <= 1000; ++i) o << (i ? ", " : "") << i;
@@ -158,21 +160,26 @@ TEST_CASE("replay inspect --user-stats reports a hand-made trace's known figures
          "7 4000 -1 1000 8 -1 -1 8 3600 -1 1 1 -1 -1 -1 -1 -1 -1\n"
          "8 7300 -1 400 1 -1 -1 1 300 -1 1 2 -1 -1 -1 -1 -1 -1\n";
   }
-  REQUIRE(mlprio::test::run_in(replay_exe(), dir, "true", "inspect --trace t.swf --user-stats --json", "out.json") == 0);
+  REQUIRE(mlprio::test::run_in(replay_exe(), dir, "true",
+                               "inspect --trace t.swf --user-stats --json", "out.json") == 0);
   const std::string out = slurp(dir / "out.json");
   INFO(out);
-  CHECK_THAT(out, Catch::Contains("\"user_stats\":{") && Catch::Contains("\"users\":3") &&
-                      Catch::Contains("\"pairs\":4") && Catch::Contains("\"same_request_size\":0.75") &&
-                      Catch::Contains("\"gap_within_10s\":0.5") && Catch::Contains("\"run_within_2x\":0.5") &&
-                      Catch::Contains("\"request_jobs\":7"));
+  CHECK_THAT(out,
+             Catch::Contains("\"user_stats\":{") && Catch::Contains("\"users\":3") &&
+                 Catch::Contains("\"pairs\":4") && Catch::Contains("\"same_request_size\":0.75") &&
+                 Catch::Contains("\"gap_within_10s\":0.5") &&
+                 Catch::Contains("\"run_within_2x\":0.5") && Catch::Contains("\"request_jobs\":7"));
   // Text: the same figures, three decimals.
-  REQUIRE(mlprio::test::run_in(replay_exe(), dir, "true", "inspect --trace t.swf --user-stats", "out.txt") == 0);
+  REQUIRE(mlprio::test::run_in(replay_exe(), dir, "true", "inspect --trace t.swf --user-stats",
+                               "out.txt") == 0);
   CHECK_THAT(slurp(dir / "out.txt"), Catch::Contains("top 10 % of users submit 0.429") &&
                                          Catch::Contains("0.750 same (request, size)"));
   // Without user ids (a generated plain trace) the per-user figures are null.
   REQUIRE(run_in(dir, "true", "generate --jobs 100 --seed 1 -q -o g.swf") == 0);
-  REQUIRE(mlprio::test::run_in(replay_exe(), dir, "true", "inspect --trace g.swf --user-stats --json", "g.json") == 0);
-  CHECK_THAT(slurp(dir / "g.json"), Catch::Contains("\"users\":0") && Catch::Contains("\"top10_share\":null"));
+  REQUIRE(mlprio::test::run_in(replay_exe(), dir, "true",
+                               "inspect --trace g.swf --user-stats --json", "g.json") == 0);
+  CHECK_THAT(slurp(dir / "g.json"),
+             Catch::Contains("\"users\":0") && Catch::Contains("\"top10_share\":null"));
   fs::remove_all(dir);
 }
 
@@ -189,7 +196,8 @@ TEST_CASE("replay generate --users: a user model, its header note, and refused c
   // Plain (no --users): no user-model note, requests unknown as before.
   REQUIRE(run_in(dir, "true", "generate --jobs 50 --seed 4 -q -o p.swf") == 0);
   const std::string p = slurp(dir / "p.swf");
-  CHECK_THAT(p, Catch::Contains("; Note: requested time unknown") && !Catch::Contains("user model"));
+  CHECK_THAT(p,
+             Catch::Contains("; Note: requested time unknown") && !Catch::Contains("user model"));
   // The user request model needs users; bad user-model values are usage errors naming them.
   CHECK(run_in(dir, "true", "generate --jobs 5 --req-time user -o u.swf") == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("users > 0"));

@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <string>
 
+#include "../support/skip.hpp"
 #include "mlprio/jobs/trace.hpp"
 #include "mlprio/replay/rlscheduler.hpp"
 #include "mlprio/replay/simulator.hpp"
-#include "../support/skip.hpp"
 
 using namespace mlprio;
 using namespace mlprio::replay;
@@ -60,9 +60,11 @@ std::string fixed(double v, int decimals) {
 
 }  // namespace
 
-TEST_CASE("rlscheduler profile reproduces the published Lublin-1/Lublin-2 table", "[replay][rlscheduler]") {
+TEST_CASE("rlscheduler profile reproduces the published Lublin-1/Lublin-2 table",
+          "[replay][rlscheduler]") {
   const std::string dir = std::string(MLPRIO_SHARED_DATA) + "/swf";
-  if (!std::filesystem::exists(dir + "/lublin_1.swf") || !std::filesystem::exists(dir + "/lublin_2.swf"))
+  if (!std::filesystem::exists(dir + "/lublin_1.swf") ||
+      !std::filesystem::exists(dir + "/lublin_2.swf"))
     MLPRIO_SKIP(dir << "/lublin_{1,2}.swf not present (set MLPRIO_DATA_DIR)");
   for (const char* name : {"lublin_1", "lublin_2"}) {
     const Trace trace = load_trace(dir + "/" + name + ".swf");

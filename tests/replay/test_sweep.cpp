@@ -29,7 +29,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch(const std::string& name) { return mlprio::test::scratch("mlprio_sweep_", name); }
+fs::path scratch(const std::string& name) {
+  return mlprio::test::scratch("mlprio_sweep_", name);
+}
 
 // n one-processor jobs of 10 s, one a second, on a 4-processor machine.
 std::string small_trace(const fs::path& dir, int64_t n) {
@@ -119,8 +121,8 @@ TEST_CASE("a sweep whose random windows would collide builds distinct tasks",
   // A window given twice is still refused, and the message says how it can happen.
   SweepSpec twice = random_spec(trace, 0, 0, 1);
   twice.windows = {{2, 5}, {2, 5}};
-  CHECK_THROWS_WITH(make_sweep_plan(twice), Catch::Contains("the same task twice") &&
-                                                Catch::Contains("window=2:5"));
+  CHECK_THROWS_WITH(make_sweep_plan(twice),
+                    Catch::Contains("the same task twice") && Catch::Contains("window=2:5"));
   fs::remove_all(dir);
 }
 
@@ -298,9 +300,9 @@ TEST_CASE("sweep config numbers must be finite and exact", "[replay][sweep][conf
   CHECK(read("[multifactor]\nweight_age = [1_000, 2.5e3]\n").weight_age ==
         std::vector<double>{1000, 2500});
   CHECK(read("[random_windows]\nseed = 9007199254740991\n").seed == 9007199254740991ULL);
-  for (const char* bad : {"[multifactor]\nweight_age = nan\n", "[multifactor]\nweight_age = inf\n",
-                          "[multifactor]\nweight_age = [1, -inf]\n",
-                          "[multifactor]\nweight_age = 0x10\n"}) {
+  for (const char* bad :
+       {"[multifactor]\nweight_age = nan\n", "[multifactor]\nweight_age = inf\n",
+        "[multifactor]\nweight_age = [1, -inf]\n", "[multifactor]\nweight_age = 0x10\n"}) {
     INFO(bad);
     CHECK_THROWS_WITH(read(bad),
                       Catch::Contains("s.toml:2") && Catch::Contains("cannot read value"));
@@ -387,7 +389,8 @@ favor_small = true
   fs::remove_all(dir);
 }
 
-TEST_CASE("sweep config values replace the spec's, keys left out keep it", "[replay][sweep][config]") {
+TEST_CASE("sweep config values replace the spec's, keys left out keep it",
+          "[replay][sweep][config]") {
   const fs::path dir = scratch("config_keep");
   std::ofstream(dir / "s.toml") << "windows = [\"5:10\"]\n\n[ml]\nfail_weight = 1\n";
   SweepSpec spec;
@@ -395,7 +398,8 @@ TEST_CASE("sweep config values replace the spec's, keys left out keep it", "[rep
   spec.windows = {{1, 2}, {3, 4}};
   apply_sweep_config((dir / "s.toml").string(), spec);
   CHECK(spec.traces == std::vector<std::string>{"kept.swf"});
-  CHECK(spec.windows == std::vector<std::pair<int64_t, int64_t>>{{5, 10}});  // replaced, not appended
+  CHECK(spec.windows ==
+        std::vector<std::pair<int64_t, int64_t>>{{5, 10}});  // replaced, not appended
   CHECK(spec.policies == std::vector<std::string>{"fcfs"});
   CHECK(spec.replay.estimate == "request");
   CHECK_FALSE(spec.replay.estimate_quantile.has_value());
@@ -424,14 +428,16 @@ TEST_CASE("sweep config errors name the file, the line and the key", "[replay][s
                           Catch::Contains("[machine]"));
   }
   SECTION("a table header that does not close") {
-    CHECK_THROWS_WITH(read("[machine\n"), Catch::Contains("s.toml:1") && Catch::Contains("[multifactor]"));
+    CHECK_THROWS_WITH(read("[machine\n"),
+                      Catch::Contains("s.toml:1") && Catch::Contains("[multifactor]"));
   }
   SECTION("an unknown key inside each table") {
-    CHECK_THROWS_WITH(read("[machine]\nnodes = 4\ngpus = 8\n"),
-                      Catch::Contains("s.toml:3") && Catch::Contains("unknown key 'gpus' in [machine]"));
-    CHECK_THROWS_WITH(read("[random_windows]\nlength = 8\n"),
-                      Catch::Contains("s.toml:2") &&
-                          Catch::Contains("unknown key 'length' in [random_windows]"));
+    CHECK_THROWS_WITH(
+        read("[machine]\nnodes = 4\ngpus = 8\n"),
+        Catch::Contains("s.toml:3") && Catch::Contains("unknown key 'gpus' in [machine]"));
+    CHECK_THROWS_WITH(
+        read("[random_windows]\nlength = 8\n"),
+        Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'length' in [random_windows]"));
     CHECK_THROWS_WITH(read("[ml]\nage = 1\n"),
                       Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'age' in [ml]"));
     CHECK_THROWS_WITH(read("[multifactor]\nweight_qos = 1\n"),
@@ -439,13 +445,16 @@ TEST_CASE("sweep config errors name the file, the line and the key", "[replay][s
                           Catch::Contains("unknown key 'weight_qos' in [multifactor]"));
   }
   SECTION("a key of one table is unknown in another") {
-    CHECK_THROWS_WITH(read("[ml]\nnodes = 4\n"),
-                      Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'nodes' in [ml]"));
-    CHECK_THROWS_WITH(read("[machine]\ntraces = [\"a.swf\"]\n"),
-                      Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'traces' in [machine]"));
+    CHECK_THROWS_WITH(
+        read("[ml]\nnodes = 4\n"),
+        Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'nodes' in [ml]"));
+    CHECK_THROWS_WITH(
+        read("[machine]\ntraces = [\"a.swf\"]\n"),
+        Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'traces' in [machine]"));
   }
   SECTION("a line that is not key = value") {
-    CHECK_THROWS_WITH(read("traces\n"), Catch::Contains("s.toml:1") && Catch::Contains("key = value"));
+    CHECK_THROWS_WITH(read("traces\n"),
+                      Catch::Contains("s.toml:1") && Catch::Contains("key = value"));
     CHECK_THROWS_WITH(read("estimate =\n"),
                       Catch::Contains("s.toml:1") && Catch::Contains("missing value"));
     CHECK_THROWS_WITH(read("traces = [\"a.swf\",\n"),
@@ -458,28 +467,35 @@ TEST_CASE("sweep config errors name the file, the line and the key", "[replay][s
                       Catch::Contains("s.toml:2") && Catch::Contains("backfill takes strings"));
     CHECK_THROWS_WITH(read("estimate = [\"request\", \"actual\"]\n"),
                       Catch::Contains("s.toml:1") && Catch::Contains("estimate takes one string"));
-    CHECK_THROWS_WITH(read("estimate_quantile = 0.9\n"),
-                      Catch::Contains("s.toml:1") && Catch::Contains("estimate_quantile takes strings"));
-    CHECK_THROWS_WITH(read("kill_at_limit = \"yes\"\n"),
-                      Catch::Contains("s.toml:1") && Catch::Contains("kill_at_limit takes true or false"));
-    CHECK_THROWS_WITH(read("per_job = 1\n"),
-                      Catch::Contains("s.toml:1") && Catch::Contains("per_job takes true or false"));
+    CHECK_THROWS_WITH(
+        read("estimate_quantile = 0.9\n"),
+        Catch::Contains("s.toml:1") && Catch::Contains("estimate_quantile takes strings"));
+    CHECK_THROWS_WITH(
+        read("kill_at_limit = \"yes\"\n"),
+        Catch::Contains("s.toml:1") && Catch::Contains("kill_at_limit takes true or false"));
+    CHECK_THROWS_WITH(read("per_job = 1\n"), Catch::Contains("s.toml:1") &&
+                                                 Catch::Contains("per_job takes true or false"));
     CHECK_THROWS_WITH(read("[machine]\nnodes = \"64\"\n"),
                       Catch::Contains("s.toml:2") && Catch::Contains("nodes takes numbers"));
-    CHECK_THROWS_WITH(read("[machine]\nnodes = 1.5\n"),
-                      Catch::Contains("s.toml:2") && Catch::Contains("nodes takes one whole number"));
-    CHECK_THROWS_WITH(read("[random_windows]\ncount = [1, 2]\n"),
-                      Catch::Contains("s.toml:2") && Catch::Contains("count takes one whole number"));
+    CHECK_THROWS_WITH(
+        read("[machine]\nnodes = 1.5\n"),
+        Catch::Contains("s.toml:2") && Catch::Contains("nodes takes one whole number"));
+    CHECK_THROWS_WITH(
+        read("[random_windows]\ncount = [1, 2]\n"),
+        Catch::Contains("s.toml:2") && Catch::Contains("count takes one whole number"));
     CHECK_THROWS_WITH(read("[random_windows]\nlen = -5\n"),
                       Catch::Contains("s.toml:2") && Catch::Contains("len takes one whole number"));
-    CHECK_THROWS_WITH(read("[ml]\nage_weight = [1, 2]\n"),
-                      Catch::Contains("s.toml:2") && Catch::Contains("age_weight takes one number"));
+    CHECK_THROWS_WITH(
+        read("[ml]\nage_weight = [1, 2]\n"),
+        Catch::Contains("s.toml:2") && Catch::Contains("age_weight takes one number"));
     CHECK_THROWS_WITH(read("[ml]\nfail_weight = false\n"),
                       Catch::Contains("s.toml:2") && Catch::Contains("fail_weight takes numbers"));
-    CHECK_THROWS_WITH(read("[multifactor]\nmax_age = []\n"),
-                      Catch::Contains("s.toml:2") && Catch::Contains("max_age needs at least one number"));
-    CHECK_THROWS_WITH(read("[multifactor]\nfavor_small = [true, false]\n"),
-                      Catch::Contains("s.toml:2") && Catch::Contains("favor_small takes true or false"));
+    CHECK_THROWS_WITH(
+        read("[multifactor]\nmax_age = []\n"),
+        Catch::Contains("s.toml:2") && Catch::Contains("max_age needs at least one number"));
+    CHECK_THROWS_WITH(
+        read("[multifactor]\nfavor_small = [true, false]\n"),
+        Catch::Contains("s.toml:2") && Catch::Contains("favor_small takes true or false"));
     CHECK_THROWS_WITH(read("[multifactor]\nweight_age = [\"1000\"]\n"),
                       Catch::Contains("s.toml:2") && Catch::Contains("weight_age takes numbers"));
     CHECK_THROWS_WITH(read("policies = [fcfs]\n"),
@@ -493,8 +509,9 @@ TEST_CASE("sweep config errors name the file, the line and the key", "[replay][s
                       Catch::Contains("s.toml:1") && Catch::Contains("window '5:0'"));
   }
   SECTION("a count above the sweep's task bound") {
-    CHECK_THROWS_WITH(read("[random_windows]\ncount = 1e12\n"),
-                      Catch::Contains("s.toml:2") && Catch::Contains("count takes one whole number"));
+    CHECK_THROWS_WITH(
+        read("[random_windows]\ncount = 1e12\n"),
+        Catch::Contains("s.toml:2") && Catch::Contains("count takes one whole number"));
   }
   fs::remove_all(dir);
 }

@@ -21,8 +21,10 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUT [--user NAME --last-run S --fail-rate P] "
-                         "[--default-runtime S] [--corrupt|--wrong-schema]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s OUT [--user NAME --last-run S --fail-rate P] "
+                 "[--default-runtime S] [--corrupt|--wrong-schema]\n",
+                 argv[0]);
     return 2;
   }
   namespace m = mlprio::model;
@@ -49,26 +51,39 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
       return argv[++i];
     };
-    if (a == "--user") users.push_back({next()});
+    if (a == "--user")
+      users.push_back({next()});
     else if ((a == "--last-run" || a == "--fail-rate") && users.empty()) {
       std::fprintf(stderr, "%s needs a --user before it\n", a.c_str());
       return 2;
-    } else if (a == "--last-run") users.back().last_run = std::atof(next().c_str());
-    else if (a == "--fail-rate") users.back().fail_rate = std::atof(next().c_str());
-    else if (a == "--default-runtime") def_rt = std::atof(next().c_str());
-    else if (a == "--corrupt" || a == "--wrong-schema") mode = a;
-    else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+    } else if (a == "--last-run")
+      users.back().last_run = std::atof(next().c_str());
+    else if (a == "--fail-rate")
+      users.back().fail_rate = std::atof(next().c_str());
+    else if (a == "--default-runtime")
+      def_rt = std::atof(next().c_str());
+    else if (a == "--corrupt" || a == "--wrong-schema")
+      mode = a;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
   }
   if (mode == "--corrupt") {
     std::ofstream(out) << "{\"format\": \"mlprio-model\", \"version\": 1, \"kind\": \"form";
     return 0;
   }
   try {
-    nlohmann::json doc = {{"format", m::MODEL_FORMAT}, {"version", m::MODEL_VERSION},
-                          {"kind", "formula"},        {"schema_version", m::SCHEMA_VERSION},
+    nlohmann::json doc = {{"format", m::MODEL_FORMAT},
+                          {"version", m::MODEL_VERSION},
+                          {"kind", "formula"},
+                          {"schema_version", m::SCHEMA_VERSION},
                           {"schema", m::schema_json()},
                           {"formula", {{"default_runtime", def_rt}}},
                           {"training", {{"window", "test fixture"}}}};

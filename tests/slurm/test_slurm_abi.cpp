@@ -50,8 +50,10 @@ struct TempDir {
 
 void write_formula(const std::string& path, const std::string& user = "", double last = 3300,
                    double fail = 0) {
-  nlohmann::json doc = {{"format", m::MODEL_FORMAT}, {"version", m::MODEL_VERSION},
-                        {"kind", "formula"},        {"schema_version", m::SCHEMA_VERSION},
+  nlohmann::json doc = {{"format", m::MODEL_FORMAT},
+                        {"version", m::MODEL_VERSION},
+                        {"kind", "formula"},
+                        {"schema_version", m::SCHEMA_VERSION},
                         {"schema", m::schema_json()}};
   if (!user.empty()) {
     m::UserHistory h;
@@ -83,9 +85,10 @@ mlprio_job_t job(uint32_t id, double limit_s) {
 
 TEST_CASE("parameters: known keys, defaults, unknown and malformed keys are warnings") {
   using mlprio::plugin::parse_params;
-  auto r = parse_params(" model=/etc/m.json, weight=5000,max_boost=77, limit_margin=0.5 ,"
-                        "refuse_above=0.8,refuse_mode=refuse,llm_url=http://x:1/v1,"
-                        "llm_timeout_ms=300,budget_us=50");
+  auto r = parse_params(
+      " model=/etc/m.json, weight=5000,max_boost=77, limit_margin=0.5 ,"
+      "refuse_above=0.8,refuse_mode=refuse,llm_url=http://x:1/v1,"
+      "llm_timeout_ms=300,budget_us=50");
   CHECK(r.warnings.empty());
   CHECK(r.params.model == "/etc/m.json");
   CHECK(r.params.weight == 5000);
@@ -106,8 +109,9 @@ TEST_CASE("parameters: known keys, defaults, unknown and malformed keys are warn
 
 TEST_CASE("LLM advisor parameters and the advisor key in admin_comment") {
   using mlprio::plugin::parse_params;
-  auto r = parse_params("llm_url=http://127.0.0.1:8080/v1,llm_model=qwen,llm_min_factor=0.8,"
-                        "llm_max_factor=1.5,llm_min_confidence=0.4");
+  auto r = parse_params(
+      "llm_url=http://127.0.0.1:8080/v1,llm_model=qwen,llm_min_factor=0.8,"
+      "llm_max_factor=1.5,llm_min_confidence=0.4");
   CHECK(r.warnings.empty());
   CHECK(r.params.llm_url == "http://127.0.0.1:8080/v1");
   CHECK(r.params.llm_model == "qwen");
@@ -115,8 +119,9 @@ TEST_CASE("LLM advisor parameters and the advisor key in admin_comment") {
   CHECK(r.params.llm_max_factor == 1.5);
   CHECK(r.params.llm_min_confidence == 0.4);
   // combine() needs 0 < min <= 1 <= max: anything else keeps the defaults.
-  auto bad = parse_params("llm_min_factor=0,llm_min_factor=1.5,llm_max_factor=0.5,"
-                          "llm_min_confidence=2,llm_url=ftp://x");
+  auto bad = parse_params(
+      "llm_min_factor=0,llm_min_factor=1.5,llm_max_factor=0.5,"
+      "llm_min_confidence=2,llm_url=ftp://x");
   CHECK(bad.warnings.size() == 5);
   CHECK(bad.params.llm_min_factor == 0.5);
   CHECK(bad.params.llm_max_factor == 2.0);
@@ -154,8 +159,9 @@ TEST_CASE("without an advisor, submitting to it is refused quickly, never an err
 
 TEST_CASE("the LLM key and CA file parameters: absolute paths, and a warning for plain http") {
   using mlprio::plugin::parse_params;
-  auto r = parse_params("llm_url=https://llm.example:8443/v1,llm_api_key_file=/etc/slurm/llm.key,"
-                        "llm_ca_file=/etc/slurm/llm-ca.pem");
+  auto r = parse_params(
+      "llm_url=https://llm.example:8443/v1,llm_api_key_file=/etc/slurm/llm.key,"
+      "llm_ca_file=/etc/slurm/llm-ca.pem");
   CHECK(r.warnings.empty());
   CHECK(r.params.llm_api_key_file == "/etc/slurm/llm.key");
   CHECK(r.params.llm_ca_file == "/etc/slurm/llm-ca.pem");
@@ -246,9 +252,10 @@ class RecordingLlm {
         const std::string body =
             R"({"choices":[{"index":0,"message":{"role":"assistant","content":)"
             R"("{\"runtime_seconds\": 60, \"confidence\": 0.5, \"reason\": \"ok\"}"}}]})";
-        const std::string reply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                  "Connection: close\r\nContent-Length: " +
-                                  std::to_string(body.size()) + "\r\n\r\n" + body;
+        const std::string reply =
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            "Connection: close\r\nContent-Length: " +
+            std::to_string(body.size()) + "\r\n\r\n" + body;
         // The body may still be arriving; answering first is fine for curl.
         (void)::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
       }
@@ -599,7 +606,7 @@ TEST_CASE("LLM parameters from script, comment and job name") {
   CHECK(s.find("model_size=7e+09") != std::string::npos);  // script overrides the name's 13b
   CHECK(s.find("lora_rank=16") != std::string::npos);
   CHECK(s.find("seq_len=4000") != std::string::npos);
-  CHECK(s.find("epochs=2") != std::string::npos);          // comment overrides the script
+  CHECK(s.find("epochs=2") != std::string::npos);  // comment overrides the script
   CHECK(s.find("quant_bits=4") != std::string::npos);
   CHECK(mlprio_extract_features(nullptr, nullptr, "plain-job", buf, sizeof buf) == 0);
   auto f = mlprio::plugin::extract_features("", "", "mistral_7B-lora32-seq2048-bs4-ep2");
@@ -653,9 +660,9 @@ TEST_CASE("GPUs are read from Slurm TRES/GRES strings, not guessed") {
   CHECK(tres_gpus("gres/gpu=2") == 2);
   CHECK(tres_gpus("gres/gpu:a100=3") == 3);
   CHECK(tres_gpus("gpu:2") == 2);
-  CHECK(tres_gpus("gres:gpu") == 1);        // no count: one
-  CHECK(tres_gpus("gres:gpu:a100") == 1);   // a type, no count: one
-  CHECK(tres_gpus("gres:gpu:1080:2") == 2); // a numeric type name
+  CHECK(tres_gpus("gres:gpu") == 1);         // no count: one
+  CHECK(tres_gpus("gres:gpu:a100") == 1);    // a type, no count: one
+  CHECK(tres_gpus("gres:gpu:1080:2") == 2);  // a numeric type name
   CHECK(tres_gpus("gres:gpu:0") == 0);
   CHECK(tres_gpus("gres:gpu:2k") == 2048);  // Slurm's suffixes
   CHECK(tres_gpus("GRES:gpu:2") == 2);
@@ -703,8 +710,11 @@ TEST_CASE("unusable model files give a neutral context, never a failure to creat
   write_formula(d.file("gw.json"));
   ::chmod(d.file("gw.json").c_str(), 0664);
   std::ofstream(d.file("corrupt.json")) << "{\"format\": \"mlprio-mo";
-  nlohmann::json wrong = {{"format", "mlprio-model"}, {"version", 1}, {"kind", "formula"},
-                          {"schema_version", m::SCHEMA_VERSION}, {"schema", {"x"}}};
+  nlohmann::json wrong = {{"format", "mlprio-model"},
+                          {"version", 1},
+                          {"kind", "formula"},
+                          {"schema_version", m::SCHEMA_VERSION},
+                          {"schema", {"x"}}};
   std::ofstream(d.file("schema.json")) << wrong.dump();
   ::chmod(d.file("schema.json").c_str(), 0644);
   for (const char* name : {"gw.json", "corrupt.json", "schema.json", "missing.json"}) {
@@ -859,8 +869,9 @@ TEST_CASE("live history: a user's next prediction follows the jobs that ended si
 
   // A batch out of end order is learned in end order; jobs that never ran or have no user are
   // skipped; bob (unknown to the model) gets a history of his own.
-  mlprio_finish_t batch[4] = {ended(13, "alice", 1.7e9 + 500, 100), ended(12, "alice", 1.7e9 + 100, 40),
-                              ended(14, "bob", 1.7e9, 20, MLPRIO_END_FAILED), ended(15, nullptr, 1.7e9, 5)};
+  mlprio_finish_t batch[4] = {
+      ended(13, "alice", 1.7e9 + 500, 100), ended(12, "alice", 1.7e9 + 100, 40),
+      ended(14, "bob", 1.7e9, 20, MLPRIO_END_FAILED), ended(15, nullptr, 1.7e9, 5)};
   batch[3].job.user = nullptr;
   auto never = ended(16, "alice", 0, 0, MLPRIO_END_CANCELLED);
   REQUIRE(mlprio_observe_finished(ctx, batch, 4, &learned) == MLPRIO_OK);
@@ -892,8 +903,10 @@ TEST_CASE("live history: jobs the model's snapshot already holds are not learned
   TempDir d;
   // A snapshot whose latest finish is at t = 2e9: jobs that ended before are part of it.
   {
-    nlohmann::json doc = {{"format", m::MODEL_FORMAT}, {"version", m::MODEL_VERSION},
-                          {"kind", "formula"},        {"schema_version", m::SCHEMA_VERSION},
+    nlohmann::json doc = {{"format", m::MODEL_FORMAT},
+                          {"version", m::MODEL_VERSION},
+                          {"kind", "formula"},
+                          {"schema_version", m::SCHEMA_VERSION},
                           {"schema", m::schema_json()}};
     m::UserHistory h;
     m::UserStats s;
@@ -932,8 +945,8 @@ TEST_CASE("budget_us=0 queues work for the worker, which reports the ready job")
   TempDir d;
   write_formula(d.file("m.json"));
   mlprio_ctx_t* ctx = nullptr;
-  REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json") + ",budget_us=0,weight=1000").c_str(),
-                            0, &ctx) == MLPRIO_OK);
+  REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json") + ",budget_us=0,weight=1000").c_str(), 0,
+                            &ctx) == MLPRIO_OK);
   REQUIRE(mlprio_worker_start(ctx) == MLPRIO_OK);
   auto j = job(99, 600);
   int64_t f = 5;
@@ -1118,8 +1131,8 @@ TEST_CASE("reload during an in-place rewrite serves A's or B's predictions, neve
 
 TEST_CASE("the example fine-tuning jobs carry parameters the plugins read") {
   const std::string jobs = std::string(MLPRIO_TEST_DATA) + "/../../jobs/";
-  for (const char* name : {"finetune_lora_7b.sbatch", "finetune_qlora_13b.sbatch",
-                           "finetune_fsdp_8gpu.sbatch"}) {
+  for (const char* name :
+       {"finetune_lora_7b.sbatch", "finetune_qlora_13b.sbatch", "finetune_fsdp_8gpu.sbatch"}) {
     INFO(name);
     std::ifstream in(jobs + name);
     REQUIRE(in);
@@ -1142,7 +1155,8 @@ TEST_CASE("a decision under a newer slurm.conf waits for that configuration's mo
   write_formula(d.file("new.json"), "alice", 3300, 0.9);
   mlprio_ctx_t* ctx = nullptr;
   const std::string old_params = "model=" + d.file("old.json") + ",refuse_above=0.5";
-  const std::string new_params = "model=" + d.file("new.json") + ",refuse_above=0.5,refuse_mode=refuse";
+  const std::string new_params =
+      "model=" + d.file("new.json") + ",refuse_above=0.5,refuse_mode=refuse";
   REQUIRE(mlprio_ctx_create(old_params.c_str(), 1, &ctx) == MLPRIO_OK);
   auto j = job(0, 600);
   j.user = "alice";
@@ -1189,9 +1203,9 @@ TEST_CASE("the refusal names the features that raised the failure prediction") {
   row[m::F_HIST_FAIL_RATE] = 0.85f;
   c[m::F_HIST_COUNT] = 0.5;
   row[m::F_HIST_COUNT] = 40;
-  c[m::F_REQ_TIME] = 0.1;  // below a tenth of the largest: left out
+  c[m::F_REQ_TIME] = 0.1;        // below a tenth of the largest: left out
   c[m::F_LLM_LORA_RANK] = -1.0;  // lowers the prediction: never a reason
-  c[m::N_FEATURES] = 3.0;  // bias: never a reason
+  c[m::N_FEATURES] = 3.0;        // bias: never a reason
   auto top = p::top_fail_reasons(c, row);
   REQUIRE(top.size() == 2);
   CHECK(top[0].feature == m::F_HIST_FAIL_RATE);
@@ -1205,7 +1219,8 @@ TEST_CASE("the refusal names the features that raised the failure prediction") {
   CHECK(t.message.find("ask your admin") != std::string::npos);
   CHECK(t.message.find("LoRA") == std::string::npos);
   CHECK(t.message.find("--comment=mlprio:override") == std::string::npos);
-  CHECK(t.log == "failure probability 0.93; top reasons hist_fail_rate=0.85 (+2) hist_count=40 (+0.5)");
+  CHECK(t.log ==
+        "failure probability 0.93; top reasons hist_fail_rate=0.85 (+2) hist_count=40 (+0.5)");
   // Where the admin allows it, the user is told how to get through.
   CHECK(p::failure_text(top, true, 0.93, 0.5, true).advice.find("--comment=mlprio:override") !=
         std::string::npos);
@@ -1219,8 +1234,8 @@ TEST_CASE("the refusal names the features that raised the failure prediction") {
   CHECK(t.message.find("recent jobs") == std::string::npos);
   // Nothing stands out, or no explanation: said so, no invented reason.
   std::fill(c.begin(), c.end(), 0.0);
-  CHECK(p::failure_text(p::top_fail_reasons(c, row), true, 0.8, 0.5, false).message.find(
-            "base rate alone") != std::string::npos);
+  CHECK(p::failure_text(p::top_fail_reasons(c, row), true, 0.8, 0.5, false)
+            .message.find("base rate alone") != std::string::npos);
   CHECK(p::failure_text({}, false, 0.8, 0.5, false).message.find("no per-feature reason") !=
         std::string::npos);
 }
@@ -1248,8 +1263,8 @@ TEST_CASE("a job refused on its user's history alone is told so") {
 }
 
 TEST_CASE("exemptions and the override token: parameters") {
-  auto r = mlprio::plugin::parse_params(
-      "exempt_qos=Urgent:ops,exempt_accounts=vip,allow_override=yes");
+  auto r =
+      mlprio::plugin::parse_params("exempt_qos=Urgent:ops,exempt_accounts=vip,allow_override=yes");
   CHECK(r.warnings.empty());
   CHECK(r.params.exempt_qos == std::vector<std::string>{"urgent", "ops"});
   CHECK(r.params.exempt_accounts == std::vector<std::string>{"vip"});
@@ -1270,7 +1285,8 @@ TEST_CASE("exemptions and the override token: parameters") {
 TEST_CASE("exempt QOS/accounts and the override only let through jobs that would be refused") {
   TempDir d;
   write_formula(d.file("h.json"), "alice", 3300, 0.9);
-  const std::string base = "model=" + d.file("h.json") + ",refuse_above=0.5,exempt_qos=urgent,exempt_accounts=vip";
+  const std::string base =
+      "model=" + d.file("h.json") + ",refuse_above=0.5,exempt_qos=urgent,exempt_accounts=vip";
   mlprio_ctx_t* ctx = nullptr;
   const std::string refuse = base + ",refuse_mode=refuse";
   REQUIRE(mlprio_ctx_create(refuse.c_str(), 1, &ctx) == MLPRIO_OK);
@@ -1299,7 +1315,8 @@ TEST_CASE("exempt QOS/accounts and the override only let through jobs that would
   CHECK(std::string(dec.admin_note) == "mlprio_override=1 mlprio_fail=0.90");
   j.comment = nullptr;
   CHECK(decide(refuse + ",allow_override=1", 2) == MLPRIO_VERDICT_REFUSE);
-  CHECK(std::string(dec.message).find("resubmit with --comment=mlprio:override") != std::string::npos);
+  CHECK(std::string(dec.message).find("resubmit with --comment=mlprio:override") !=
+        std::string::npos);
   // warn mode: nothing is refused, so nothing is exempted: everyone is warned.
   const std::string warn = base + ",refuse_mode=warn,allow_override=1";
   REQUIRE(mlprio_ctx_reconfigure(ctx, warn.c_str(), 3) == MLPRIO_OK);
@@ -1368,10 +1385,11 @@ TEST_CASE("scope: only listed partitions, QOS and accounts are touched; the rest
   TempDir d;
   write_formula(d.file("h.json"), "alice", 3300, 0.9);
   mlprio_ctx_t* ctx = nullptr;
-  REQUIRE(mlprio_ctx_create(("model=" + d.file("h.json") +
-                             ",scope_partitions=gpu,refuse_above=0.5,refuse_mode=refuse,mode=shadow")
-                                .c_str(),
-                            0, &ctx) == MLPRIO_OK);
+  REQUIRE(
+      mlprio_ctx_create(("model=" + d.file("h.json") +
+                         ",scope_partitions=gpu,refuse_above=0.5,refuse_mode=refuse,mode=shadow")
+                            .c_str(),
+                        0, &ctx) == MLPRIO_OK);
   auto in = job(1, 600);  // partition gpu
   auto out = job(2, 600);
   out.partition = "cpu";
@@ -1418,11 +1436,12 @@ TEST_CASE("parameters that can have no effect are warned about at load") {
 TEST_CASE("bad fine-tuning hints are ignored and said so; good ones kept") {
   std::vector<std::string> problems;
   auto f = mlprio::plugin::extract_features(
-      "#!/bin/sh\n#MLPRIO epochs=3 colour=blue\n", "mlprio: model_size=banana seq_len=-5 foo=bar lora_rank=16",
-      "", problems);
+      "#!/bin/sh\n#MLPRIO epochs=3 colour=blue\n",
+      "mlprio: model_size=banana seq_len=-5 foo=bar lora_rank=16", "", problems);
   REQUIRE(problems.size() == 4);
-  CHECK(problems[0] == "colour=blue (unknown key; known: model_size, seq_len, batch_size, lora_rank, "
-                       "epochs, quant_bits)");
+  CHECK(problems[0] ==
+        "colour=blue (unknown key; known: model_size, seq_len, batch_size, lora_rank, "
+        "epochs, quant_bits)");
   CHECK(problems[1] == "model_size=banana (not a number)");
   CHECK(problems[2] == "seq_len=-5 (out of range: seq_len is tokens, 1..1e8)");
   CHECK(problems[3].rfind("foo=bar (unknown key", 0) == 0);
@@ -1528,8 +1547,8 @@ TEST_CASE("scoring, reloading and applying at once keep every call's contract") 
     int reloaded = 0;
     if (mlprio_ctx_check_reload(inline_ctx, &reloaded) != MLPRIO_OK) bad++;
     reloads += reloaded;
-    if (r % 4 == 3 && mlprio_ctx_reconfigure(async_ctx, (params + ",budget_us=0").c_str(), 1) !=
-                          MLPRIO_OK)
+    if (r % 4 == 3 &&
+        mlprio_ctx_reconfigure(async_ctx, (params + ",budget_us=0").c_str(), 1) != MLPRIO_OK)
       bad++;
   }
   for (auto& t : threads) t.join();

@@ -35,8 +35,7 @@ inline int run_in(const std::filesystem::path& exe, const std::filesystem::path&
                   const std::string& limits, const std::string& args,
                   const std::string& out = "/dev/null") {
   const std::string cmd = "cd '" + dir.string() + "' && bash -c \"trap '' XFSZ; " + limits +
-                          "; exec '" + exe.string() + "' " + args + " > " + out +
-                          " 2> err.txt\"";
+                          "; exec '" + exe.string() + "' " + args + " > " + out + " 2> err.txt\"";
   const int st = std::system(cmd.c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

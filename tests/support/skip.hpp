@@ -2,8 +2,9 @@
 // ../shared/data, no GPU, a program not built) calls MLPRIO_SKIP("why"), which WARNs the reason,
 // marks the running test case skipped and returns from it. The test main (tests/catch_main.cpp,
 // tests/mpi/mpi_main.cpp) then exits with kSkipExitCode when every test case it ran was skipped
-// and none failed (skip_listener.hpp counts them), and ctest, told SKIP_RETURN_CODE 77, reports the test as "Skipped", never as
-// "Passed". Use it only in the TEST_CASE body itself (it returns from the enclosing function).
+// and none failed (skip_listener.hpp counts them), and ctest, told SKIP_RETURN_CODE 77, reports the
+// test as "Skipped", never as "Passed". Use it only in the TEST_CASE body itself (it returns from
+// the enclosing function).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -13,8 +14,8 @@ namespace mlprio::test {
 inline constexpr int kSkipExitCode = 77;
 
 struct SkipTally {
-  int ran = 0;       // test cases ended
-  int skipped = 0;   // of those, the ones that called MLPRIO_SKIP
+  int ran = 0;      // test cases ended
+  int skipped = 0;  // of those, the ones that called MLPRIO_SKIP
   bool current = false;
 };
 

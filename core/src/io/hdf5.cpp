@@ -29,7 +29,8 @@ herr_t innermost(unsigned n, const H5E_error2_t* err, void* data) {
   std::string detail;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, innermost, &detail);
   H5Eclear2(H5E_DEFAULT);
-  std::string msg = std::string("HDF5 call failed: ") + call + " at " + file + ":" + std::to_string(line);
+  std::string msg =
+      std::string("HDF5 call failed: ") + call + " at " + file + ":" + std::to_string(line);
   if (!detail.empty()) msg += " (" + detail + ")";
   throw H5Error(msg);
 }
@@ -37,18 +38,20 @@ herr_t innermost(unsigned n, const H5E_error2_t* err, void* data) {
 struct QuietErrors {
   QuietErrors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 };
-void quiet() { static QuietErrors q; }
+void quiet() {
+  static QuietErrors q;
+}
 
 constexpr hsize_t CHUNK_ROWS = 16384;
 constexpr size_t CORE_INCREMENT = size_t{1} << 20;  // the in-memory file grows 1 MiB at a time
 
 }  // namespace
 
-#define H5_CHECK(call)                                              \
-  ([&]() {                                                          \
-    auto _r = (call);                                               \
-    if (_r < 0) fail(#call, __FILE__, __LINE__);                    \
-    return _r;                                                      \
+#define H5_CHECK(call)                           \
+  ([&]() {                                       \
+    auto _r = (call);                            \
+    if (_r < 0) fail(#call, __FILE__, __LINE__); \
+    return _r;                                   \
   }())
 
 Handle& Handle::operator=(Handle&& o) noexcept {
@@ -62,14 +65,29 @@ Handle& Handle::operator=(Handle&& o) noexcept {
 Handle::~Handle() {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    case H5I_DATASET: H5Dclose(id_); break;
-    case H5I_DATASPACE: H5Sclose(id_); break;
-    case H5I_DATATYPE: H5Tclose(id_); break;
-    case H5I_ATTR: H5Aclose(id_); break;
-    case H5I_GENPROP_LST: H5Pclose(id_); break;
-    default: break;
+    case H5I_FILE:
+      H5Fclose(id_);
+      break;
+    case H5I_GROUP:
+      H5Gclose(id_);
+      break;
+    case H5I_DATASET:
+      H5Dclose(id_);
+      break;
+    case H5I_DATASPACE:
+      H5Sclose(id_);
+      break;
+    case H5I_DATATYPE:
+      H5Tclose(id_);
+      break;
+    case H5I_ATTR:
+      H5Aclose(id_);
+      break;
+    case H5I_GENPROP_LST:
+      H5Pclose(id_);
+      break;
+    default:
+      break;
   }
 }
 
@@ -94,10 +112,18 @@ Handle compound_type(const CompoundDesc& d) {
     Handle owned;
     hid_t ft = -1;
     switch (type) {
-      case FieldType::INT8: ft = H5T_NATIVE_INT8; break;
-      case FieldType::INT32: ft = H5T_NATIVE_INT32; break;
-      case FieldType::INT64: ft = H5T_NATIVE_INT64; break;
-      case FieldType::FLOAT64: ft = H5T_NATIVE_DOUBLE; break;
+      case FieldType::INT8:
+        ft = H5T_NATIVE_INT8;
+        break;
+      case FieldType::INT32:
+        ft = H5T_NATIVE_INT32;
+        break;
+      case FieldType::INT64:
+        ft = H5T_NATIVE_INT64;
+        break;
+      case FieldType::FLOAT64:
+        ft = H5T_NATIVE_DOUBLE;
+        break;
       case FieldType::STRING:
         owned = Handle(H5_CHECK(H5Tcopy(H5T_C_S1)));
         H5_CHECK(H5Tset_size(owned.id(), size));
@@ -124,7 +150,8 @@ void write_1d(hid_t loc, const std::string& name, hid_t type, const void* data, 
   const hsize_t dims = n, maxdims = H5S_UNLIMITED;
   Handle space(H5_CHECK(H5Screate_simple(1, &dims, &maxdims)));
   Handle plist = chunked_plist(n);
-  Handle ds(H5_CHECK(H5Dcreate2(loc, name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT)));
+  Handle ds(H5_CHECK(
+      H5Dcreate2(loc, name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT)));
   if (n > 0) H5_CHECK(H5Dwrite(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
 }
 
@@ -149,14 +176,16 @@ std::vector<T> read_1d(hid_t loc, const std::string& name, hid_t type) {
 Handle open_or_replace_attr(hid_t loc, const std::string& name, hid_t type) {
   if (H5_CHECK(H5Aexists(loc, name.c_str())) > 0) H5_CHECK(H5Adelete(loc, name.c_str()));
   Handle space(H5_CHECK(H5Screate(H5S_SCALAR)));
-  return Handle(H5_CHECK(H5Acreate2(loc, name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT)));
+  return Handle(
+      H5_CHECK(H5Acreate2(loc, name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT)));
 }
 
 }  // namespace
 
 Group Group::create_group(const std::string& name) const {
   quiet();
-  return Group(Handle(H5_CHECK(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT))));
+  return Group(
+      Handle(H5_CHECK(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT))));
 }
 
 Group Group::open_group(const std::string& name) const {
@@ -174,9 +203,11 @@ std::vector<std::string> Group::children() const {
   H5_CHECK(H5Gget_info(id(), &info));
   std::vector<std::string> out;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t len = H5_CHECK(H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT));
+    const ssize_t len = H5_CHECK(
+        H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT));
     std::string name(static_cast<size_t>(len), '\0');
-    H5_CHECK(H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size() + 1, H5P_DEFAULT));
+    H5_CHECK(H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
+                                name.size() + 1, H5P_DEFAULT));
     out.push_back(std::move(name));
   }
   return out;
@@ -208,7 +239,8 @@ std::string Group::attr_string(const std::string& name) const {
   if (!has_attr(name)) throw H5Error("no attribute '" + name + "'");
   Handle a(H5_CHECK(H5Aopen(id(), name.c_str(), H5P_DEFAULT)));
   Handle ft(H5_CHECK(H5Aget_type(a.id())));
-  if (H5Tget_class(ft.id()) != H5T_STRING) throw H5Error("attribute '" + name + "' is not a string");
+  if (H5Tget_class(ft.id()) != H5T_STRING)
+    throw H5Error("attribute '" + name + "' is not a string");
   if (H5_CHECK(H5Tis_variable_str(ft.id())) > 0) {
     Handle t = string_type();
     char* p = nullptr;
@@ -256,14 +288,18 @@ std::vector<int64_t> Group::read_column_int(const std::string& name) const {
   return read_1d<int64_t>(id(), name, H5T_NATIVE_INT64);
 }
 
-size_t Group::table_rows(const std::string& name) const { return rows_of(id(), name); }
+size_t Group::table_rows(const std::string& name) const {
+  return rows_of(id(), name);
+}
 
-void Group::write_table_raw(const std::string& name, const CompoundDesc& d, const void* data, size_t n) const {
+void Group::write_table_raw(const std::string& name, const CompoundDesc& d, const void* data,
+                            size_t n) const {
   Handle t = compound_type(d);
   write_1d(id(), name, t.id(), data, n);
 }
 
-void Group::read_table_raw(const std::string& name, const CompoundDesc& d, void* data, size_t n) const {
+void Group::read_table_raw(const std::string& name, const CompoundDesc& d, void* data,
+                           size_t n) const {
   if (n == 0) return;
   Handle t = compound_type(d);
   Handle ds(H5_CHECK(H5Dopen2(id(), name.c_str(), H5P_DEFAULT)));
@@ -343,10 +379,10 @@ void WriteFile::commit() {
   // Fails with what the write failed with; nothing is left under either name.
   auto write_failed = [this](const std::string& what, int err) {
     discard();
-    return H5Error("cannot write HDF5 file '" + path_ + "': " + what + ": " +
-                   std::strerror(err) + (err == ENOSPC || err == EFBIG || err == EDQUOT
-                                             ? " (disk full or file size limit); nothing written"
-                                             : "; nothing written"));
+    return H5Error("cannot write HDF5 file '" + path_ + "': " + what + ": " + std::strerror(err) +
+                   (err == ENOSPC || err == EFBIG || err == EDQUOT
+                        ? " (disk full or file size limit); nothing written"
+                        : "; nothing written"));
   };
   H5_CHECK(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL));
   const ssize_t size = H5_CHECK(H5Fget_file_image(file_.id(), nullptr, 0));
@@ -386,11 +422,13 @@ ReadFile::ReadFile(const std::string& path, std::string_view expected_kind) {
   file_ = Handle(f);
   root_ = Group(Handle(H5_CHECK(H5Gopen2(f, "/", H5P_DEFAULT))));
   if (!root_.has_attr("format") || root_.attr_string("format") != FORMAT_NAME)
-    throw H5Error("'" + path + "' is HDF5 but not an mlprio result file (no format=\"mlprio\" attribute)");
+    throw H5Error("'" + path +
+                  "' is HDF5 but not an mlprio result file (no format=\"mlprio\" attribute)");
   const int64_t v = root_.attr_int("format_version");
   if (v > FORMAT_VERSION)
     throw H5Error("'" + path + "' has format version " + std::to_string(v) +
-                  "; this build reads up to " + std::to_string(FORMAT_VERSION) + " (upgrade mlprio)");
+                  "; this build reads up to " + std::to_string(FORMAT_VERSION) +
+                  " (upgrade mlprio)");
   if (!expected_kind.empty() && root_.attr_string("kind") != expected_kind)
     throw H5Error("'" + path + "' holds a '" + root_.attr_string("kind") + "' run, expected '" +
                   std::string(expected_kind) + "'");

@@ -9,8 +9,10 @@ size_t json_depth_violation(std::string_view text, int max_depth) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;  // the escaped byte cannot end the string
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;  // the escaped byte cannot end the string
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') {

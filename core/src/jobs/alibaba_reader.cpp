@@ -14,11 +14,23 @@
 namespace mlprio::detail {
 namespace {
 
-enum Col { NAME, CPU_MILLI, MEMORY_MIB, NUM_GPU, GPU_MILLI, GPU_SPEC, QOS, POD_PHASE, CREATION,
-           DELETION, SCHEDULED, NCOLS };
-constexpr const char* COL_NAMES[NCOLS] = {"name", "cpu_milli", "memory_mib", "num_gpu",
-                                          "gpu_milli", "gpu_spec", "qos", "pod_phase",
-                                          "creation_time", "deletion_time", "scheduled_time"};
+enum Col {
+  NAME,
+  CPU_MILLI,
+  MEMORY_MIB,
+  NUM_GPU,
+  GPU_MILLI,
+  GPU_SPEC,
+  QOS,
+  POD_PHASE,
+  CREATION,
+  DELETION,
+  SCHEDULED,
+  NCOLS
+};
+constexpr const char* COL_NAMES[NCOLS] = {
+    "name", "cpu_milli", "memory_mib",    "num_gpu",       "gpu_milli",     "gpu_spec",
+    "qos",  "pod_phase", "creation_time", "deletion_time", "scheduled_time"};
 
 class AlibabaReader final : public ReaderBase {
  public:
@@ -58,12 +70,17 @@ class AlibabaReader final : public ReaderBase {
 
  private:
   void split(std::string_view line) { split_on(line, ',', f_, true); }
-  std::string_view get(Col c) const { return col_[c] >= 0 ? f_[static_cast<size_t>(col_[c])] : std::string_view{}; }
+  std::string_view get(Col c) const {
+    return col_[c] >= 0 ? f_[static_cast<size_t>(col_[c])] : std::string_view{};
+  }
 
   // Empty and "nan" cells are unknown; anything else must be a non-negative number.
   bool num(Col c, double& out) {
     const std::string_view s = get(c);
-    if (s.empty() || s == "nan" || s == "NaN") { out = UNKNOWN; return true; }
+    if (s.empty() || s == "nan" || s == "NaN") {
+      out = UNKNOWN;
+      return true;
+    }
     auto v = parse_double(s);
     if (!v || *v < 0 || !std::isfinite(*v)) {
       reject(COL_NAMES[c], "'" + std::string(s) + "' is not a non-negative number");
@@ -93,13 +110,18 @@ class AlibabaReader final : public ReaderBase {
     const std::string_view name = get(NAME);
     job.name = names_.job_names.intern(name);
     const size_t digits = name.find_last_not_of("0123456789");
-    job.id = parse_int(name.substr(digits == std::string_view::npos ? 0 : digits + 1)).value_or(report_.jobs + 1);
+    job.id = parse_int(name.substr(digits == std::string_view::npos ? 0 : digits + 1))
+                 .value_or(report_.jobs + 1);
     job.submit = created;
     const std::string_view phase = get(POD_PHASE);
-    if (phase == "Succeeded") job.status = JobStatus::COMPLETED;
-    else if (phase == "Failed") job.status = JobStatus::FAILED;
-    else if (phase == "Running") job.status = JobStatus::RUNNING;
-    else if (phase == "Pending") job.status = JobStatus::PENDING;
+    if (phase == "Succeeded")
+      job.status = JobStatus::COMPLETED;
+    else if (phase == "Failed")
+      job.status = JobStatus::FAILED;
+    else if (phase == "Running")
+      job.status = JobStatus::RUNNING;
+    else if (phase == "Pending")
+      job.status = JobStatus::PENDING;
     const bool started = sched >= 0 && job.status != JobStatus::PENDING;
     if (started) {
       job.wait = std::max(0.0, sched - created);

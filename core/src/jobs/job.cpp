@@ -10,28 +10,44 @@ namespace mlprio {
 
 std::string_view job_status_name(JobStatus s) {
   switch (s) {
-    case JobStatus::UNKNOWN_STATE: return "UNKNOWN";
-    case JobStatus::FAILED: return "FAILED";
-    case JobStatus::COMPLETED: return "COMPLETED";
-    case JobStatus::PARTIAL: return "PARTIAL";
-    case JobStatus::CANCELLED: return "CANCELLED";
-    case JobStatus::TIMEOUT: return "TIMEOUT";
-    case JobStatus::OUT_OF_MEMORY: return "OUT_OF_MEMORY";
-    case JobStatus::NODE_FAIL: return "NODE_FAIL";
-    case JobStatus::PREEMPTED: return "PREEMPTED";
-    case JobStatus::RUNNING: return "RUNNING";
-    case JobStatus::PENDING: return "PENDING";
+    case JobStatus::UNKNOWN_STATE:
+      return "UNKNOWN";
+    case JobStatus::FAILED:
+      return "FAILED";
+    case JobStatus::COMPLETED:
+      return "COMPLETED";
+    case JobStatus::PARTIAL:
+      return "PARTIAL";
+    case JobStatus::CANCELLED:
+      return "CANCELLED";
+    case JobStatus::TIMEOUT:
+      return "TIMEOUT";
+    case JobStatus::OUT_OF_MEMORY:
+      return "OUT_OF_MEMORY";
+    case JobStatus::NODE_FAIL:
+      return "NODE_FAIL";
+    case JobStatus::PREEMPTED:
+      return "PREEMPTED";
+    case JobStatus::RUNNING:
+      return "RUNNING";
+    case JobStatus::PENDING:
+      return "PENDING";
   }
   return "UNKNOWN";
 }
 
 std::string_view trace_format_name(TraceFormat f) {
   switch (f) {
-    case TraceFormat::AUTO: return "auto";
-    case TraceFormat::SWF: return "swf";
-    case TraceFormat::SACCT: return "sacct";
-    case TraceFormat::ALIBABA: return "alibaba";
-    case TraceFormat::JOBCOMP: return "jobcomp";
+    case TraceFormat::AUTO:
+      return "auto";
+    case TraceFormat::SWF:
+      return "swf";
+    case TraceFormat::SACCT:
+      return "sacct";
+    case TraceFormat::ALIBABA:
+      return "alibaba";
+    case TraceFormat::JOBCOMP:
+      return "jobcomp";
   }
   return "auto";
 }

@@ -17,12 +17,30 @@ namespace mlprio::detail {
 
 namespace {
 
-enum Key { JOBID, USERID, GROUPID, NAME, JOBSTATE, PARTITION, TIMELIMIT, STARTTIME, ENDTIME,
-           NODELIST, NODECNT, PROCCNT, WORKDIR, RESV, TRES, ACCOUNT, QOS, NKEYS };
-constexpr const char* KEYS[NKEYS] = {"JobId=", "UserId=", "GroupId=", "Name=", "JobState=",
-                                     "Partition=", "TimeLimit=", "StartTime=", "EndTime=",
-                                     "NodeList=", "NodeCnt=", "ProcCnt=", "WorkDir=",
-                                     "ReservationName=", "Tres=", "Account=", "QOS="};
+enum Key {
+  JOBID,
+  USERID,
+  GROUPID,
+  NAME,
+  JOBSTATE,
+  PARTITION,
+  TIMELIMIT,
+  STARTTIME,
+  ENDTIME,
+  NODELIST,
+  NODECNT,
+  PROCCNT,
+  WORKDIR,
+  RESV,
+  TRES,
+  ACCOUNT,
+  QOS,
+  NKEYS
+};
+constexpr const char* KEYS[NKEYS] = {
+    "JobId=",     "UserId=",          "GroupId=", "Name=",     "JobState=", "Partition=",
+    "TimeLimit=", "StartTime=",       "EndTime=", "NodeList=", "NodeCnt=",  "ProcCnt=",
+    "WorkDir=",   "ReservationName=", "Tres=",    "Account=",  "QOS="};
 
 class JobcompReader final : public ReaderBase {
  public:
@@ -54,15 +72,19 @@ class JobcompReader final : public ReaderBase {
       }
       if (k > 0) ++p;
       at[static_cast<size_t>(k)] = p + key.size();
-      if (k > 0) val_[static_cast<size_t>(k - 1)] = line.substr(at[static_cast<size_t>(k - 1)], p - 1 - at[static_cast<size_t>(k - 1)]);
+      if (k > 0)
+        val_[static_cast<size_t>(k - 1)] =
+            line.substr(at[static_cast<size_t>(k - 1)], p - 1 - at[static_cast<size_t>(k - 1)]);
       from = p + key.size();
     }
     const size_t last = at[NKEYS - 1];
     const size_t sp = line.find(' ', last);
-    val_[NKEYS - 1] = line.substr(last, sp == std::string_view::npos ? std::string_view::npos : sp - last);
+    val_[NKEYS - 1] =
+        line.substr(last, sp == std::string_view::npos ? std::string_view::npos : sp - last);
     // SubmitTime comes later on the line, outside the ordered keys above.
     const size_t s = line.find(" SubmitTime=", from);
-    submit_ = s == std::string_view::npos ? std::string_view{} : line.substr(s + 12, line.find(' ', s + 12) - (s + 12));
+    submit_ = s == std::string_view::npos ? std::string_view{}
+                                          : line.substr(s + 12, line.find(' ', s + 12) - (s + 12));
     return true;
   }
 
@@ -104,7 +126,8 @@ class JobcompReader final : public ReaderBase {
     }
     const auto nodes = parse_int(val_[NODECNT]);
     const auto procs = parse_int(val_[PROCCNT]);
-    if (!nodes || *nodes < 0 || *nodes > JOB_MAX_COUNT || !procs || *procs < 0 || *procs > JOB_MAX_COUNT) {
+    if (!nodes || *nodes < 0 || *nodes > JOB_MAX_COUNT || !procs || *procs < 0 ||
+        *procs > JOB_MAX_COUNT) {
       reject(!nodes || *nodes < 0 || *nodes > JOB_MAX_COUNT ? "NodeCnt" : "ProcCnt",
              "not a count from 0 to " + std::to_string(JOB_MAX_COUNT));
       return false;
@@ -114,7 +137,8 @@ class JobcompReader final : public ReaderBase {
     if (!val_[TRES].empty()) {
       const auto t = parse_tres(val_[TRES]);
       if (!t) {
-        reject("Tres", "'" + std::string(val_[TRES]) + "' is not a TRES list like cpu=4,mem=16G,node=1");
+        reject("Tres",
+               "'" + std::string(val_[TRES]) + "' is not a TRES list like cpu=4,mem=16G,node=1");
         return false;
       }
       if (t->mem >= 0) job.req_mem = t->mem;

@@ -1,7 +1,7 @@
 // Streams the lines of a plain or gzip file with one fixed 1 MiB buffer and no per-line
-// allocation: each line is a string_view valid until the next call. Gzip is told from the bytes (the magic
-// 1f 8b), not the name; its members are inflated with zlib and each must end properly (end of
-// deflate stream, CRC-32 and length trailer checked), so a truncated or corrupt file is an
+// allocation: each line is a string_view valid until the next call. Gzip is told from the bytes
+// (the magic 1f 8b), not the name; its members are inflated with zlib and each must end properly
+// (end of deflate stream, CRC-32 and length trailer checked), so a truncated or corrupt file is an
 // InputError, never a silently shorter trace. Concatenated members (`cat a.gz b.gz`) read as one.
 #pragma once
 
@@ -34,7 +34,7 @@ class LineReader {
  private:
   bool fill();
   size_t read_raw(unsigned char* out, size_t n);  // from the file; 0 at its end
-  size_t inflate_some(char* out, size_t n);        // gzip: decompressed bytes; 0 at the end
+  size_t inflate_some(char* out, size_t n);       // gzip: decompressed bytes; 0 at the end
   [[noreturn]] void gzip_error(const std::string& what) const;
 
   std::string path_;

@@ -24,14 +24,17 @@ namespace mlprio {
 
 namespace {
 
-constexpr int INTERACTIVE = 0;  // also the typeless stream; SWF queue 0 conventionally = interactive
+constexpr int INTERACTIVE =
+    0;  // also the typeless stream; SWF queue 0 conventionally = interactive
 constexpr int BATCH = 1;
 
 constexpr int64_t MAX_NODES = int64_t{1} << 40;
 constexpr double MIN_LOAD_SCALE = 1e-3;  // below this a single inter-arrival spans years of buckets
 constexpr double MAX_LOAD_SCALE = 1e3;
 
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+uint64_t rotl(uint64_t x, int k) {
+  return (x << k) | (x >> (64 - k));
+}
 
 using util::splitmix64;
 
@@ -40,7 +43,9 @@ using util::splitmix64;
 // accurate to ~1e-10 relative for these smooth, half-unit-wide intervals, and needs no lgamma
 // (whose glibc version writes the global signgam, a data race between generators on two threads).
 double unnormalised_gamma_mass(double lo, double hi, double shape, double scale) {
-  auto density = [&](double x) { return std::exp((shape - 1.0) * std::log(x / scale) - x / scale); };
+  auto density = [&](double x) {
+    return std::exp((shape - 1.0) * std::log(x / scale) - x / scale);
+  };
   constexpr int PANELS = 64;
   const double h = (hi - lo) / PANELS;
   double sum = density(lo) + density(hi);
@@ -52,7 +57,9 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument("Lublin generator: " + message);
 }
 
-bool in_range(double v, double lo, double hi) { return std::isfinite(v) && v >= lo && v <= hi; }
+bool in_range(double v, double lo, double hi) {
+  return std::isfinite(v) && v >= lo && v <= hi;
+}
 
 // The user model's draws come from a second xoshiro stream, seeded from the same seed.
 constexpr uint64_t USER_STREAM = 0x7573657273ULL;  // "users"
@@ -69,10 +76,14 @@ constexpr double HABIT_MIN = 1 * HOUR, HABIT_MAX = 4 * DAY;  // default limits, 
 
 std::string_view lublin_job_types_name(LublinJobTypes t) {
   switch (t) {
-    case LublinJobTypes::BATCH: return "batch";
-    case LublinJobTypes::INTERACTIVE: return "interactive";
-    case LublinJobTypes::BOTH: return "both";
-    case LublinJobTypes::TYPELESS: return "typeless";
+    case LublinJobTypes::BATCH:
+      return "batch";
+    case LublinJobTypes::INTERACTIVE:
+      return "interactive";
+    case LublinJobTypes::BOTH:
+      return "both";
+    case LublinJobTypes::TYPELESS:
+      return "typeless";
   }
   return "?";
 }
@@ -87,16 +98,21 @@ LublinJobTypes parse_lublin_job_types(std::string_view s) {
 
 std::string_view lublin_req_time_name(LublinReqTime r) {
   switch (r) {
-    case LublinReqTime::NONE: return "unknown";
-    case LublinReqTime::EXACT: return "exact";
-    case LublinReqTime::FACTOR: return "factor";
-    case LublinReqTime::USER: return "user";
+    case LublinReqTime::NONE:
+      return "unknown";
+    case LublinReqTime::EXACT:
+      return "exact";
+    case LublinReqTime::FACTOR:
+      return "factor";
+    case LublinReqTime::USER:
+      return "user";
   }
   return "?";
 }
 
 LublinReqTime parse_lublin_req_time(std::string_view s) {
-  for (auto r : {LublinReqTime::NONE, LublinReqTime::EXACT, LublinReqTime::FACTOR, LublinReqTime::USER})
+  for (auto r :
+       {LublinReqTime::NONE, LublinReqTime::EXACT, LublinReqTime::FACTOR, LublinReqTime::USER})
     if (s == lublin_req_time_name(r)) return r;
   throw std::invalid_argument("unknown requested-time model '" + std::string(s) +
                               "' (valid: unknown, exact, factor, user)");
@@ -104,24 +120,63 @@ LublinReqTime parse_lublin_req_time(std::string_view s) {
 
 // Constants of m_lublin99.c (SERIAL_PROB_BATCH ... ARAR_BATCH and their _ACTIVE / plain twins).
 LublinParams lublin_batch_params() {
-  return {.serial_prob = 0.2927, .pow2_prob = 0.6686,
-          .ulow = 1.2, .umed = 5.0, .uhi = 7.0, .uprob = 0.875,
-          .a1 = 6.57, .b1 = 0.823, .a2 = 639.1, .b2 = 0.0156, .pa = -0.003, .pb = 0.6986,
-          .aarr = 6.0415, .barr = 0.8531, .arar = 1.0519, .anum = 6.1271, .bnum = 5.2740};
+  return {.serial_prob = 0.2927,
+          .pow2_prob = 0.6686,
+          .ulow = 1.2,
+          .umed = 5.0,
+          .uhi = 7.0,
+          .uprob = 0.875,
+          .a1 = 6.57,
+          .b1 = 0.823,
+          .a2 = 639.1,
+          .b2 = 0.0156,
+          .pa = -0.003,
+          .pb = 0.6986,
+          .aarr = 6.0415,
+          .barr = 0.8531,
+          .arar = 1.0519,
+          .anum = 6.1271,
+          .bnum = 5.2740};
 }
 
 LublinParams lublin_interactive_params() {
-  return {.serial_prob = 0.1541, .pow2_prob = 0.625,
-          .ulow = 1.0, .umed = 3.0, .uhi = 5.5, .uprob = 0.705,
-          .a1 = 3.8351, .b1 = 0.6605, .a2 = 7.073, .b2 = 0.6856, .pa = -0.0118, .pb = 0.9156,
-          .aarr = 6.5510, .barr = 0.6621, .arar = 0.9797, .anum = 8.9186, .bnum = 3.6680};
+  return {.serial_prob = 0.1541,
+          .pow2_prob = 0.625,
+          .ulow = 1.0,
+          .umed = 3.0,
+          .uhi = 5.5,
+          .uprob = 0.705,
+          .a1 = 3.8351,
+          .b1 = 0.6605,
+          .a2 = 7.073,
+          .b2 = 0.6856,
+          .pa = -0.0118,
+          .pb = 0.9156,
+          .aarr = 6.5510,
+          .barr = 0.6621,
+          .arar = 0.9797,
+          .anum = 8.9186,
+          .bnum = 3.6680};
 }
 
 LublinParams lublin_typeless_params() {
-  return {.serial_prob = 0.244, .pow2_prob = 0.576,
-          .ulow = 0.8, .umed = 4.5, .uhi = 7.0, .uprob = 0.86,
-          .a1 = 4.2, .b1 = 0.94, .a2 = 312.0, .b2 = 0.03, .pa = -0.0054, .pb = 0.78,
-          .aarr = 10.2303, .barr = 0.4871, .arar = 1.0225, .anum = 8.1737, .bnum = 3.9631};
+  return {.serial_prob = 0.244,
+          .pow2_prob = 0.576,
+          .ulow = 0.8,
+          .umed = 4.5,
+          .uhi = 7.0,
+          .uprob = 0.86,
+          .a1 = 4.2,
+          .b1 = 0.94,
+          .a2 = 312.0,
+          .b2 = 0.03,
+          .pa = -0.0054,
+          .pb = 0.78,
+          .aarr = 10.2303,
+          .barr = 0.4871,
+          .arar = 1.0225,
+          .anum = 8.1737,
+          .bnum = 3.9631};
 }
 
 double lublin_round_limit(double seconds) {
@@ -149,7 +204,9 @@ uint64_t LublinGenerator::Rng::next_u64() {
   return result;
 }
 
-double LublinGenerator::Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+double LublinGenerator::Rng::uniform() {
+  return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
 
 double LublinGenerator::Rng::uniform_pos() {
   return (static_cast<double>(next_u64() >> 11) + 0.5) * 0x1.0p-53;
@@ -190,14 +247,18 @@ double LublinGenerator::Rng::gamma(double shape, double scale) {
 // ---- the generator ------------------------------------------------------------------------------
 
 LublinGenerator::LublinGenerator(const LublinOptions& opts)
-    : opts_(opts), rng_(opts.seed), user_rng_(opts.seed ^ USER_STREAM), arrival_scale_(opts.load_scale) {
+    : opts_(opts),
+      rng_(opts.seed),
+      user_rng_(opts.seed ^ USER_STREAM),
+      arrival_scale_(opts.load_scale) {
   require(opts.nodes >= 1 && opts.nodes <= MAX_NODES,
           "nodes must be in [1, 2^40], got " + std::to_string(opts.nodes));
   require(opts.procs_per_node >= 1 && opts.procs_per_node <= MAX_NODES / opts.nodes,
           "procs_per_node must be >= 1 with nodes * procs_per_node <= 2^40, got " +
               std::to_string(opts.procs_per_node));
-  require(opts.start_hour >= 0 && opts.start_hour <= 23,
-          "start_hour must be an hour of the day in [0, 23], got " + std::to_string(opts.start_hour));
+  require(
+      opts.start_hour >= 0 && opts.start_hour <= 23,
+      "start_hour must be an hour of the day in [0, 23], got " + std::to_string(opts.start_hour));
   require(std::isfinite(opts.load_scale) && opts.load_scale >= MIN_LOAD_SCALE &&
               opts.load_scale <= MAX_LOAD_SCALE,
           "load_scale must be in [0.001, 1000] (1 = the published model), got " +
@@ -212,32 +273,33 @@ LublinGenerator::LublinGenerator(const LublinOptions& opts)
 
   const LublinUserModel& um = opts.user_model;
   require(um.users >= 0 && um.users <= LUBLIN_MAX_USERS,
-          "users must be in [0, " + std::to_string(LUBLIN_MAX_USERS) + "] (0 = no user model), got " +
-              std::to_string(um.users));
+          "users must be in [0, " + std::to_string(LUBLIN_MAX_USERS) +
+              "] (0 = no user model), got " + std::to_string(um.users));
   require(opts.req_time != LublinReqTime::USER || um.users > 0,
           "the 'user' requested-time model needs users > 0");
   if (um.users > 0) {
-    require(in_range(um.activity_exponent, 0, 10), "user activity exponent must be in [0, 10], got " +
-                                                       std::to_string(um.activity_exponent));
+    require(
+        in_range(um.activity_exponent, 0, 10),
+        "user activity exponent must be in [0, 10], got " + std::to_string(um.activity_exponent));
     require(in_range(um.stickiness, 0, 1) && um.stickiness < 1,
             "user stickiness must be in [0, 1), got " + std::to_string(um.stickiness));
-    require(in_range(um.repeat_prob, 0, 1), "repeat probability must be in [0, 1], got " +
-                                                std::to_string(um.repeat_prob));
+    require(in_range(um.repeat_prob, 0, 1),
+            "repeat probability must be in [0, 1], got " + std::to_string(um.repeat_prob));
     require(in_range(um.new_app_weight, 0, 1e6) && um.new_app_weight > 0,
             "new-application weight must be in (0, 1e6], got " + std::to_string(um.new_app_weight));
-    require(in_range(um.burst_mean, 1, 1000), "burst mean must be in [1, 1000] jobs, got " +
-                                                  std::to_string(um.burst_mean));
-    require(in_range(um.runtime_spread, 0, 5), "run-time spread must be in [0, 5], got " +
-                                                  std::to_string(um.runtime_spread));
-    require(in_range(um.crash_prob, 0, 1), "crash probability must be in [0, 1], got " +
-                                               std::to_string(um.crash_prob));
-    require(in_range(um.hang_prob, 0, 1), "hang probability must be in [0, 1], got " +
-                                              std::to_string(um.hang_prob));
-    require(in_range(um.habit_share, 0, 1), "habit share must be in [0, 1], got " +
-                                                std::to_string(um.habit_share));
+    require(in_range(um.burst_mean, 1, 1000),
+            "burst mean must be in [1, 1000] jobs, got " + std::to_string(um.burst_mean));
+    require(in_range(um.runtime_spread, 0, 5),
+            "run-time spread must be in [0, 5], got " + std::to_string(um.runtime_spread));
+    require(in_range(um.crash_prob, 0, 1),
+            "crash probability must be in [0, 1], got " + std::to_string(um.crash_prob));
+    require(in_range(um.hang_prob, 0, 1),
+            "hang probability must be in [0, 1], got " + std::to_string(um.hang_prob));
+    require(in_range(um.habit_share, 0, 1),
+            "habit share must be in [0, 1], got " + std::to_string(um.habit_share));
     require(in_range(um.factor_min, 1, 1000) && in_range(um.factor_max, um.factor_min, 1000),
-            "over-estimation factors need 1 <= min <= max <= 1000, got " + std::to_string(um.factor_min) +
-                " and " + std::to_string(um.factor_max));
+            "over-estimation factors need 1 <= min <= max <= 1000, got " +
+                std::to_string(um.factor_min) + " and " + std::to_string(um.factor_max));
     // Each submission carries burst_mean jobs on average: submissions arrive burst_mean times
     // less often, jobs at the published rate.
     arrival_scale_ = opts.load_scale / um.burst_mean;
@@ -259,10 +321,18 @@ LublinGenerator::LublinGenerator(const LublinOptions& opts)
   }
 
   switch (opts.types) {
-    case LublinJobTypes::BATCH: streams_[BATCH].active = true; break;
-    case LublinJobTypes::INTERACTIVE: streams_[INTERACTIVE].active = true; break;
-    case LublinJobTypes::BOTH: streams_[BATCH].active = streams_[INTERACTIVE].active = true; break;
-    case LublinJobTypes::TYPELESS: streams_[INTERACTIVE].active = true; break;
+    case LublinJobTypes::BATCH:
+      streams_[BATCH].active = true;
+      break;
+    case LublinJobTypes::INTERACTIVE:
+      streams_[INTERACTIVE].active = true;
+      break;
+    case LublinJobTypes::BOTH:
+      streams_[BATCH].active = streams_[INTERACTIVE].active = true;
+      break;
+    case LublinJobTypes::TYPELESS:
+      streams_[INTERACTIVE].active = true;
+      break;
   }
   if (opts.types == LublinJobTypes::TYPELESS) {
     params_[INTERACTIVE] = params_[BATCH] = lublin_typeless_params();
@@ -393,12 +463,18 @@ bool LublinGenerator::next(Job& job) {
   const double run = draw_runtime(type, size);
   fill_job(job, type, submit, size, run);
   switch (opts_.req_time) {
-    case LublinReqTime::NONE: job.req_time = UNKNOWN; break;
-    case LublinReqTime::EXACT: job.req_time = run; break;
-    case LublinReqTime::FACTOR:
-      job.req_time = std::ceil(run * opts_.req_time_factor / opts_.req_time_round) * opts_.req_time_round;
+    case LublinReqTime::NONE:
+      job.req_time = UNKNOWN;
       break;
-    case LublinReqTime::USER: break;  // refused without users by the constructor
+    case LublinReqTime::EXACT:
+      job.req_time = run;
+      break;
+    case LublinReqTime::FACTOR:
+      job.req_time =
+          std::ceil(run * opts_.req_time_factor / opts_.req_time_round) * opts_.req_time_round;
+      break;
+    case LublinReqTime::USER:
+      break;  // refused without users by the constructor
   }
   return true;
 }
@@ -478,15 +554,18 @@ void LublinGenerator::fill_user_job(Job& job) {
   }
   double req = UNKNOWN;
   switch (opts_.req_time) {
-    case LublinReqTime::NONE: break;
-    case LublinReqTime::EXACT: req = run; break;
+    case LublinReqTime::NONE:
+      break;
+    case LublinReqTime::EXACT:
+      req = run;
+      break;
     case LublinReqTime::FACTOR:
       req = std::ceil(run * opts_.req_time_factor / opts_.req_time_round) * opts_.req_time_round;
       break;
     case LublinReqTime::USER:
       req = a.req;
       if (status == JobStatus::COMPLETED && hang < um.hang_prob) run = req;  // hangs until killed
-      if (run >= req) {  // killed at the limit
+      if (run >= req) {                                                      // killed at the limit
         run = req;
         status = JobStatus::TIMEOUT;
       }
@@ -499,7 +578,9 @@ void LublinGenerator::fill_user_job(Job& job) {
 }
 
 std::vector<Job> generate_lublin(const LublinOptions& opts, int64_t n_jobs) {
-  if (n_jobs < 0) throw std::invalid_argument("Lublin generator: n_jobs must be >= 0, got " + std::to_string(n_jobs));
+  if (n_jobs < 0)
+    throw std::invalid_argument("Lublin generator: n_jobs must be >= 0, got " +
+                                std::to_string(n_jobs));
   LublinGenerator gen(opts);
   std::vector<Job> jobs(static_cast<size_t>(n_jobs));
   for (auto& j : jobs) gen.next(j);

@@ -40,12 +40,14 @@ size_t split_ws(std::string_view s, std::string_view (&out)[N]) {
 
 // Splits on every `sep` (empty fields kept, as in CSV and sacct's '|' output) into `out`,
 // optionally trimming each field. The views point into `s`.
-inline void split_on(std::string_view s, char sep, std::vector<std::string_view>& out, bool trim_fields) {
+inline void split_on(std::string_view s, char sep, std::vector<std::string_view>& out,
+                     bool trim_fields) {
   out.clear();
   size_t i = 0;
   for (;;) {
     const size_t at = s.find(sep, i);
-    std::string_view f = s.substr(i, at == std::string_view::npos ? std::string_view::npos : at - i);
+    std::string_view f =
+        s.substr(i, at == std::string_view::npos ? std::string_view::npos : at - i);
     out.push_back(trim_fields ? trim(f) : f);
     if (at == std::string_view::npos) break;
     i = at + 1;

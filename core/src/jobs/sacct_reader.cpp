@@ -31,15 +31,39 @@ JobStatus slurm_state(std::string_view s) {
 namespace {
 
 enum Col {
-  JOBID, JOBIDRAW, JOBNAME, USER, GROUP, ACCOUNT, PARTITION, QOS, SUBMIT, START, END, ELAPSED,
-  ELAPSEDRAW, TIMELIMIT, TIMELIMITRAW, STATE, EXITCODE, ALLOCCPUS, REQCPUS, NNODES, ALLOCNODES,
-  REQNODES, REQMEM, REQTRES, ALLOCTRES, MAXRSS, NCOLS
+  JOBID,
+  JOBIDRAW,
+  JOBNAME,
+  USER,
+  GROUP,
+  ACCOUNT,
+  PARTITION,
+  QOS,
+  SUBMIT,
+  START,
+  END,
+  ELAPSED,
+  ELAPSEDRAW,
+  TIMELIMIT,
+  TIMELIMITRAW,
+  STATE,
+  EXITCODE,
+  ALLOCCPUS,
+  REQCPUS,
+  NNODES,
+  ALLOCNODES,
+  REQNODES,
+  REQMEM,
+  REQTRES,
+  ALLOCTRES,
+  MAXRSS,
+  NCOLS
 };
 constexpr const char* COL_NAMES[NCOLS] = {
-    "JobID", "JobIDRaw", "JobName", "User", "Group", "Account", "Partition", "QOS", "Submit",
-    "Start", "End", "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "State", "ExitCode",
-    "AllocCPUS", "ReqCPUS", "NNodes", "AllocNodes", "ReqNodes", "ReqMem", "ReqTRES", "AllocTRES",
-    "MaxRSS"};
+    "JobID",        "JobIDRaw", "JobName",  "User",      "Group",   "Account",    "Partition",
+    "QOS",          "Submit",   "Start",    "End",       "Elapsed", "ElapsedRaw", "Timelimit",
+    "TimelimitRaw", "State",    "ExitCode", "AllocCPUS", "ReqCPUS", "NNodes",     "AllocNodes",
+    "ReqNodes",     "ReqMem",   "ReqTRES",  "AllocTRES", "MaxRSS"};
 
 // Extra '|' per line that repair_pipes() tries to give back to free-text columns.
 constexpr size_t MAX_STRAY_PIPES = 8;
@@ -63,8 +87,10 @@ class SacctReader final : public ReaderBase {
       if (fields_.size() == ncols_ + 1 && fields_.back().empty()) fields_.pop_back();  // --parsable
       if (fields_.size() > ncols_) repair_pipes();
       if (fields_.size() != ncols_) {
-        reject("line", "expected " + std::to_string(ncols_) + " '|'-separated fields as in the "
-                       "header, found " + std::to_string(fields_.size()));
+        reject("line", "expected " + std::to_string(ncols_) +
+                           " '|'-separated fields as in the "
+                           "header, found " +
+                           std::to_string(fields_.size()));
         continue;
       }
       const std::string_view id = get(JOBID);
@@ -89,7 +115,8 @@ class SacctReader final : public ReaderBase {
       held_ = true;
     }
     if (!have_header_ && report_.lines > 0 && opts_.strict)
-      throw InputError(lines_.path(), "no sacct header line (expected a first line naming JobID|...)");
+      throw InputError(lines_.path(),
+                       "no sacct header line (expected a first line naming JobID|...)");
     if (held_) {
       held_ = false;
       job = std::move(held_job_);
@@ -121,7 +148,8 @@ class SacctReader final : public ReaderBase {
     for (size_t c : free_cols_) is_free[c] = 1;
     std::vector<int> checked(ncols_, -1);  // header position -> the typed column checked there
     for (int c = 0; c < NCOLS; ++c)
-      if (col_[static_cast<size_t>(c)] >= 0) checked[static_cast<size_t>(col_[static_cast<size_t>(c)])] = c;
+      if (col_[static_cast<size_t>(c)] >= 0)
+        checked[static_cast<size_t>(col_[static_cast<size_t>(c)])] = c;
     // can[c * w + used]: columns c.. can take the rest, `used` extra pieces having gone before c.
     const size_t w = extra + 1;
     std::vector<uint8_t> can((ncols_ + 1) * w, 0);
@@ -161,17 +189,30 @@ class SacctReader final : public ReaderBase {
   // messages); columns without a check always can.
   static bool column_ok(Col c, std::string_view v) {
     switch (c) {
-      case SUBMIT: return parse_slurm_time(v).has_value();
-      case START: case END: return is_slurm_none(v) || parse_slurm_time(v).has_value();
-      case JOBIDRAW: case ELAPSEDRAW: case ALLOCCPUS: case REQCPUS: case NNODES:
+      case SUBMIT:
+        return parse_slurm_time(v).has_value();
+      case START:
+      case END:
+        return is_slurm_none(v) || parse_slurm_time(v).has_value();
+      case JOBIDRAW:
+      case ELAPSEDRAW:
+      case ALLOCCPUS:
+      case REQCPUS:
+      case NNODES:
         return v.empty() || parse_int(v).has_value();
-      case ELAPSED: case TIMELIMIT: return is_slurm_none(v) || parse_slurm_duration(v).has_value();
-      case STATE: return v.empty() || slurm_state(v) != JobStatus::UNKNOWN_STATE;
-      default: return true;
+      case ELAPSED:
+      case TIMELIMIT:
+        return is_slurm_none(v) || parse_slurm_duration(v).has_value();
+      case STATE:
+        return v.empty() || slurm_state(v) != JobStatus::UNKNOWN_STATE;
+      default:
+        return true;
     }
   }
 
-  std::string_view get(Col c) const { return col_[c] >= 0 ? trim(fields_[static_cast<size_t>(col_[c])]) : std::string_view{}; }
+  std::string_view get(Col c) const {
+    return col_[c] >= 0 ? trim(fields_[static_cast<size_t>(col_[c])]) : std::string_view{};
+  }
 
   void read_header(std::string_view line) {
     split(line);
@@ -180,15 +221,17 @@ class SacctReader final : public ReaderBase {
     for (size_t i = 0; i < fields_.size(); ++i)
       for (int c = 0; c < NCOLS; ++c)
         if (trim(fields_[i]) == COL_NAMES[c]) col_[static_cast<size_t>(c)] = static_cast<int>(i);
-    static constexpr std::string_view FREE_TEXT[] = {"JobName", "Constraints", "Comment", "AdminComment",
-                                                    "SystemComment", "WorkDir", "Reason", "WCKey"};
+    static constexpr std::string_view FREE_TEXT[] = {"JobName",      "Constraints",   "Comment",
+                                                     "AdminComment", "SystemComment", "WorkDir",
+                                                     "Reason",       "WCKey"};
     for (size_t i = 0; i < fields_.size(); ++i)
       for (auto name : FREE_TEXT)
         if (trim(fields_[i]) == name) free_cols_.push_back(i);
     if (col_[JOBID] < 0 || col_[SUBMIT] < 0)
-      throw InputError(LineError{lines_.path(), lines_.line_number(), "header",
-                                 "not a sacct --parsable2 header: it must name at least JobID and "
-                                 "Submit (e.g. sacct --parsable2 --format=JobID,Submit,Start,End,...)"});
+      throw InputError(
+          LineError{lines_.path(), lines_.line_number(), "header",
+                    "not a sacct --parsable2 header: it must name at least JobID and "
+                    "Submit (e.g. sacct --parsable2 --format=JobID,Submit,Start,End,...)"});
     have_header_ = true;
     ++report_.comment_lines;
   }
@@ -212,32 +255,51 @@ class SacctReader final : public ReaderBase {
     if (col_[START] >= 0 && !is_slurm_none(get(START))) {
       auto start = parse_slurm_time(get(START));
       if (!start) {
-        reject("Start", "'" + std::string(get(START)) + "' is not a time like 2024-01-31T12:00:00 or Unknown");
+        reject("Start", "'" + std::string(get(START)) +
+                            "' is not a time like 2024-01-31T12:00:00 or Unknown");
         return false;
       }
       job.wait = std::max(0.0, *start - job.submit);
     }
     if (col_[ELAPSEDRAW] >= 0 && !get(ELAPSEDRAW).empty()) {
       auto e = parse_int(get(ELAPSEDRAW));
-      if (!e) { reject("ElapsedRaw", "'" + std::string(get(ELAPSEDRAW)) + "' is not a number of seconds"); return false; }
+      if (!e) {
+        reject("ElapsedRaw", "'" + std::string(get(ELAPSEDRAW)) + "' is not a number of seconds");
+        return false;
+      }
       job.run = static_cast<double>(*e);
     } else if (col_[ELAPSED] >= 0 && !is_slurm_none(get(ELAPSED))) {
       auto e = parse_slurm_duration(get(ELAPSED));
-      if (!e) { reject("Elapsed", "'" + std::string(get(ELAPSED)) + "' is not a duration like [D-]HH:MM:SS"); return false; }
+      if (!e) {
+        reject("Elapsed",
+               "'" + std::string(get(ELAPSED)) + "' is not a duration like [D-]HH:MM:SS");
+        return false;
+      }
       job.run = *e;
     }
     if (job.wait < 0) job.run = UNKNOWN;  // never started: elapsed 0 is not a run time
     if (col_[TIMELIMITRAW] >= 0 && !is_slurm_none(get(TIMELIMITRAW))) {
       auto m = parse_int(get(TIMELIMITRAW));
-      if (!m) { reject("TimelimitRaw", "'" + std::string(get(TIMELIMITRAW)) + "' is not a number of minutes"); return false; }
+      if (!m) {
+        reject("TimelimitRaw",
+               "'" + std::string(get(TIMELIMITRAW)) + "' is not a number of minutes");
+        return false;
+      }
       job.req_time = static_cast<double>(*m) * 60.0;
     } else if (col_[TIMELIMIT] >= 0 && !is_slurm_none(get(TIMELIMIT))) {
       auto t = parse_slurm_duration(get(TIMELIMIT));
-      if (!t) { reject("Timelimit", "'" + std::string(get(TIMELIMIT)) + "' is not a duration like [D-]HH:MM:SS, UNLIMITED or Partition_Limit"); return false; }
+      if (!t) {
+        reject("Timelimit",
+               "'" + std::string(get(TIMELIMIT)) +
+                   "' is not a duration like [D-]HH:MM:SS, UNLIMITED or Partition_Limit");
+        return false;
+      }
       job.req_time = *t;
     }
     if (col_[STATE] >= 0) job.status = slurm_state(get(STATE));
-    if (col_[EXITCODE] >= 0) job.exit_code = static_cast<int32_t>(parse_int(get(EXITCODE).substr(0, get(EXITCODE).find(':'))).value_or(-1));
+    if (col_[EXITCODE] >= 0)
+      job.exit_code = static_cast<int32_t>(
+          parse_int(get(EXITCODE).substr(0, get(EXITCODE).find(':'))).value_or(-1));
     const auto count = [&](Col c, int64_t& out) -> bool {
       const std::string_view s = get(c);
       if (col_[c] < 0 || is_slurm_none(s)) return true;
@@ -259,14 +321,21 @@ class SacctReader final : public ReaderBase {
     if (col_[REQMEM] >= 0 && !is_slurm_none(get(REQMEM))) {
       char per = 0;
       auto m = parse_slurm_mem(get(REQMEM), &per);
-      if (!m) { reject("ReqMem", "'" + std::string(get(REQMEM)) + "' is not a memory size like 4000M, 2800Mc or 4Gn (at most 4 EiB)"); return false; }
+      if (!m) {
+        reject("ReqMem", "'" + std::string(get(REQMEM)) +
+                             "' is not a memory size like 4000M, 2800Mc or 4Gn (at most 4 EiB)");
+        return false;
+      }
       int64_t mult = 1;
-      if (per == 'c') mult = std::max<int64_t>(1, job.req_procs > 0 ? job.req_procs : job.alloc_procs);
-      if (per == 'n') mult = std::max<int64_t>(1, job.req_nodes > 0 ? job.req_nodes : job.alloc_nodes);
+      if (per == 'c')
+        mult = std::max<int64_t>(1, job.req_procs > 0 ? job.req_procs : job.alloc_procs);
+      if (per == 'n')
+        mult = std::max<int64_t>(1, job.req_nodes > 0 ? job.req_nodes : job.alloc_nodes);
       const auto total = checked_mul(*m, mult);
       if (!total || *total > JOB_MAX_BYTES) {
         reject("ReqMem", "'" + std::string(get(REQMEM)) + "' x " + std::to_string(mult) +
-                             (per == 'c' ? " CPUs" : " nodes") + " is more than 4 EiB (2^62 bytes)");
+                             (per == 'c' ? " CPUs" : " nodes") +
+                             " is more than 4 EiB (2^62 bytes)");
         return false;
       }
       job.req_mem = *total;
@@ -274,7 +343,11 @@ class SacctReader final : public ReaderBase {
     for (Col c : {REQTRES, ALLOCTRES}) {
       if (col_[c] < 0 || is_slurm_none(get(c))) continue;
       auto t = parse_tres(get(c));
-      if (!t) { reject(COL_NAMES[c], "'" + std::string(get(c)) + "' is not a TRES list like cpu=4,mem=16G,node=1,gres/gpu=2"); return false; }
+      if (!t) {
+        reject(COL_NAMES[c], "'" + std::string(get(c)) +
+                                 "' is not a TRES list like cpu=4,mem=16G,node=1,gres/gpu=2");
+        return false;
+      }
       if (c == REQTRES) {
         if (t->mem >= 0) job.req_mem = t->mem;
         if (t->gpu >= 0) job.req_gpus = t->gpu;
@@ -286,13 +359,17 @@ class SacctReader final : public ReaderBase {
       }
     }
     if (job.req_gpus < 0 && col_[REQTRES] >= 0 && !is_slurm_none(get(REQTRES))) job.req_gpus = 0;
-    if (col_[MAXRSS] >= 0 && !is_slurm_none(get(MAXRSS))) job.used_mem = parse_slurm_mem(get(MAXRSS)).value_or(-1);
+    if (col_[MAXRSS] >= 0 && !is_slurm_none(get(MAXRSS)))
+      job.used_mem = parse_slurm_mem(get(MAXRSS)).value_or(-1);
     if (col_[USER] >= 0 && !get(USER).empty()) job.user = names_.users.intern(get(USER));
     if (col_[GROUP] >= 0 && !get(GROUP).empty()) job.group = names_.groups.intern(get(GROUP));
-    if (col_[ACCOUNT] >= 0 && !get(ACCOUNT).empty()) job.account = names_.accounts.intern(get(ACCOUNT));
-    if (col_[PARTITION] >= 0 && !get(PARTITION).empty()) job.partition = names_.partitions.intern(get(PARTITION));
+    if (col_[ACCOUNT] >= 0 && !get(ACCOUNT).empty())
+      job.account = names_.accounts.intern(get(ACCOUNT));
+    if (col_[PARTITION] >= 0 && !get(PARTITION).empty())
+      job.partition = names_.partitions.intern(get(PARTITION));
     if (col_[QOS] >= 0 && !get(QOS).empty()) job.qos = names_.qos.intern(get(QOS));
-    if (col_[JOBNAME] >= 0 && !get(JOBNAME).empty()) job.name = names_.job_names.intern(get(JOBNAME));
+    if (col_[JOBNAME] >= 0 && !get(JOBNAME).empty())
+      job.name = names_.job_names.intern(get(JOBNAME));
     return true;
   }
 

@@ -40,9 +40,12 @@ std::optional<double> parse_slurm_duration(std::string_view s) {
     s = s.substr(colon + 1);
   }
   double secs = 0;
-  if (n == 1) secs = days > 0 ? parts[0] * 3600 : parts[0] * 60;  // "D-HH" or minutes
-  else if (n == 2) secs = days > 0 ? parts[0] * 3600 + parts[1] * 60 : parts[0] * 60 + parts[1];
-  else secs = parts[0] * 3600 + parts[1] * 60 + parts[2];
+  if (n == 1)
+    secs = days > 0 ? parts[0] * 3600 : parts[0] * 60;  // "D-HH" or minutes
+  else if (n == 2)
+    secs = days > 0 ? parts[0] * 3600 + parts[1] * 60 : parts[0] * 60 + parts[1];
+  else
+    secs = parts[0] * 3600 + parts[1] * 60 + parts[2];
   const double total = days * 86400 + secs;
   if (!std::isfinite(total)) return std::nullopt;  // "inf" and "nan" parse as doubles
   return total;
@@ -53,9 +56,11 @@ std::optional<double> parse_slurm_time(std::string_view s) {
   if (s.size() != 19 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':')
     return std::nullopt;
   auto num = [&](size_t pos, size_t len) { return parse_int(s.substr(pos, len)); };
-  auto y = num(0, 4), mo = num(5, 2), d = num(8, 2), h = num(11, 2), mi = num(14, 2), se = num(17, 2);
+  auto y = num(0, 4), mo = num(5, 2), d = num(8, 2), h = num(11, 2), mi = num(14, 2),
+       se = num(17, 2);
   if (!y || !mo || !d || !h || !mi || !se) return std::nullopt;
-  if (*mo < 1 || *mo > 12 || *d < 1 || *d > 31 || *h > 23 || *mi > 59 || *se > 60) return std::nullopt;
+  if (*mo < 1 || *mo > 12 || *d < 1 || *d > 31 || *h > 23 || *mi > 59 || *se > 60)
+    return std::nullopt;
   std::tm tm{};
   tm.tm_year = static_cast<int>(*y - 1900);
   tm.tm_mon = static_cast<int>(*mo - 1);
@@ -77,12 +82,28 @@ std::optional<int64_t> parse_slurm_mem(std::string_view s, char* per) {
   int64_t mult = int64_t{1} << 20;  // bare numbers are MiB
   if (!s.empty()) {
     switch (s.back()) {
-      case 'K': mult = int64_t{1} << 10; s.remove_suffix(1); break;
-      case 'M': mult = int64_t{1} << 20; s.remove_suffix(1); break;
-      case 'G': mult = int64_t{1} << 30; s.remove_suffix(1); break;
-      case 'T': mult = int64_t{1} << 40; s.remove_suffix(1); break;
-      case 'P': mult = int64_t{1} << 50; s.remove_suffix(1); break;
-      default: break;
+      case 'K':
+        mult = int64_t{1} << 10;
+        s.remove_suffix(1);
+        break;
+      case 'M':
+        mult = int64_t{1} << 20;
+        s.remove_suffix(1);
+        break;
+      case 'G':
+        mult = int64_t{1} << 30;
+        s.remove_suffix(1);
+        break;
+      case 'T':
+        mult = int64_t{1} << 40;
+        s.remove_suffix(1);
+        break;
+      case 'P':
+        mult = int64_t{1} << 50;
+        s.remove_suffix(1);
+        break;
+      default:
+        break;
     }
   }
   auto v = parse_double(s);
@@ -117,15 +138,24 @@ std::optional<Tres> parse_tres(std::string_view s) {
     if (eq == std::string_view::npos) return std::nullopt;
     const std::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
     if (key == "cpu") {
-      auto v = count(val); if (!v) return std::nullopt; t.cpu = *v;
+      auto v = count(val);
+      if (!v) return std::nullopt;
+      t.cpu = *v;
     } else if (key == "mem") {
-      auto v = parse_slurm_mem(val); if (!v) return std::nullopt; t.mem = *v;
+      auto v = parse_slurm_mem(val);
+      if (!v) return std::nullopt;
+      t.mem = *v;
     } else if (key == "node") {
-      auto v = count(val); if (!v) return std::nullopt; t.node = *v;
+      auto v = count(val);
+      if (!v) return std::nullopt;
+      t.node = *v;
     } else if (key == "gres/gpu") {
-      auto v = gpu_count(val); if (!v) return std::nullopt; t.gpu = *v;
+      auto v = gpu_count(val);
+      if (!v) return std::nullopt;
+      t.gpu = *v;
     } else if (key.substr(0, 9) == "gres/gpu:") {
-      auto v = gpu_count(val); if (!v) return std::nullopt;
+      auto v = gpu_count(val);
+      if (!v) return std::nullopt;
       typed_gpu = (typed_gpu < 0 ? 0 : typed_gpu) + *v;
     }
   }

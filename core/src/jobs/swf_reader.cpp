@@ -15,11 +15,10 @@ namespace mlprio::detail {
 namespace {
 
 constexpr const char* SWF_FIELD_NAMES[18] = {
-    "job_number",      "submit_time",     "wait_time",         "run_time",
-    "allocated_procs", "average_cpu_time", "used_memory",      "requested_procs",
-    "requested_time",  "requested_memory", "status",           "user_id",
-    "group_id",        "executable",      "queue",             "partition",
-    "preceding_job",   "think_time"};
+    "job_number",       "submit_time",   "wait_time",       "run_time",       "allocated_procs",
+    "average_cpu_time", "used_memory",   "requested_procs", "requested_time", "requested_memory",
+    "status",           "user_id",       "group_id",        "executable",     "queue",
+    "partition",        "preceding_job", "think_time"};
 
 std::string field_label(int i) {
   return std::to_string(i + 1) + " (" + SWF_FIELD_NAMES[i] + ")";
@@ -27,11 +26,18 @@ std::string field_label(int i) {
 
 JobStatus swf_status(int64_t s) {
   switch (s) {
-    case 0: return JobStatus::FAILED;
-    case 1: return JobStatus::COMPLETED;
-    case 2: case 3: case 4: return JobStatus::PARTIAL;
-    case 5: return JobStatus::CANCELLED;
-    default: return JobStatus::UNKNOWN_STATE;
+    case 0:
+      return JobStatus::FAILED;
+    case 1:
+      return JobStatus::COMPLETED;
+    case 2:
+    case 3:
+    case 4:
+      return JobStatus::PARTIAL;
+    case 5:
+      return JobStatus::CANCELLED;
+    default:
+      return JobStatus::UNKNOWN_STATE;
   }
 }
 
@@ -68,18 +74,24 @@ class SwfReader final : public ReaderBase {
     const std::string_view value = trim(s.substr(colon + 1));
     header_.fields.emplace_back(std::string(key), std::string(value));
     const auto as_int = [&]() { return parse_int(value).value_or(-1); };
-    if (key == "MaxNodes") header_.max_nodes = as_int();
-    else if (key == "MaxProcs") header_.max_procs = as_int();
-    else if (key == "MaxJobs") header_.max_jobs = as_int();
-    else if (key == "UnixStartTime") header_.unix_start_time = as_int();
+    if (key == "MaxNodes")
+      header_.max_nodes = as_int();
+    else if (key == "MaxProcs")
+      header_.max_procs = as_int();
+    else if (key == "MaxJobs")
+      header_.max_jobs = as_int();
+    else if (key == "UnixStartTime")
+      header_.unix_start_time = as_int();
   }
 
   bool parse_job(std::string_view line, Job& job) {
     std::string_view f[21];
     const size_t n = split_ws(line, f);
     if (n != 18 && n != 19 && n != 21) {
-      reject("line", "expected 18 whitespace-separated SWF fields (or the 19/21-column extended "
-                     "layouts), found " + std::to_string(n));
+      reject("line",
+             "expected 18 whitespace-separated SWF fields (or the 19/21-column extended "
+             "layouts), found " +
+                 std::to_string(n));
       return false;
     }
     double v[18];
@@ -93,8 +105,8 @@ class SwfReader final : public ReaderBase {
       v[i] = *d;
     }
     if (v[1] < 0) {
-      reject("field " + field_label(1), "submit time is " + std::string(f[1]) +
-                                            "; every job needs a submit time >= 0");
+      reject("field " + field_label(1),
+             "submit time is " + std::string(f[1]) + "; every job needs a submit time >= 0");
       return false;
     }
     const bool alea = (n == 21);
@@ -154,7 +166,8 @@ class SwfReader final : public ReaderBase {
         ok = false;
         return UNKNOWN_INT;
       };
-      if (ok && kb_per_proc_req >= 0 && p_req > 0) job.req_mem = job_bytes(9, kb_per_proc_req, p_req);
+      if (ok && kb_per_proc_req >= 0 && p_req > 0)
+        job.req_mem = job_bytes(9, kb_per_proc_req, p_req);
       if (ok && kb_per_proc_used >= 0 && p_used > 0)
         job.used_mem = job_bytes(6, kb_per_proc_used, p_used);
     }

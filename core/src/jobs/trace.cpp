@@ -29,21 +29,27 @@ TraceFormat detect_trace_format(const std::string& path) {
       return TraceFormat::SWF;
     break;
   }
-  throw InputError(path, "cannot tell the trace format from its first lines; pass --format "
-                         "swf|sacct|alibaba|jobcomp (SWF: 18 numeric fields per line; sacct: a "
-                         "'JobID|...' header from sacct --parsable2; Alibaba: a CSV header with "
-                         "cpu_milli; jobcomp: slurmctld's jobcomp/filetxt log, JobId=... UserId=...)");
+  throw InputError(path,
+                   "cannot tell the trace format from its first lines; pass --format "
+                   "swf|sacct|alibaba|jobcomp (SWF: 18 numeric fields per line; sacct: a "
+                   "'JobID|...' header from sacct --parsable2; Alibaba: a CSV header with "
+                   "cpu_milli; jobcomp: slurmctld's jobcomp/filetxt log, JobId=... UserId=...)");
 }
 
 std::unique_ptr<JobReader> open_job_reader(const std::string& path, const ReadOptions& opts) {
   TraceFormat f = opts.format;
   if (f == TraceFormat::AUTO) f = detect_trace_format(path);
   switch (f) {
-    case TraceFormat::SWF: return detail::make_swf_reader(path, opts);
-    case TraceFormat::SACCT: return detail::make_sacct_reader(path, opts);
-    case TraceFormat::ALIBABA: return detail::make_alibaba_reader(path, opts);
-    case TraceFormat::JOBCOMP: return detail::make_jobcomp_reader(path, opts);
-    case TraceFormat::AUTO: break;
+    case TraceFormat::SWF:
+      return detail::make_swf_reader(path, opts);
+    case TraceFormat::SACCT:
+      return detail::make_sacct_reader(path, opts);
+    case TraceFormat::ALIBABA:
+      return detail::make_alibaba_reader(path, opts);
+    case TraceFormat::JOBCOMP:
+      return detail::make_jobcomp_reader(path, opts);
+    case TraceFormat::AUTO:
+      break;
   }
   throw InputError(path, "no reader for this format");
 }

@@ -86,7 +86,8 @@ UserBehaviourStats user_behaviour_stats(std::span<const Job> jobs) {
   s.run_pairs = static_cast<int64_t>(abs_log2.size());
   s.run_within_2x = share(within_2x, s.run_pairs);
   s.median_abs_log2_ratio = median(abs_log2);
-  s.mean_run_over_request = s.request_jobs > 0 ? ratio_sum / static_cast<double>(s.request_jobs) : NaN;
+  s.mean_run_over_request =
+      s.request_jobs > 0 ? ratio_sum / static_cast<double>(s.request_jobs) : NaN;
   s.run_at_limit_share = share(at_limit, s.request_jobs);
   s.short_run_share = share(short_runs, s.run_jobs);
   return s;

@@ -17,7 +17,9 @@ namespace {
 constexpr uint64_t FNV_PRIME = 1099511628211ULL;
 
 // Categorical hashes are cut to 24 bits so that every value is an exact float.
-float hash_to_float(uint64_t h) { return static_cast<float>(h >> 40); }
+float hash_to_float(uint64_t h) {
+  return static_cast<float>(h >> 40);
+}
 
 uint64_t hash_number(char tag, int64_t id) {
   // Hashes "#<id>" without building a string (no allocation on the per-job path).
@@ -48,7 +50,9 @@ float categorical(const NameTable& table, int32_t id, char tag) {
   return hash_to_float(hash_number(tag, id));
 }
 
-float positive_or_missing(double v) { return v >= 0 ? static_cast<float>(v) : MISSING; }
+float positive_or_missing(double v) {
+  return v >= 0 ? static_cast<float>(v) : MISSING;
+}
 
 // LLM parameters as job scripts and sacct comments spell them; the first alias found wins.
 constexpr std::array<std::array<std::string_view, 4>, 6> LLM_ALIASES = {{
@@ -102,18 +106,47 @@ void encode_similar(const Job& job, const UserStats* hist, bool known_user, std:
 }  // namespace
 
 const std::array<std::string_view, N_FEATURES>& feature_names() {
-  static const std::array<std::string_view, N_FEATURES> names = {
-      "req_procs",        "req_nodes",         "req_gpus",          "req_mem_gib",
-      "req_time",         "partition",         "qos",               "queue",
-      "account",          "user",              "app",               "name",
-      "name_tok0",        "name_tok1",         "hist_last2_mean",   "hist_last_run",
-      "hist_run_req_ratio", "hist_ratio_times_req", "hist_count",   "hist_fail_rate",
-      "hour_of_day",      "day_of_week",       "llm_model_size",    "llm_seq_len",
-      "llm_batch_size",   "llm_lora_rank",     "llm_epochs",        "llm_dataset_size",
-      "hist_last3_mean",  "hist_mean_run",     "hist_since_last_end", "procs_over_user_mean",
-      "hour_sin",         "hour_cos",          "sim_last_run",      "sim_last2_mean",
-      "sim_count",        "same_req_last_run", "same_as_last",      "last_ratio_times_req",
-      "last2_capped"};
+  static const std::array<std::string_view, N_FEATURES> names = {"req_procs",
+                                                                 "req_nodes",
+                                                                 "req_gpus",
+                                                                 "req_mem_gib",
+                                                                 "req_time",
+                                                                 "partition",
+                                                                 "qos",
+                                                                 "queue",
+                                                                 "account",
+                                                                 "user",
+                                                                 "app",
+                                                                 "name",
+                                                                 "name_tok0",
+                                                                 "name_tok1",
+                                                                 "hist_last2_mean",
+                                                                 "hist_last_run",
+                                                                 "hist_run_req_ratio",
+                                                                 "hist_ratio_times_req",
+                                                                 "hist_count",
+                                                                 "hist_fail_rate",
+                                                                 "hour_of_day",
+                                                                 "day_of_week",
+                                                                 "llm_model_size",
+                                                                 "llm_seq_len",
+                                                                 "llm_batch_size",
+                                                                 "llm_lora_rank",
+                                                                 "llm_epochs",
+                                                                 "llm_dataset_size",
+                                                                 "hist_last3_mean",
+                                                                 "hist_mean_run",
+                                                                 "hist_since_last_end",
+                                                                 "procs_over_user_mean",
+                                                                 "hour_sin",
+                                                                 "hour_cos",
+                                                                 "sim_last_run",
+                                                                 "sim_last2_mean",
+                                                                 "sim_count",
+                                                                 "same_req_last_run",
+                                                                 "same_as_last",
+                                                                 "last_ratio_times_req",
+                                                                 "last2_capped"};
   return names;
 }
 
@@ -135,7 +168,9 @@ uint64_t user_key(const Job& job, const TraceNames& names) {
   return h == 0 ? 1 : h;  // 0 means "unknown user"
 }
 
-void UserStats::record(const Job& finished, double end) { record_run(finished, finished.run, end); }
+void UserStats::record(const Job& finished, double end) {
+  record_run(finished, finished.run, end);
+}
 
 void UserStats::record_run(const Job& finished, double run, double end) {
   if (!(run >= 0) || !std::isfinite(run)) return;
@@ -172,14 +207,15 @@ FeatureEncoder::FeatureEncoder(const TraceNames& names, double epoch_offset)
 void FeatureEncoder::encode(const Job& job, const UserStats* hist, std::span<float> row) const {
   if (row.size() < static_cast<size_t>(N_FEATURES))
     throw std::invalid_argument("feature row shorter than the schema");
-  row[F_REQ_PROCS] = job.req_procs > 0 ? static_cast<float>(job.req_procs)
-                                       : (job.alloc_procs > 0 ? static_cast<float>(job.alloc_procs)
-                                                              : MISSING);
+  row[F_REQ_PROCS] = job.req_procs > 0
+                         ? static_cast<float>(job.req_procs)
+                         : (job.alloc_procs > 0 ? static_cast<float>(job.alloc_procs) : MISSING);
   row[F_REQ_NODES] = job.req_nodes > 0 ? static_cast<float>(job.req_nodes) : MISSING;
   row[F_REQ_GPUS] = positive_or_missing(job.req_gpus);
   row[F_REQ_MEM_GIB] =
-      job.req_mem >= 0 ? static_cast<float>(static_cast<double>(job.req_mem) / (1024.0 * 1024 * 1024))
-                       : MISSING;
+      job.req_mem >= 0
+          ? static_cast<float>(static_cast<double>(job.req_mem) / (1024.0 * 1024 * 1024))
+          : MISSING;
   row[F_REQ_TIME] = job.req_time > 0 ? static_cast<float>(job.req_time) : MISSING;
   row[F_PARTITION] = categorical(names_.partitions, job.partition, 'p');
   row[F_QOS] = categorical(names_.qos, job.qos, 'q');
@@ -201,7 +237,8 @@ void FeatureEncoder::encode(const Job& job, const UserStats* hist, std::span<flo
       const size_t b = i;
       while (i < name.size() && std::isalnum(static_cast<unsigned char>(name[i]))) ++i;
       if (i > b) {
-        row[F_NAME_TOK0 + tok] = hash_to_float(stable_hash(std::string_view(name).substr(b, i - b)));
+        row[F_NAME_TOK0 + tok] =
+            hash_to_float(stable_hash(std::string_view(name).substr(b, i - b)));
         ++tok;
       }
     }
@@ -220,11 +257,12 @@ void FeatureEncoder::encode(const Job& job, const UserStats* hist, std::span<flo
       if (hist->ratio_n > 0) {
         const double ratio = hist->ratio_sum / static_cast<double>(hist->ratio_n);
         row[F_HIST_RUN_REQ_RATIO] = static_cast<float>(ratio);
-        if (job.req_time > 0) row[F_HIST_RATIO_TIMES_REQ] = static_cast<float>(ratio * job.req_time);
+        if (job.req_time > 0)
+          row[F_HIST_RATIO_TIMES_REQ] = static_cast<float>(ratio * job.req_time);
       }
       row[F_HIST_COUNT] = static_cast<float>(hist->count);
-      row[F_HIST_FAIL_RATE] =
-          static_cast<float>(static_cast<double>(hist->failures) / static_cast<double>(hist->count));
+      row[F_HIST_FAIL_RATE] = static_cast<float>(static_cast<double>(hist->failures) /
+                                                 static_cast<double>(hist->count));
       double last3 = hist->last_run, k = 1;
       for (double r : {hist->prev_run, hist->prev2_run})
         if (!std::isnan(r)) last3 += r, ++k;
@@ -233,8 +271,9 @@ void FeatureEncoder::encode(const Job& job, const UserStats* hist, std::span<flo
       if (std::isfinite(hist->last_end) && job.submit >= 0)
         row[F_HIST_SINCE_LAST_END] = static_cast<float>(job.submit - hist->last_end);
       if (hist->procs_n > 0 && job.procs() > 0)
-        row[F_PROCS_OVER_USER_MEAN] = static_cast<float>(
-            static_cast<double>(job.procs()) / (hist->procs_sum / static_cast<double>(hist->procs_n)));
+        row[F_PROCS_OVER_USER_MEAN] =
+            static_cast<float>(static_cast<double>(job.procs()) /
+                               (hist->procs_sum / static_cast<double>(hist->procs_n)));
     }
   }
   encode_similar(job, job.user >= 0 ? hist : nullptr, job.user >= 0, row);

@@ -72,10 +72,10 @@ void curl_check(CURLMcode rc, const char* call, const char* file, int line) {
 
 bool dropped_code_point(uint32_t cp) {
   if (cp < 0x20) return cp != '\n' && cp != '\t';
-  if (cp >= 0x7F && cp <= 0x9F) return true;       // DEL and C1 controls
-  if (cp >= 0x200B && cp <= 0x200F) return true;   // zero-width and direction marks
-  if (cp >= 0x202A && cp <= 0x202E) return true;   // bidi embeddings and overrides
-  if (cp >= 0x2066 && cp <= 0x2069) return true;   // bidi isolates
+  if (cp >= 0x7F && cp <= 0x9F) return true;      // DEL and C1 controls
+  if (cp >= 0x200B && cp <= 0x200F) return true;  // zero-width and direction marks
+  if (cp >= 0x202A && cp <= 0x202E) return true;  // bidi embeddings and overrides
+  if (cp >= 0x2066 && cp <= 0x2069) return true;  // bidi isolates
   return cp == 0xFEFF;
 }
 
@@ -118,8 +118,7 @@ std::string random_token() {
 }
 
 bool valid_token(const std::string& t) {
-  return t.size() >= 16 && t.size() <= 64 &&
-         std::all_of(t.begin(), t.end(), [](char c) {
+  return t.size() >= 16 && t.size() <= 64 && std::all_of(t.begin(), t.end(), [](char c) {
            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
          });
 }
@@ -143,13 +142,20 @@ json parse_or_discard(std::string_view text) {
 
 const char* to_string(AdviceStatus s) {
   switch (s) {
-    case AdviceStatus::OK: return "ok";
-    case AdviceStatus::TIMEOUT: return "timeout";
-    case AdviceStatus::HTTP_ERROR: return "http_error";
-    case AdviceStatus::TRANSPORT_ERROR: return "transport_error";
-    case AdviceStatus::INVALID_ANSWER: return "invalid_answer";
-    case AdviceStatus::TOO_LARGE: return "too_large";
-    case AdviceStatus::BREAKER_OPEN: return "breaker_open";
+    case AdviceStatus::OK:
+      return "ok";
+    case AdviceStatus::TIMEOUT:
+      return "timeout";
+    case AdviceStatus::HTTP_ERROR:
+      return "http_error";
+    case AdviceStatus::TRANSPORT_ERROR:
+      return "transport_error";
+    case AdviceStatus::INVALID_ANSWER:
+      return "invalid_answer";
+    case AdviceStatus::TOO_LARGE:
+      return "too_large";
+    case AdviceStatus::BREAKER_OPEN:
+      return "breaker_open";
   }
   return "unknown";
 }
@@ -198,8 +204,8 @@ std::string sanitize_untrusted(std::string_view text, std::size_t max_bytes) {
       cp = (cp << 6) | (cc & 0x3F);
     }
     if (valid) {
-      const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                            (len == 4 && cp < 0x10000);
+      const bool overlong =
+          (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
       if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) valid = false;
     }
     std::string_view piece;
@@ -239,13 +245,14 @@ AdvisorPrompt build_prompt(const AdvisorRequest& req, const AdvisorConfig& cfg,
   }
   if (p.boundary.empty())
     throw AdvisorError("build_prompt: no boundary token outside the job text after " +
-                       std::to_string(MAX_TOKEN_TRIES) + " tries (a token is 16-64 letters or "
+                       std::to_string(MAX_TOKEN_TRIES) +
+                       " tries (a token is 16-64 letters or "
                        "digits)");
   p.cache_key =
       content_hash(cfg.model + '\0' + std::string(ADVISOR_SYSTEM_PROMPT) + '\0' + job_text);
   p.system = std::string(ADVISOR_SYSTEM_PROMPT) + "Boundary token: " + p.boundary + "\n";
-  p.user = "Estimate the run time of this job.\nBEGIN JOB DATA " + p.boundary + "\n" +
-           job_text + "END JOB DATA " + p.boundary + "\n";
+  p.user = "Estimate the run time of this job.\nBEGIN JOB DATA " + p.boundary + "\n" + job_text +
+           "END JOB DATA " + p.boundary + "\n";
   return p;
 }
 
@@ -322,7 +329,8 @@ std::string server_error_message(std::string_view body, std::size_t max_bytes) {
 std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConfig& cfg,
                                    std::string* error) {
   if (http_body.size() > cfg.max_response_bytes) {
-    fail(error, "body of " + std::to_string(http_body.size()) + " bytes exceeds max_response_bytes");
+    fail(error,
+         "body of " + std::to_string(http_body.size()) + " bytes exceeds max_response_bytes");
     return std::nullopt;
   }
   const json env = parse_or_discard(http_body);
@@ -354,8 +362,8 @@ std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConf
     fail(error, "content is not exactly one JSON object");
     return std::nullopt;
   }
-  if (answer.size() != 3 || !answer.contains("runtime_seconds") ||
-      !answer.contains("confidence") || !answer.contains("reason")) {
+  if (answer.size() != 3 || !answer.contains("runtime_seconds") || !answer.contains("confidence") ||
+      !answer.contains("reason")) {
     fail(error, "content must have exactly the keys runtime_seconds, confidence, reason");
     return std::nullopt;
   }
@@ -494,7 +502,9 @@ struct Counters {
       callback_errors{0};
 };
 
-void bump(std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); }
+void bump(std::atomic<uint64_t>& c) {
+  c.fetch_add(1, std::memory_order_relaxed);
+}
 
 std::once_flag CURL_GLOBAL_ONCE;
 
@@ -509,7 +519,7 @@ struct LlmAdvisor::Impl {
   std::condition_variable cv;
   std::deque<std::pair<uint64_t, AdvisorRequest>> queue;
   std::unordered_map<uint64_t, std::pair<uint64_t, AdviceResult>> results;  // key -> (seq, r)
-  std::deque<std::pair<uint64_t, uint64_t>> result_order;                    // (key, seq)
+  std::deque<std::pair<uint64_t, uint64_t>> result_order;                   // (key, seq)
   uint64_t next_seq = 0;
   bool stopping = false;
   std::atomic<bool> abort_transfer{false};
@@ -615,7 +625,8 @@ struct LlmAdvisor::Impl {
     if (!cfg.ca_file.empty())
       MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_CAINFO, cfg.ca_file.c_str()));
     MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(cfg.timeout_ms)));
+    MLPRIO_CURL_CHECK(
+        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(cfg.timeout_ms)));
     MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                                        static_cast<long>(cfg.connect_timeout_ms)));
     MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers.list));
@@ -665,8 +676,8 @@ struct LlmAdvisor::Impl {
     }
     if (response_too_large || rc == CURLE_FILESIZE_EXCEEDED) {
       r.status = AdviceStatus::TOO_LARGE;
-      r.error = "answer larger than max_response_bytes (" +
-                std::to_string(cfg.max_response_bytes) + ")";
+      r.error =
+          "answer larger than max_response_bytes (" + std::to_string(cfg.max_response_bytes) + ")";
       return r;
     }
     if (rc != CURLE_OK) {
@@ -718,13 +729,26 @@ struct LlmAdvisor::Impl {
     r = http_call(p);
     if (abort_transfer.load()) return r;  // stopping: says nothing about the server
     switch (r.status) {
-      case AdviceStatus::OK: bump(counters.answers_ok); break;
-      case AdviceStatus::TIMEOUT: bump(counters.timeouts); break;
-      case AdviceStatus::HTTP_ERROR: bump(counters.http_errors); break;
-      case AdviceStatus::TRANSPORT_ERROR: bump(counters.transport_errors); break;
-      case AdviceStatus::INVALID_ANSWER: bump(counters.invalid_answers); break;
-      case AdviceStatus::TOO_LARGE: bump(counters.too_large); break;
-      case AdviceStatus::BREAKER_OPEN: break;
+      case AdviceStatus::OK:
+        bump(counters.answers_ok);
+        break;
+      case AdviceStatus::TIMEOUT:
+        bump(counters.timeouts);
+        break;
+      case AdviceStatus::HTTP_ERROR:
+        bump(counters.http_errors);
+        break;
+      case AdviceStatus::TRANSPORT_ERROR:
+        bump(counters.transport_errors);
+        break;
+      case AdviceStatus::INVALID_ANSWER:
+        bump(counters.invalid_answers);
+        break;
+      case AdviceStatus::TOO_LARGE:
+        bump(counters.too_large);
+        break;
+      case AdviceStatus::BREAKER_OPEN:
+        break;
     }
     if (r.status == AdviceStatus::OK) {
       breaker.on_success();
@@ -775,7 +799,9 @@ LlmAdvisor::LlmAdvisor(AdvisorConfig cfg, Callback callback) {
   impl_->worker = std::thread([impl = impl_.get()] { impl->run(); });
 }
 
-LlmAdvisor::~LlmAdvisor() { stop(); }
+LlmAdvisor::~LlmAdvisor() {
+  stop();
+}
 
 SubmitStatus LlmAdvisor::submit(uint64_t job_key, AdvisorRequest request) {
   bump(impl_->counters.submitted);

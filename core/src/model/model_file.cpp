@@ -236,13 +236,17 @@ void write_model_document(const std::string& path, const nlohmann::json& doc) {
   while (put < text.size() && failed.empty()) {
     const ssize_t n = ::write(fd, text.data() + put, text.size() - put);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) failed = "cannot write " + tmp + ": " + std::strerror(errno);
-    else if (n == 0) failed = "cannot write " + tmp + ": no progress (disk full?)";
-    else put += static_cast<size_t>(n);
+    if (n < 0)
+      failed = "cannot write " + tmp + ": " + std::strerror(errno);
+    else if (n == 0)
+      failed = "cannot write " + tmp + ": no progress (disk full?)";
+    else
+      put += static_cast<size_t>(n);
   }
   if (failed.empty() && ::fchmod(fd, 0644) != 0)
     failed = "cannot chmod " + tmp + ": " + std::strerror(errno);
-  if (failed.empty() && ::fsync(fd) != 0) failed = "cannot fsync " + tmp + ": " + std::strerror(errno);
+  if (failed.empty() && ::fsync(fd) != 0)
+    failed = "cannot fsync " + tmp + ": " + std::strerror(errno);
   if (::close(fd) != 0 && failed.empty())
     failed = "cannot close " + tmp + ": " + std::strerror(errno);
   if (failed.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
@@ -263,7 +267,8 @@ Calibration calibration_from_json(const nlohmann::json& doc) {
     cal.blend_weight = c.value("blend_weight", 1.0);
     if (c.contains("margin_anchor")) {
       if (!c["margin_anchor"].is_string())
-        throw ModelError("\"calibration.margin_anchor\" is " + io::describe_json_value(c["margin_anchor"]) +
+        throw ModelError("\"calibration.margin_anchor\" is " +
+                         io::describe_json_value(c["margin_anchor"]) +
                          ", expected \"none\", \"request\", \"last2\" or \"similar\"");
       cal.anchor = anchor_from_name(c["margin_anchor"].get<std::string>());
     }
@@ -279,10 +284,14 @@ Calibration calibration_from_json(const nlohmann::json& doc) {
 
 const char* anchor_name(MarginAnchor a) {
   switch (a) {
-    case MarginAnchor::REQUEST: return "request";
-    case MarginAnchor::LAST2: return "last2";
-    case MarginAnchor::SIMILAR: return "similar";
-    case MarginAnchor::NONE: break;
+    case MarginAnchor::REQUEST:
+      return "request";
+    case MarginAnchor::LAST2:
+      return "last2";
+    case MarginAnchor::SIMILAR:
+      return "similar";
+    case MarginAnchor::NONE:
+      break;
   }
   return "none";
 }
@@ -292,7 +301,8 @@ MarginAnchor anchor_from_name(const std::string& name) {
   if (name == "request") return MarginAnchor::REQUEST;
   if (name == "last2") return MarginAnchor::LAST2;
   if (name == "similar") return MarginAnchor::SIMILAR;
-  throw ModelError("\"calibration.margin_anchor\" is " + io::describe_json_value(nlohmann::json(name)) +
+  throw ModelError("\"calibration.margin_anchor\" is " +
+                   io::describe_json_value(nlohmann::json(name)) +
                    ", expected \"none\", \"request\", \"last2\" or \"similar\"");
 }
 
@@ -309,8 +319,9 @@ nlohmann::json history_to_json(const UserHistory& h) {
       const RecentJob& r = s.recent_at(k);
       recent.push_back({r.req_time, r.procs, r.run});
     }
-    j[hex] = {num(s.last_run), num(s.prev_run), s.ratio_sum,  s.ratio_n, s.count,   s.failures,
-              num(s.prev2_run), s.run_sum,   s.procs_sum, s.procs_n, num(s.last_end), recent};
+    j[hex] = {num(s.last_run), num(s.prev_run), s.ratio_sum,      s.ratio_n,
+              s.count,         s.failures,      num(s.prev2_run), s.run_sum,
+              s.procs_sum,     s.procs_n,       num(s.last_end),  recent};
   }
   return j;
 }
@@ -323,8 +334,9 @@ UserHistory history_from_json(const nlohmann::json& j) {
     const std::string entry = "\"user_history\" entry " + io::describe_json_value(it.key());
     // 11 values (no similar-job memory) or 12 (the memory as the last one).
     if (!v.is_array() || (v.size() != 11 && v.size() != 12))
-      throw ModelError(entry + " is not [last_run, prev_run, ratio_sum, ratio_n, count, failures, "
-                               "prev2_run, run_sum, procs_sum, procs_n, last_end, recent_jobs]");
+      throw ModelError(entry +
+                       " is not [last_run, prev_run, ratio_sum, ratio_n, count, failures, "
+                       "prev2_run, run_sum, procs_sum, procs_n, last_end, recent_jobs]");
     uint64_t key = 0;
     const std::string& k = it.key();
     const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), key, 16);
@@ -393,8 +405,8 @@ std::string base64_encode(std::string_view bytes) {
   out.reserve((bytes.size() + 2) / 3 * 4);
   size_t i = 0;
   for (; i + 2 < bytes.size(); i += 3) {
-    const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) |
-                       uint32_t(uint8_t(bytes[i + 2]));
+    const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) |
+                       (uint32_t(uint8_t(bytes[i + 1])) << 8) | uint32_t(uint8_t(bytes[i + 2]));
     out += B64[v >> 18];
     out += B64[(v >> 12) & 63];
     out += B64[(v >> 6) & 63];
@@ -436,8 +448,8 @@ std::string base64_decode(std::string_view text) {
         if (v[k] < 0 || pad > 0) throw ModelError("base64 text has an invalid character");
       }
     }
-    const uint32_t w = (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) |
-                       uint32_t(v[3]);
+    const uint32_t w =
+        (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) | uint32_t(v[3]);
     out += static_cast<char>(w >> 16);
     if (pad < 2) out += static_cast<char>((w >> 8) & 255);
     if (pad < 1) out += static_cast<char>(w & 255);
@@ -488,8 +500,8 @@ std::unique_ptr<Predictor> make_predictor_of_kind(const nlohmann::json& doc) {
       return make_tree_predictor(rt, fail, calibration_from_json(doc), hist, 0.0, desc);
     }
     if (kind == "formula") {
-      const double def = doc.contains("formula") ? doc["formula"].value("default_runtime", 3600.0)
-                                                 : 3600.0;
+      const double def =
+          doc.contains("formula") ? doc["formula"].value("default_runtime", 3600.0) : 3600.0;
       if (!(std::isfinite(def) && def >= 0.0))
         throw ModelError("\"formula.default_runtime\" must be a finite number of seconds >= 0");
       return make_formula_predictor(hist, def, desc);

@@ -54,7 +54,8 @@ PolicyParams policy_from_json(const nlohmann::json& j) {
   p.score.starvation_limit = number_in(j, "starvation_limit", 1, 1e9, p.score.starvation_limit);
   p.score.size_weight = number_in(j, "size_weight", -64, 64, p.score.size_weight);
   p.score.fail_weight = number_in(j, "fail_weight", 0, 64, p.score.fail_weight);
-  p.backfill_estimate = one_of(j, "backfill_estimate", {"point", "upper", "request"}, p.backfill_estimate);
+  p.backfill_estimate =
+      one_of(j, "backfill_estimate", {"point", "upper", "request"}, p.backfill_estimate);
   p.correction = one_of(j, "correction", {"none", "request", "tsafrir"}, p.correction);
   p.backfill_order = one_of(j, "backfill_order", {"fcfs", "sjbf"}, p.backfill_order);
   if (j.contains("tuned_by")) {

@@ -34,8 +34,10 @@ class FormulaPredictor final : public Predictor {
       const double req = jobs[i].req_time;
       const double last2 = row[F_HIST_LAST2_MEAN];
       double rt = default_runtime_;
-      if (!std::isnan(last2)) rt = req > 0 ? std::min(last2, req) : last2;
-      else if (req > 0) rt = req;
+      if (!std::isnan(last2))
+        rt = req > 0 ? std::min(last2, req) : last2;
+      else if (req > 0)
+        rt = req;
       out[i].runtime = std::max(rt, 1.0);
       out[i].runtime_upper = req > 0 ? std::max(req, out[i].runtime) : NOT_PREDICTED;
       out[i].fail_prob = row[F_HIST_FAIL_RATE];

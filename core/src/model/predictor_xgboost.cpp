@@ -97,8 +97,8 @@ static_assert(sizeof(FlatNode) == 8);
 constexpr uint32_t INDEX_BITS = 24;
 constexpr int MAX_TREE_DEPTH = MODEL_MAX_TREE_DEPTH;
 constexpr uint32_t MAX_NODES = 1u << INDEX_BITS;
-constexpr uint32_t HIGH_COLUMNS = N_FEATURES;      // first "NaN -> +inf" column
-constexpr uint32_t PAD_COLUMN = 2 * N_FEATURES;    // always -inf, read by leaves
+constexpr uint32_t HIGH_COLUMNS = N_FEATURES;    // first "NaN -> +inf" column
+constexpr uint32_t PAD_COLUMN = 2 * N_FEATURES;  // always -inf, read by leaves
 // Row stride of the padded copy, rounded up to a multiple of 16 floats (one cache line).
 constexpr size_t STRIDE = (2 * static_cast<size_t>(N_FEATURES) + 1 + 15) / 16 * 16;
 static_assert(PAD_COLUMN < 256, "column index must fit in 8 bits");
@@ -147,8 +147,9 @@ class TreeEnsemble {
       const double base = param_number(lmp, "base_score", what);
       const double nfeat = param_number(lmp, "num_feature", what);
       if (nfeat != static_cast<double>(N_FEATURES))
-        throw ModelError(std::string(what) + " booster has " + io::describe_json_value(lmp.at("num_feature")) +
-                         " features, the schema " + std::to_string(N_FEATURES));
+        throw ModelError(std::string(what) + " booster has " +
+                         io::describe_json_value(lmp.at("num_feature")) + " features, the schema " +
+                         std::to_string(N_FEATURES));
       if (logistic && !(base > 0.0 && base < 1.0))
         throw ModelError(std::string(what) + " booster: learner_model_param.base_score " +
                          std::to_string(base) + " is not a probability in (0, 1)");
@@ -281,7 +282,8 @@ class TreeEnsemble {
     const size_t n = lc.size();
     const std::string where = std::string(what) + " booster, tree " + std::to_string(tree);
     if (rc.size() != n || si.size() != n || sc.size() != n || dl.size() != n || n == 0)
-      throw ModelError(where + ": left_children, right_children, split_indices, "
+      throw ModelError(where +
+                       ": left_children, right_children, split_indices, "
                        "split_conditions and default_left must be non-empty lists of one length");
     if (nodes_.size() + n > MAX_NODES)
       throw ModelError(std::string(what) + " booster has more than " + std::to_string(MAX_NODES) +
@@ -314,8 +316,7 @@ class TreeEnsemble {
                          ") (a leaf has left child -1)");
       // A node reached twice (a cycle or shared subtree) would make the walk wrong or endless.
       if (seen[static_cast<size_t>(l)] || seen[static_cast<size_t>(r)] || l == r)
-        throw ModelError(node + ": child " +
-                         std::to_string(seen[static_cast<size_t>(l)] ? l : r) +
+        throw ModelError(node + ": child " + std::to_string(seen[static_cast<size_t>(l)] ? l : r) +
                          " is reached twice from the root (a cycle or a shared subtree)");
       if (node_depth[k] + 1 > MAX_TREE_DEPTH)
         throw ModelError(node + ": the tree is deeper than " + std::to_string(MAX_TREE_DEPTH) +
@@ -404,7 +405,8 @@ class TreeEnsemble {
   static void extend_path(PathElement* p, uint32_t depth, float zero, float one, int feature) {
     p[depth] = {feature, zero, one, depth == 0 ? 1.0f : 0.0f};
     for (int i = static_cast<int>(depth) - 1; i >= 0; --i) {
-      p[i + 1].weight += one * p[i].weight * static_cast<float>(i + 1) / static_cast<float>(depth + 1);
+      p[i + 1].weight +=
+          one * p[i].weight * static_cast<float>(i + 1) / static_cast<float>(depth + 1);
       p[i].weight = zero * p[i].weight * static_cast<float>(depth - static_cast<uint32_t>(i)) /
                     static_cast<float>(depth + 1);
     }
@@ -483,7 +485,7 @@ class TreeEnsemble {
     tree_shap(t, row, phi, cold, depth + 1, path, cold_zero * in_zero, 0, f);
   }
 
-  std::vector<FlatNode> nodes_;   // every tree, breadth-first, one after another
+  std::vector<FlatNode> nodes_;  // every tree, breadth-first, one after another
   std::vector<uint32_t> roots_;
   std::vector<int> depth_;        // per tree: longest root-to-leaf path
   std::vector<int> group_depth_;  // per GROUP of trees: the deepest of them
@@ -536,7 +538,8 @@ class TreePredictor final : public Predictor {
     thread_local std::vector<float> rows;
     if (rows.size() < jobs.size() * N_FEATURES) rows.resize(jobs.size() * N_FEATURES);
     encode_with_history(jobs, names, history_, epoch_offset_, rows);
-    predict_rows_with(std::span<const float>(rows.data(), jobs.size() * N_FEATURES), jobs, out, opt);
+    predict_rows_with(std::span<const float>(rows.data(), jobs.size() * N_FEATURES), jobs, out,
+                      opt);
   }
 
   void predict_rows_with(std::span<const float> rows, std::span<const Job> jobs,

@@ -18,7 +18,9 @@ constexpr double TIME_SCALE = 60.0;         // one minute: the unit of run time 
 constexpr double SQUASH = 4.0;              // log2 units per e-fold of the logistic
 constexpr double FAIL_SCALE = 8.0;          // a certain failure costs 2^8 x the run time (g = 1)
 
-double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
+double finite_or(double v, double fallback) {
+  return std::isfinite(v) ? v : fallback;
+}
 
 }  // namespace
 
@@ -30,8 +32,8 @@ double score_log_ratio(const Job& job, const Prediction& p, double now, const Sc
   const double size_weight = std::clamp(finite_or(cfg.size_weight, 0.0), -64.0, 64.0);
   const double fail_weight = std::clamp(finite_or(cfg.fail_weight, 0.0), 0.0, 64.0);
   const double wait = std::max(0.0, finite_or(now - job.submit, 0.0));
-  double u = age_weight * std::log2(1.0 + wait / TIME_SCALE) -
-             std::log2(1.0 + runtime / TIME_SCALE);
+  double u =
+      age_weight * std::log2(1.0 + wait / TIME_SCALE) - std::log2(1.0 + runtime / TIME_SCALE);
   if (size_weight != 0.0 && job.procs() > 1)
     u += size_weight * std::log2(static_cast<double>(job.procs()));
   const double fail = std::clamp(finite_or(p.fail_prob, 0.0), 0.0, 1.0);

@@ -43,7 +43,8 @@ inline void walk_tree(const float* node_f, const int* node_i, uint32_t root, int
     const __m256 thr = _mm256_set1_ps(node_f[2 * static_cast<size_t>(root)]);
     const auto meta = static_cast<uint32_t>(node_i[2 * static_cast<size_t>(root) + 1]);
     const __m256i col = _mm256_set1_epi32(static_cast<int>(meta >> INDEX_BITS));
-    const __m256i right = _mm256_set1_epi32(static_cast<int>((meta & ((1u << INDEX_BITS) - 1)) + 1));
+    const __m256i right =
+        _mm256_set1_epi32(static_cast<int>((meta & ((1u << INDEX_BITS) - 1)) + 1));
     for (int k = 0; k < K; ++k) {
       const __m256 v = _mm256_i32gather_ps(rows, _mm256_add_epi32(row_off[k], col), 4);
       const __m256i lt = _mm256_castps_si256(_mm256_cmp_ps(v, thr, _CMP_LT_OQ));  // -1 or 0

@@ -59,8 +59,8 @@ std::string read_secret_file(const std::string& path, uid_t service_uid) {
   if (text.size() > SECRET_MAX_BYTES)
     throw SecretFileError(where + ": longer than " + std::to_string(SECRET_MAX_BYTES) +
                           " bytes; expected one key");
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' ||
-                           text.back() == '\t'))
+  while (!text.empty() &&
+         (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
     text.pop_back();
   if (text.empty()) throw SecretFileError(where + ": empty; expected one key");
   for (size_t i = 0; i < text.size(); ++i) {

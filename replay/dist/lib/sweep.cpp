@@ -4,17 +4,16 @@
 // same bytes: results travel as journal lines whose numbers are C99 hex floats (exact).
 #include "mlprio/replay/dist/sweep_run.hpp"
 
-
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cerrno>
-#include <csignal>
+#include <charconv>
 #include <chrono>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,11 +26,11 @@
 #include <unordered_set>
 
 #include "mlprio/io/hdf5.hpp"
+#include "mlprio/replay/dist/sweep_windows.hpp"
+#include "mlprio/replay/output.hpp"
 #include "mlprio/util/checked_cast.hpp"
 #include "mlprio/util/stop_signal.hpp"
 #include "mlprio/util/text.hpp"
-#include "mlprio/replay/dist/sweep_windows.hpp"
-#include "mlprio/replay/output.hpp"
 #include "sweep_internal.hpp"
 
 namespace mlprio::replay::dist {
@@ -44,22 +43,22 @@ std::vector<int64_t> draw_window_starts(int64_t count, int64_t len, int64_t trac
     throw SweepError("--windows: " + std::to_string(count) + " windows is more than the bound of " +
                      std::to_string(MAX_SWEEP_TASKS) + " tasks per sweep (MAX_SWEEP_TASKS)");
   if (len > trace_jobs)
-    throw SweepError("--windows: windows of " + std::to_string(len) + " jobs do not fit a trace of " +
-                     std::to_string(trace_jobs) + " jobs");
+    throw SweepError("--windows: windows of " + std::to_string(len) +
+                     " jobs do not fit a trace of " + std::to_string(trace_jobs) + " jobs");
   const int64_t positions = trace_jobs - len + 1;  // starts 0 .. N - LEN
   std::unordered_set<int64_t> used;
   for (int64_t t : taken)
     if (t >= 0 && t < positions) used.insert(t);
   const auto given = static_cast<int64_t>(used.size());
   if (count > positions - given)
-    throw SweepError("--windows " + std::to_string(count) + "x" + std::to_string(len) + ": only " +
-                     std::to_string(positions) + " distinct windows of " + std::to_string(len) +
-                     " jobs fit a trace of " + std::to_string(trace_jobs) + " jobs (starts 0.." +
-                     std::to_string(positions - 1) + ")" +
-                     (given > 0 ? ", " + std::to_string(given) + " of them already given by --window"
-                                : std::string()) +
-                     "; ask for at most " + std::to_string(positions - given) +
-                     " or for shorter windows");
+    throw SweepError(
+        "--windows " + std::to_string(count) + "x" + std::to_string(len) + ": only " +
+        std::to_string(positions) + " distinct windows of " + std::to_string(len) +
+        " jobs fit a trace of " + std::to_string(trace_jobs) + " jobs (starts 0.." +
+        std::to_string(positions - 1) + ")" +
+        (given > 0 ? ", " + std::to_string(given) + " of them already given by --window"
+                   : std::string()) +
+        "; ask for at most " + std::to_string(positions - given) + " or for shorter windows");
   // Rejection of repeats: at most `positions` distinct values exist and count <= positions, so
   // the expected number of draws is at most positions x H(positions) (14 M for a million).
   SplitMix64 rng(seed);
@@ -117,7 +116,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 // Appends the checksum of everything before it, so a torn or edited line is recognised.
-std::string seal(const std::string& body) { return body + "\t" + hex64(fnv1a(body)) + "\n"; }
+std::string seal(const std::string& body) {
+  return body + "\t" + hex64(fnv1a(body)) + "\n";
+}
 
 std::string fmt_num(double v) {
   std::ostringstream s;
@@ -137,7 +138,8 @@ std::pair<int64_t, int64_t> parse_window_arg(const std::string& w) {
     if (start < 0 || len <= 0) throw std::invalid_argument("range");
     return {start, len};
   } catch (const std::exception&) {
-    throw SweepError("window '" + w + "': expected START:LEN with START >= 0 and LEN > 0, e.g. 1981:1024");
+    throw SweepError("window '" + w +
+                     "': expected START:LEN with START >= 0 and LEN > 0, e.g. 1981:1024");
   }
 }
 
@@ -157,11 +159,13 @@ std::pair<int64_t, int64_t> parse_windows_arg(const std::string& w) {
 SweepPlan make_sweep_plan(const SweepSpec& spec) {
   SweepPlan plan;
   plan.spec = spec;
-  if (spec.traces.empty()) throw SweepError("a sweep needs at least one trace (--trace or traces = [...])");
+  if (spec.traces.empty())
+    throw SweepError("a sweep needs at least one trace (--trace or traces = [...])");
   if (spec.policies.empty() || spec.backfills.empty())
     throw SweepError("a sweep needs at least one policy and one backfilling rule");
   if (spec.windows.empty() && spec.random_count <= 0)
-    throw SweepError("give windows: --window START:LEN (repeatable) or --windows COUNTxLEN --seed S");
+    throw SweepError(
+        "give windows: --window START:LEN (repeatable) or --windows COUNTxLEN --seed S");
   // The replay options are checked and --estimate model:FILE is loaded (once per rank) before the
   // traces, so a bad file fails fast; 'ml' needs the model (make_policy says so otherwise).
   plan.setup = std::make_shared<const ReplaySetup>(spec.replay);
@@ -332,9 +336,9 @@ namespace {
 // The summary's numbers in journal order (hex floats, so a resumed sweep gets the same bits).
 constexpr size_t N_SUMMARY_DOUBLES = 12;
 std::array<double*, N_SUMMARY_DOUBLES> summary_doubles(Summary& s) {
-  return {&s.avg_wait,   &s.avg_bsld, &s.avg_turnaround, &s.utilization,
-          &s.makespan,   &s.first_submit, &s.last_end, &s.max_wait,
-          &s.p95_wait,   &s.p99_wait, &s.max_user_bsld,  &s.jain_user_bsld};
+  return {&s.avg_wait, &s.avg_bsld,     &s.avg_turnaround, &s.utilization,
+          &s.makespan, &s.first_submit, &s.last_end,       &s.max_wait,
+          &s.p95_wait, &s.p99_wait,     &s.max_user_bsld,  &s.jain_user_bsld};
 }
 }  // namespace
 
@@ -362,7 +366,8 @@ std::string started_line(const SweepPlan& plan, int64_t task, int rank) {
 
 namespace {
 
-static_assert(std::is_trivially_copyable_v<JobOutcome> && std::is_trivially_copyable_v<UserSummary>);
+static_assert(std::is_trivially_copyable_v<JobOutcome> &&
+              std::is_trivially_copyable_v<UserSummary>);
 
 template <class T>
 void put_array(std::string& out, const std::vector<T>& v) {
@@ -548,15 +553,16 @@ void Journal::append(const std::string& line) {
     const ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
-      throw JournalWriteError("cannot append to journal " + path_ + ": " +
-                       (n < 0 ? std::string(std::strerror(errno)) : "nothing written") +
-                       " (the results journaled so far are kept: free space and run the same "
-                       "command again to resume)");
+      throw JournalWriteError(
+          "cannot append to journal " + path_ + ": " +
+          (n < 0 ? std::string(std::strerror(errno)) : "nothing written") +
+          " (the results journaled so far are kept: free space and run the same "
+          "command again to resume)");
     off += static_cast<size_t>(n);
   }
   if (::fdatasync(fd_) != 0 && errno != EINVAL && errno != EROFS)
     throw JournalWriteError("cannot flush journal " + path_ + ": " + std::strerror(errno) +
-                     " (free space and run the same command again to resume)");
+                            " (free space and run the same command again to resume)");
 }
 
 bool journaled_ok(const Journal& journal, int64_t task) {
@@ -606,7 +612,9 @@ double now_seconds() {
 namespace detail {
 
 Progress::Progress(int64_t total, int64_t already, bool enabled)
-    : total_(total), already_(already), enabled_(enabled && ::isatty(STDERR_FILENO)),
+    : total_(total),
+      already_(already),
+      enabled_(enabled && ::isatty(STDERR_FILENO)),
       t0_(now_seconds()) {}
 
 void Progress::update(int64_t done) {

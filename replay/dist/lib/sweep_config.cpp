@@ -15,9 +15,9 @@
 #include <variant>
 #include <vector>
 
-#include "mlprio/replay/simulator.hpp"
 #include "mlprio/replay/dist/sweep_spec.hpp"
 #include "mlprio/replay/dist/sweep_windows.hpp"
+#include "mlprio/replay/simulator.hpp"
 #include "mlprio/util/checked_cast.hpp"
 #include "mlprio/util/text.hpp"
 
@@ -34,7 +34,9 @@ struct Reader {
   }
 };
 
-std::string trim(const std::string& s) { return std::string(util::trim(s)); }
+std::string trim(const std::string& s) {
+  return std::string(util::trim(s));
+}
 
 // Drops a # comment that is not inside a string.
 std::string strip_comment(const std::string& s) {
@@ -130,16 +132,16 @@ int64_t one_int(const Reader& r, const std::string& key, const std::vector<Scala
                 int64_t hi = EXACT_INT_MAX) {
   hi = std::min(hi, EXACT_INT_MAX);
   const auto n = numbers(r, key, v);
-  const auto x = n.size() == 1 && std::trunc(n[0]) == n[0] ? to_integer<int64_t>(n[0], 0, hi)
-                                                           : std::nullopt;
-  if (!x) r.fail(key + " takes one whole number in " + range_text(int64_t{0}, hi) + ", e.g. " +
-                 key + " = 64");
+  const auto x =
+      n.size() == 1 && std::trunc(n[0]) == n[0] ? to_integer<int64_t>(n[0], 0, hi) : std::nullopt;
+  if (!x)
+    r.fail(key + " takes one whole number in " + range_text(int64_t{0}, hi) + ", e.g. " + key +
+           " = 64");
   return *x;
 }
 
 bool one_bool(const Reader& r, const std::string& key, const std::vector<Scalar>& v) {
-  if (v.size() != 1 || !std::holds_alternative<bool>(v[0]))
-    r.fail(key + " takes true or false");
+  if (v.size() != 1 || !std::holds_alternative<bool>(v[0])) r.fail(key + " takes true or false");
   return std::get<bool>(v[0]);
 }
 
@@ -168,9 +170,12 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
     const std::string key = trim(l.substr(0, eq));
     const auto v = parse_value(r, l.substr(eq + 1));
     if (table.empty()) {
-      if (key == "traces") spec.traces = strings(r, key, v);
-      else if (key == "policies") spec.policies = strings(r, key, v);
-      else if (key == "backfill") spec.backfills = strings(r, key, v);
+      if (key == "traces")
+        spec.traces = strings(r, key, v);
+      else if (key == "policies")
+        spec.policies = strings(r, key, v);
+      else if (key == "backfill")
+        spec.backfills = strings(r, key, v);
       else if (key == "windows") {
         spec.windows.clear();
         for (const auto& w : strings(r, key, v)) {
@@ -180,48 +185,72 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
             r.fail(e.what());
           }
         }
-      } else if (key == "estimate") spec.replay.estimate = one_string(r, key, v);
-      else if (key == "allocation") spec.replay.allocation = one_string(r, key, v);
-      else if (key == "too_large") spec.replay.too_large = one_string(r, key, v);
-      else if (key == "estimate_quantile") spec.replay.estimate_quantile = one_string(r, key, v);
-      else if (key == "correction") spec.replay.correction = one_string(r, key, v);
-      else if (key == "backfill_order") spec.replay.backfill_order = one_string(r, key, v);
-      else if (key == "kill_at_limit") spec.replay.kill_at_limit = one_bool(r, key, v);
-      else if (key == "per_job") spec.per_job = one_bool(r, key, v);
+      } else if (key == "estimate")
+        spec.replay.estimate = one_string(r, key, v);
+      else if (key == "allocation")
+        spec.replay.allocation = one_string(r, key, v);
+      else if (key == "too_large")
+        spec.replay.too_large = one_string(r, key, v);
+      else if (key == "estimate_quantile")
+        spec.replay.estimate_quantile = one_string(r, key, v);
+      else if (key == "correction")
+        spec.replay.correction = one_string(r, key, v);
+      else if (key == "backfill_order")
+        spec.replay.backfill_order = one_string(r, key, v);
+      else if (key == "kill_at_limit")
+        spec.replay.kill_at_limit = one_bool(r, key, v);
+      else if (key == "per_job")
+        spec.per_job = one_bool(r, key, v);
       else
         r.fail("unknown key '" + key +
                "' (top level: traces, policies, backfill, windows, estimate, estimate_quantile, "
                "correction, backfill_order, allocation, too_large, kill_at_limit, per_job)");
     } else if (table == "random_windows") {
-      if (key == "count") spec.random_count = one_int(r, key, v, MAX_SWEEP_TASKS);
-      else if (key == "len") spec.random_len = one_int(r, key, v);
-      else if (key == "seed") spec.seed = static_cast<uint64_t>(one_int(r, key, v));
-      else r.fail("unknown key '" + key + "' in [random_windows] (valid: count, len, seed)");
+      if (key == "count")
+        spec.random_count = one_int(r, key, v, MAX_SWEEP_TASKS);
+      else if (key == "len")
+        spec.random_len = one_int(r, key, v);
+      else if (key == "seed")
+        spec.seed = static_cast<uint64_t>(one_int(r, key, v));
+      else
+        r.fail("unknown key '" + key + "' in [random_windows] (valid: count, len, seed)");
     } else if (table == "machine") {
-      if (key == "nodes") spec.replay.nodes = one_int(r, key, v, MACHINE_MAX_NODES);
+      if (key == "nodes")
+        spec.replay.nodes = one_int(r, key, v, MACHINE_MAX_NODES);
       else if (key == "cores_per_node")
         spec.replay.cores_per_node = one_int(r, key, v, MACHINE_MAX_CORES_PER_NODE);
-      else r.fail("unknown key '" + key + "' in [machine] (valid: nodes, cores_per_node)");
+      else
+        r.fail("unknown key '" + key + "' in [machine] (valid: nodes, cores_per_node)");
     } else if (table == "ml") {
       const auto one_number = [&]() {
         const auto n = numbers(r, key, v);
         if (n.size() != 1) r.fail(key + " takes one number, e.g. " + key + " = 1.0");
         return n[0];
       };
-      if (key == "age_weight") spec.replay.ml_age_weight = one_number();
-      else if (key == "starvation_limit") spec.replay.ml_starvation_limit = one_number();
-      else if (key == "size_weight") spec.replay.ml_size_weight = one_number();
-      else if (key == "fail_weight") spec.replay.ml_fail_weight = one_number();
+      if (key == "age_weight")
+        spec.replay.ml_age_weight = one_number();
+      else if (key == "starvation_limit")
+        spec.replay.ml_starvation_limit = one_number();
+      else if (key == "size_weight")
+        spec.replay.ml_size_weight = one_number();
+      else if (key == "fail_weight")
+        spec.replay.ml_fail_weight = one_number();
       else
         r.fail("unknown key '" + key +
                "' in [ml] (valid: age_weight, starvation_limit, size_weight, fail_weight)");
     } else {  // multifactor
-      if (key == "weight_age") spec.weight_age = numbers(r, key, v);
-      else if (key == "weight_job_size") spec.weight_job_size = numbers(r, key, v);
-      else if (key == "weight_fairshare") spec.weight_fairshare = numbers(r, key, v);
-      else if (key == "max_age") spec.max_age = numbers(r, key, v);
-      else if (key == "decay_half_life") spec.decay_half_life = numbers(r, key, v);
-      else if (key == "favor_small") spec.favor_small = one_bool(r, key, v);
+      if (key == "weight_age")
+        spec.weight_age = numbers(r, key, v);
+      else if (key == "weight_job_size")
+        spec.weight_job_size = numbers(r, key, v);
+      else if (key == "weight_fairshare")
+        spec.weight_fairshare = numbers(r, key, v);
+      else if (key == "max_age")
+        spec.max_age = numbers(r, key, v);
+      else if (key == "decay_half_life")
+        spec.decay_half_life = numbers(r, key, v);
+      else if (key == "favor_small")
+        spec.favor_small = one_bool(r, key, v);
       else
         r.fail("unknown key '" + key +
                "' in [multifactor] (valid: weight_age, weight_job_size, weight_fairshare, "

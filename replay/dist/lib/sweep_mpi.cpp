@@ -4,8 +4,9 @@
 // that only waits would waste half the machine. That thread never calls MPI, so
 // MPI_THREAD_FUNNELED is enough. Workers report a result and receive the next task id in one
 // round trip; results travel as journal lines (exact hex floats; with --per-job followed by the
-// task's per-job arrays in the same message), which the master appends as they arrive: a killed rank or an aborted job loses only the tasks in flight, and re-running the
-// same command resumes from the journal.
+// task's per-job arrays in the same message), which the master appends as they arrive: a killed
+// rank or an aborted job loses only the tasks in flight, and re-running the same command resumes
+// from the journal.
 //
 // SIGTERM/SIGINT (mpirun and srun pass them to every rank; Slurm sends SIGTERM at a time limit or
 // scancel): every rank only records the signal (mlprio/util/stop_signal.hpp). The master then
@@ -18,8 +19,8 @@
 #include <signal.h>
 
 #include <atomic>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <deque>
 #include <exception>
@@ -38,7 +39,7 @@ namespace {
 // worker -> master: the previous result's journal line ("" at first), followed, when the task
 // has per-job detail (--per-job), by a NUL byte and encode_detail()'s bytes.
 constexpr int TAG_RESULT = 11;
-constexpr int TAG_TASK = 12;    // master -> worker: task id, or -1 to stop
+constexpr int TAG_TASK = 12;  // master -> worker: task id, or -1 to stop
 // worker -> master: as TAG_RESULT, from a worker that received signal (tag - TAG_STOP_BASE).
 constexpr int TAG_STOP_BASE = 1000;
 
@@ -179,8 +180,7 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
           if (!r)
             throw SweepError("rank " + std::to_string(st.MPI_SOURCE) +
                              " sent a result line that does not parse: " + line.substr(0, 200));
-          if (nul != std::string::npos)
-            decode_detail(std::string_view(buf).substr(nul + 1), *r);
+          if (nul != std::string::npos) decode_detail(std::string_view(buf).substr(nul + 1), *r);
           if (!journaled_ok(journal, r->task)) {
             std::lock_guard<std::mutex> lock(mu);
             journal.append(line);

@@ -30,7 +30,9 @@ std::vector<Segment> split_segments(std::span<const Job> jobs, int count) {
   for (int k = 1; k < count; ++k) {
     int64_t i = n * k / count;
     // Keep jobs of one submit instant together: the engine handles an instant as a whole.
-    while (i > 0 && i < n && jobs[static_cast<size_t>(i - 1)].submit == jobs[static_cast<size_t>(i)].submit) --i;
+    while (i > 0 && i < n &&
+           jobs[static_cast<size_t>(i - 1)].submit == jobs[static_cast<size_t>(i)].submit)
+      --i;
     cut[static_cast<size_t>(k)] = std::max(i, cut[static_cast<size_t>(k) - 1]);
   }
   std::vector<Segment> segs(static_cast<size_t>(count));
@@ -42,7 +44,8 @@ std::vector<Segment> split_segments(std::span<const Job> jobs, int count) {
     s.t_begin = s.begin < n ? jobs[static_cast<size_t>(s.begin)].submit : inf;
   }
   for (int k = 0; k < count; ++k)
-    segs[static_cast<size_t>(k)].t_end = k + 1 < count ? segs[static_cast<size_t>(k) + 1].t_begin : inf;
+    segs[static_cast<size_t>(k)].t_end =
+        k + 1 < count ? segs[static_cast<size_t>(k) + 1].t_begin : inf;
   return segs;
 }
 
@@ -133,9 +136,8 @@ int64_t checkpoint_interval(const Segment& seg) {
   return std::max<int64_t>(32, 2 * (seg.end - seg.begin) / CHECKPOINTS_PER_SEGMENT);
 }
 
-SegmentResult run_or_repair(std::span<const Job> jobs, const Segment& seg,
-                            const EngineState& init, const SimConfig& config,
-                            const SegmentResult* previous, bool record) {
+SegmentResult run_or_repair(std::span<const Job> jobs, const Segment& seg, const EngineState& init,
+                            const SimConfig& config, const SegmentResult* previous, bool record) {
   if (previous != nullptr)
     return resimulate_segment(jobs, seg.begin, seg.end, seg.t_begin, seg.t_end, init, config,
                               *previous);
@@ -162,8 +164,8 @@ TimeParallelResult time_parallel_serial(std::span<const Job> jobs, const SimConf
       if (!need[k]) continue;
       const auto ts = std::chrono::steady_clock::now();
       // Segment 0 starts from the true state, so it never re-runs and needs no checkpoints.
-      res[k] = run_or_repair(jobs, segs[k], init[k], config, out.stats.rounds > 1 ? &res[k] : nullptr,
-                             k > 0);
+      res[k] = run_or_repair(jobs, segs[k], init[k], config,
+                             out.stats.rounds > 1 ? &res[k] : nullptr, k > 0);
       slowest = std::max(slowest, seconds_since(ts));
       ++ran;
       early += std::isnan(res[k].rejoined_at) ? 0 : 1;

@@ -2,8 +2,8 @@
 // state changed re-simulate their segment, every rank sends its final state to its right
 // neighbour, and a rank whose received state differs from the one it started from adopts it and
 // runs again next round, as a repair of its previous result that stops where it rejoins that
-// result's path (resimulate_segment). An all-reduce of "anyone re-running" ends the loop; outcomes are then
-// gathered to rank 0 in segment order, which is start order, and summarised exactly as the
+// result's path (resimulate_segment). An all-reduce of "anyone re-running" ends the loop; outcomes
+// are then gathered to rank 0 in segment order, which is start order, and summarised exactly as the
 // sequential engine would.
 #include <algorithm>
 #include <chrono>
@@ -57,8 +57,8 @@ TimeParallelResult time_parallel_mpi(std::span<const Job> jobs, const SimConfig&
       int count = 0;
       MLPRIO_MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &count));
       std::vector<char> in(static_cast<size_t>(count));
-      MLPRIO_MPI_CHECK(MPI_Recv(in.data(), count, MPI_BYTE, rank - 1, TAG_STATE, comm,
-                                MPI_STATUS_IGNORE));
+      MLPRIO_MPI_CHECK(
+          MPI_Recv(in.data(), count, MPI_BYTE, rank - 1, TAG_STATE, comm, MPI_STATUS_IGNORE));
       EngineState left = deserialize_state(in);
       if (!(left == init)) {
         init = std::move(left);
@@ -87,8 +87,7 @@ TimeParallelResult time_parallel_mpi(std::span<const Job> jobs, const SimConfig&
       displs[static_cast<size_t>(k)] = static_cast<int>(sum);
       sum += counts[static_cast<size_t>(k)];
     }
-    if (sum > INT32_MAX)
-      throw util::MpiError("time-parallel gather exceeds 2 GiB of job outcomes");
+    if (sum > INT32_MAX) throw util::MpiError("time-parallel gather exceeds 2 GiB of job outcomes");
     all.resize(static_cast<size_t>(sum) / sizeof(JobOutcome));
   }
   MLPRIO_MPI_CHECK(MPI_Gatherv(res.jobs.data(), nbytes, MPI_BYTE, all.data(), counts.data(),

@@ -77,14 +77,19 @@ class CompoundType {
  private:
   template <class M>
   static constexpr FieldType type_of() {
-    if constexpr (std::is_same_v<M, double>) return FieldType::FLOAT64;
-    else if constexpr (std::is_same_v<M, int64_t>) return FieldType::INT64;
-    else if constexpr (std::is_same_v<M, int32_t>) return FieldType::INT32;
+    if constexpr (std::is_same_v<M, double>)
+      return FieldType::FLOAT64;
+    else if constexpr (std::is_same_v<M, int64_t>)
+      return FieldType::INT64;
+    else if constexpr (std::is_same_v<M, int32_t>)
+      return FieldType::INT32;
     else if constexpr (std::is_same_v<M, int8_t> || std::is_same_v<M, uint8_t> ||
-                       std::is_same_v<M, bool>) return FieldType::INT8;
+                       std::is_same_v<M, bool>)
+      return FieldType::INT8;
     else if constexpr (std::is_array_v<M> && std::is_same_v<std::remove_extent_t<M>, char>)
       return FieldType::STRING;
-    else static_assert(sizeof(M) == 0, "unsupported HDF5 table field type");
+    else
+      static_assert(sizeof(M) == 0, "unsupported HDF5 table field type");
   }
   std::vector<Field> fields_;
 };

@@ -36,10 +36,10 @@ enum class JobStatus : int8_t {
 std::string_view job_status_name(JobStatus s);
 
 struct Job {
-  int64_t id = UNKNOWN_INT;        // job number as the source gives it
-  double submit = UNKNOWN;         // submit time, seconds (SWF: relative to UnixStartTime)
-  double wait = UNKNOWN;           // seconds from submit to start
-  double run = UNKNOWN;            // actual run time, seconds
+  int64_t id = UNKNOWN_INT;  // job number as the source gives it
+  double submit = UNKNOWN;   // submit time, seconds (SWF: relative to UnixStartTime)
+  double wait = UNKNOWN;     // seconds from submit to start
+  double run = UNKNOWN;      // actual run time, seconds
   int64_t alloc_procs = UNKNOWN_INT;
   int64_t req_procs = UNKNOWN_INT;
   int64_t alloc_nodes = UNKNOWN_INT;
@@ -52,14 +52,14 @@ struct Job {
   int64_t used_mem = UNKNOWN_INT;  // used memory for the whole job, bytes
   JobStatus status = JobStatus::UNKNOWN_STATE;
   int32_t exit_code = -1;
-  int32_t user = -1;               // interned ids (Trace::names), or the SWF number as given
+  int32_t user = -1;  // interned ids (Trace::names), or the SWF number as given
   int32_t group = -1;
   int32_t account = -1;
-  int32_t app = -1;                // SWF executable number
+  int32_t app = -1;  // SWF executable number
   int32_t queue = -1;
   int32_t partition = -1;
   int32_t qos = -1;
-  int32_t name = -1;               // job name, interned
+  int32_t name = -1;  // job name, interned
   int64_t preceding_job = UNKNOWN_INT;
   double think_time = UNKNOWN;
   // Free-form numeric features (e.g. model size, LoRA rank parsed from a job script). Keys are

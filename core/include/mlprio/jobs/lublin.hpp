@@ -51,10 +51,10 @@ LublinJobTypes parse_lublin_job_types(std::string_view s);
 
 // How Job::req_time is filled. The model itself says nothing about user estimates.
 enum class LublinReqTime {
-  NONE,     // -1 ("unknown"), like the reference program and the published Lublin traces
-  EXACT,    // the actual runtime: a perfect-estimate baseline
-  FACTOR,   // run * req_time_factor rounded up to req_time_round seconds (users pick round limits)
-  USER,     // the user model's request habits (needs LublinUserModel::users > 0), see there
+  NONE,    // -1 ("unknown"), like the reference program and the published Lublin traces
+  EXACT,   // the actual runtime: a perfect-estimate baseline
+  FACTOR,  // run * req_time_factor rounded up to req_time_round seconds (users pick round limits)
+  USER,    // the user model's request habits (needs LublinUserModel::users > 0), see there
 };
 std::string_view lublin_req_time_name(LublinReqTime r);
 // Parses "unknown", "exact", "factor", "user"; throws std::invalid_argument otherwise.
@@ -63,8 +63,8 @@ LublinReqTime parse_lublin_req_time(std::string_view s);
 // The parameters of one job class, as in m_lublin99.c. Sizes are for the reference 128-node system
 // (UHI = 7); LublinGenerator shifts ULow..UHi to the configured system size.
 struct LublinParams {
-  double serial_prob;  // P(size == 1)
-  double pow2_prob;    // P(parallel and size rounded to a power of two), of all jobs
+  double serial_prob;             // P(size == 1)
+  double pow2_prob;               // P(parallel and size rounded to a power of two), of all jobs
   double ulow, umed, uhi, uprob;  // two-stage uniform of log2(size): U(ulow,umed) w.p. uprob
   double a1, b1, a2, b2;          // hyper-gamma of ln(runtime): gamma(a1,b1) w.p. p, else (a2,b2)
   double pa, pb;                  // p = clamp(pa * size + pb, 0, 1)
@@ -79,11 +79,11 @@ LublinParams lublin_interactive_params();
 LublinParams lublin_typeless_params();
 
 // Model structure shared by all classes (m_lublin99.c).
-inline constexpr double LUBLIN_REFERENCE_UHI = 7.0;        // the fits are for 2^7 = 128 nodes
-inline constexpr double LUBLIN_MAX_LOG_RUNTIME = 12.0;     // TOO_MUCH_TIME: runtime <= e^12 s
+inline constexpr double LUBLIN_REFERENCE_UHI = 7.0;          // the fits are for 2^7 = 128 nodes
+inline constexpr double LUBLIN_MAX_LOG_RUNTIME = 12.0;       // TOO_MUCH_TIME: runtime <= e^12 s
 inline constexpr double LUBLIN_MAX_LOG_INTERARRIVAL = 13.0;  // TOO_MUCH_ARRIVE_TIME
-inline constexpr int LUBLIN_BUCKETS = 48;                  // half-hour buckets in a day
-inline constexpr int LUBLIN_CYCLIC_DAY_START = 11;         // first bucket index of the fitted day
+inline constexpr int LUBLIN_BUCKETS = 48;                    // half-hour buckets in a day
+inline constexpr int LUBLIN_CYCLIC_DAY_START = 11;           // first bucket index of the fitted day
 inline constexpr double LUBLIN_SECONDS_IN_BUCKET = 1800.0;
 
 // Users on top of the Lublin model (ours; the published model has none). Off when users == 0: the
@@ -137,19 +137,19 @@ inline constexpr int64_t LUBLIN_MAX_USERS = 1000000;
 inline constexpr int64_t LUBLIN_MAX_BURST = 10000;  // jobs in one submission at most
 
 struct LublinOptions {
-  int64_t nodes = 128;            // system size; job sizes never exceed it
-  int64_t procs_per_node = 1;     // Job procs = model nodes * procs_per_node
+  int64_t nodes = 128;         // system size; job sizes never exceed it
+  int64_t procs_per_node = 1;  // Job procs = model nodes * procs_per_node
   uint64_t seed = 1;
   LublinJobTypes types = LublinJobTypes::BATCH;
-  int start_hour = 0;             // hour of day at time 0 (reference START = 0, midnight)
+  int start_hour = 0;  // hour of day at time 0 (reference START = 0, midnight)
   // Multiplies the arrival rate (divides every inter-arrival time) without changing the shape
   // of the daily cycle; 1 is the published model. The reference suggests changing aarr instead,
   // which also changes the inter-arrival CV.
   double load_scale = 1.0;
   LublinReqTime req_time = LublinReqTime::NONE;
-  double req_time_factor = 2.0;   // FACTOR only; >= 1 so that no job outlives its limit
-  double req_time_round = 60.0;   // FACTOR only; seconds, > 0
-  LublinUserModel user_model{};   // users; off (users == 0) by default
+  double req_time_factor = 2.0;  // FACTOR only; >= 1 so that no job outlives its limit
+  double req_time_round = 60.0;  // FACTOR only; seconds, > 0
+  LublinUserModel user_model{};  // users; off (users == 0) by default
 };
 
 // The round limit (see LublinUserModel) at or above `seconds`.
@@ -177,9 +177,9 @@ class LublinGenerator {
    public:
     explicit Rng(uint64_t seed);
     uint64_t next_u64();
-    double uniform();       // [0, 1), 53 random bits
-    double uniform_pos();   // (0, 1), safe for log()
-    double normal();        // Marsaglia polar method
+    double uniform();                          // [0, 1), 53 random bits
+    double uniform_pos();                      // (0, 1), safe for log()
+    double normal();                           // Marsaglia polar method
     double gamma(double shape, double scale);  // Marsaglia & Tsang (2000)
 
    private:
@@ -198,13 +198,13 @@ class LublinGenerator {
   // One application of a user (user model).
   struct App {
     int64_t size = 1;
-    double run = 1;     // typical run time, s
-    double req = -1;    // request under LublinReqTime::USER
-    int64_t uses = 0;   // submissions so far
+    double run = 1;    // typical run time, s
+    double req = -1;   // request under LublinReqTime::USER
+    int64_t uses = 0;  // submissions so far
   };
   struct User {
-    double factor = 1;       // over-estimation factor
-    double habit_limit = 0;  // default limit, 0 for none
+    double factor = 1;                     // over-estimation factor
+    double habit_limit = 0;                // default limit, 0 for none
     std::array<std::vector<App>, 2> apps;  // by job class
     std::array<int, 2> last_app{-1, -1};
     std::array<int64_t, 2> submissions{};
@@ -215,12 +215,12 @@ class LublinGenerator {
   double draw_runtime(int type, int64_t size);
   void start_submission(int type, double submit);  // user model: who, what, how many
   void fill_job(Job& job, int type, double submit, int64_t size, double run);
-  void fill_user_job(Job& job);                    // user model: the next job of the submission
+  void fill_user_job(Job& job);  // user model: the next job of the submission
 
   LublinOptions opts_;
   Rng rng_;
-  Rng user_rng_;                 // the user model's draws
-  double arrival_scale_ = 1;     // load_scale, divided by burst_mean with users
+  Rng user_rng_;                  // the user model's draws
+  double arrival_scale_ = 1;      // load_scale, divided by burst_mean with users
   std::vector<double> user_cdf_;  // cumulative Zipf weights
   std::vector<User> users_;
   int64_t last_user_ = -1;

@@ -22,9 +22,9 @@ std::optional<int64_t> parse_slurm_mem(std::string_view s, char* per = nullptr);
 
 struct Tres {
   int64_t cpu = -1;
-  int64_t mem = -1;   // bytes
+  int64_t mem = -1;  // bytes
   int64_t node = -1;
-  double gpu = -1;    // gres/gpu (untyped total; typed counts summed when no untyped entry)
+  double gpu = -1;  // gres/gpu (untyped total; typed counts summed when no untyped entry)
 };
 std::optional<Tres> parse_tres(std::string_view s);
 

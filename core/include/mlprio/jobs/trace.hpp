@@ -71,21 +71,21 @@ struct LineError {
 };
 
 struct ReadReport {
-  int64_t lines = 0;         // physical lines read
-  int64_t comment_lines = 0; // header/comment lines
+  int64_t lines = 0;          // physical lines read
+  int64_t comment_lines = 0;  // header/comment lines
   int64_t blank_lines = 0;
-  int64_t jobs = 0;          // job records produced
-  int64_t skipped = 0;       // malformed records skipped
-  int64_t ignored = 0;       // well-formed records that are not jobs (e.g. sacct job steps)
+  int64_t jobs = 0;     // job records produced
+  int64_t skipped = 0;  // malformed records skipped
+  int64_t ignored = 0;  // well-formed records that are not jobs (e.g. sacct job steps)
   std::vector<LineError> first_errors;  // at most ReadOptions::max_reported
-  bool was_sorted = true;    // false when the trace had to be sorted by submit time
-  int64_t out_of_order = 0;  // records whose submit time was earlier than the one before
+  bool was_sorted = true;               // false when the trace had to be sorted by submit time
+  int64_t out_of_order = 0;             // records whose submit time was earlier than the one before
 };
 
 struct ReadOptions {
   TraceFormat format = TraceFormat::AUTO;
-  bool strict = false;       // first malformed line throws InputError
-  int max_reported = 5;      // malformed lines kept in ReadReport::first_errors
+  bool strict = false;   // first malformed line throws InputError
+  int max_reported = 5;  // malformed lines kept in ReadReport::first_errors
 };
 
 // Thrown for unusable input: a missing file, or a malformed line in strict mode.

@@ -36,12 +36,12 @@ struct UserBehaviourStats {
   // Of the pairs where both run times are known (>= 0): `run_pairs` of them; run times are
   // floored at 1 s, so r = max(run, 1) / max(prev run, 1):
   int64_t run_pairs = 0;
-  double run_within_2x = 0;           // share with 1/2 <= r <= 2
-  double median_abs_log2_ratio = 0;   // median of |log2 r| (mean of the middle two when even)
+  double run_within_2x = 0;          // share with 1/2 <= r <= 2
+  double median_abs_log2_ratio = 0;  // median of |log2 r| (mean of the middle two when even)
   // Whole trace, jobs with a requested time > 0 and a run time >= 0 (`request_jobs` of them):
   int64_t request_jobs = 0;
-  double mean_run_over_request = 0;   // mean of run / request
-  double run_at_limit_share = 0;      // share with run >= request (ran into the limit, or past it)
+  double mean_run_over_request = 0;  // mean of run / request
+  double run_at_limit_share = 0;     // share with run >= request (ran into the limit, or past it)
   // Whole trace, jobs with a run time >= 0 (`run_jobs` of them): share with run < 60 s.
   int64_t run_jobs = 0;
   double short_run_share = 0;

@@ -108,13 +108,13 @@ struct UserStats {
   double last_run = std::numeric_limits<double>::quiet_NaN();
   double prev_run = std::numeric_limits<double>::quiet_NaN();
   double prev2_run = std::numeric_limits<double>::quiet_NaN();
-  double run_sum = 0;     // over `count` jobs
-  double procs_sum = 0;   // over `procs_n` jobs with a known size
+  double run_sum = 0;    // over `count` jobs
+  double procs_sum = 0;  // over `procs_n` jobs with a known size
   int64_t procs_n = 0;
   double last_end = std::numeric_limits<double>::quiet_NaN();  // latest finish seen
-  double ratio_sum = 0;   // sum of run / requested time over jobs with a request
+  double ratio_sum = 0;  // sum of run / requested time over jobs with a request
   int64_t ratio_n = 0;
-  int64_t count = 0;      // finished jobs with a known run time
+  int64_t count = 0;  // finished jobs with a known run time
   int64_t failures = 0;
   // The last RECENT_JOBS finished jobs in finish order, a ring: recent_n valid entries, the
   // newest at recent[(recent_head + RECENT_JOBS - 1) % RECENT_JOBS].

@@ -55,18 +55,18 @@ struct AdvisorConfig {
   // https: the server's certificate is always verified (peer and host name); ca_file, when not
   // empty, is the CA bundle (PEM) to verify it with instead of the system's.
   std::string ca_file;
-  int64_t timeout_ms = 2000;            // whole request, connect included
+  int64_t timeout_ms = 2000;  // whole request, connect included
   int64_t connect_timeout_ms = 500;
-  int max_tokens = 200;                 // answer length the server may generate
+  int max_tokens = 200;  // answer length the server may generate
   ResponseFormat response_format = ResponseFormat::JSON_SCHEMA;
-  std::size_t queue_capacity = 256;     // pending submits; beyond this submit() drops
-  std::size_t results_capacity = 4096;  // finished answers kept for poll(); oldest go first
-  std::size_t max_script_bytes = 16 * 1024;      // script bytes put into the prompt
-  std::size_t max_response_bytes = 64 * 1024;    // HTTP body bytes read; more is refused
-  std::size_t max_reason_bytes = 1024;           // longer "reason" strings are refused
-  std::size_t cache_capacity = 1024;             // LRU entries (successful answers only)
-  int breaker_failures = 3;                      // K consecutive failures open the breaker
-  int64_t breaker_cooldown_ms = 30000;           // open this long, then one half-open probe
+  std::size_t queue_capacity = 256;            // pending submits; beyond this submit() drops
+  std::size_t results_capacity = 4096;         // finished answers kept for poll(); oldest go first
+  std::size_t max_script_bytes = 16 * 1024;    // script bytes put into the prompt
+  std::size_t max_response_bytes = 64 * 1024;  // HTTP body bytes read; more is refused
+  std::size_t max_reason_bytes = 1024;         // longer "reason" strings are refused
+  std::size_t cache_capacity = 1024;           // LRU entries (successful answers only)
+  int breaker_failures = 3;                    // K consecutive failures open the breaker
+  int64_t breaker_cooldown_ms = 30000;         // open this long, then one half-open probe
   double max_runtime_seconds = 366.0 * 86400.0;  // answers above this are absurd: refused
 };
 
@@ -98,19 +98,19 @@ const char* to_string(AdviceStatus s);
 
 struct AdviceResult {
   AdviceStatus status = AdviceStatus::TRANSPORT_ERROR;
-  Advice advice;           // meaningful only when status == OK
+  Advice advice;  // meaningful only when status == OK
   bool from_cache = false;
-  std::string error;       // one line for logs when status != OK
+  std::string error;  // one line for logs when status != OK
 };
 
 enum class SubmitStatus { QUEUED, DROPPED_QUEUE_FULL, STOPPED };
 
 // Monotone counters since construction (a snapshot; each field read atomically).
 struct AdvisorCounters {
-  uint64_t submitted = 0;          // submit() calls
+  uint64_t submitted = 0;  // submit() calls
   uint64_t dropped_queue_full = 0;
-  uint64_t requests_sent = 0;      // HTTP requests started
-  uint64_t answers_ok = 0;         // valid answers from the server
+  uint64_t requests_sent = 0;  // HTTP requests started
+  uint64_t answers_ok = 0;     // valid answers from the server
   uint64_t cache_hits = 0;
   uint64_t timeouts = 0;
   uint64_t http_errors = 0;
@@ -118,9 +118,9 @@ struct AdvisorCounters {
   uint64_t invalid_answers = 0;
   uint64_t too_large = 0;
   uint64_t skipped_breaker_open = 0;
-  uint64_t breaker_opened = 0;     // times the breaker went (re)open
-  uint64_t results_evicted = 0;    // finished answers dropped unread (results_capacity)
-  uint64_t callback_errors = 0;    // exceptions thrown by the user's callback (swallowed)
+  uint64_t breaker_opened = 0;   // times the breaker went (re)open
+  uint64_t results_evicted = 0;  // finished answers dropped unread (results_capacity)
+  uint64_t callback_errors = 0;  // exceptions thrown by the user's callback (swallowed)
 };
 
 // Bounds on what an answer may do to the model's estimate.
@@ -140,10 +140,10 @@ double combine(double model_runtime, const Advice& advice, const CombineBounds& 
 
 // What is sent to the server for one request, and the cache key of its content.
 struct AdvisorPrompt {
-  std::string system;    // fixed instructions (ADVISOR_SYSTEM_PROMPT with the schema)
-  std::string user;      // the job, fenced between BEGIN/END lines carrying `boundary`
-  std::string boundary;  // random token, guaranteed not to occur in the job's text
-  std::string cache_key; // hash of model, system prompt and sanitised job (not the boundary)
+  std::string system;     // fixed instructions (ADVISOR_SYSTEM_PROMPT with the schema)
+  std::string user;       // the job, fenced between BEGIN/END lines carrying `boundary`
+  std::string boundary;   // random token, guaranteed not to occur in the job's text
+  std::string cache_key;  // hash of model, system prompt and sanitised job (not the boundary)
 };
 
 // Removes control characters (all C0 but \n and \t, DEL, C1, Unicode bidi overrides), replaces

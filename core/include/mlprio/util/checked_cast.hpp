@@ -40,7 +40,8 @@ constexpr std::optional<Int> to_integer(double v, Int lo = std::numeric_limits<I
   static_assert(std::is_integral_v<Int> && !std::is_same_v<Int, bool>);
   // 2^digits is exactly representable and is the first value the type cannot hold; comparing
   // with it (not with max(), which rounds up as a double) keeps the cast below defined.
-  constexpr double LIMIT = 2.0 * static_cast<double>(Int{1} << (std::numeric_limits<Int>::digits - 1));
+  constexpr double LIMIT =
+      2.0 * static_cast<double>(Int{1} << (std::numeric_limits<Int>::digits - 1));
   if (!(v >= static_cast<double>(lo)) || !(v < LIMIT)) return std::nullopt;  // NaN fails both
   const Int x = static_cast<Int>(v);
   if (x < lo || x > hi) return std::nullopt;

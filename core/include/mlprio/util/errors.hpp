@@ -39,7 +39,9 @@ inline constexpr int EXIT_NO_DEVICE = 3;
 inline constexpr int EXIT_SIGNAL_BASE = 128;
 
 // 128 + signo: the status of a run stopped cleanly by signal `signo`.
-inline constexpr int exit_code_for_signal(int signo) noexcept { return EXIT_SIGNAL_BASE + signo; }
+inline constexpr int exit_code_for_signal(int signo) noexcept {
+  return EXIT_SIGNAL_BASE + signo;
+}
 
 class Error : public std::runtime_error {
  public:

@@ -34,16 +34,15 @@ EstimateQuantile parse_estimate_quantile(std::string_view s);
 // submit): rows from build_features with the trace's UnixStartTime as epoch offset, as
 // `mlprio-model evaluate` does, so a job's user history only holds jobs that had finished (in the
 // recorded schedule) by its submit time. Throws model::ModelError from the predictor.
-std::vector<model::Prediction> predict_trace(const model::Predictor& predictor,
-                                             const Trace& trace);
+std::vector<model::Prediction> predict_trace(const model::Predictor& predictor, const Trace& trace);
 
 // The predictions of one replayed job list, aligned with it (index i = the i-th job handed to
 // simulate(), which is JobView::index), for the estimate hook and the `ml` order.
 struct MlPredictions {
   std::vector<Job> jobs;
   std::vector<model::Prediction> predictions;
-  model::ScoreConfig score;                      // the `ml` order's settings
-  std::unordered_map<int64_t, size_t> by_id;     // job id -> index, for the estimate hook
+  model::ScoreConfig score;                   // the `ml` order's settings
+  std::unordered_map<int64_t, size_t> by_id;  // job id -> index, for the estimate hook
 
   // Throws ConfigError when the sizes differ or two jobs share an id (the estimate hook only
   // sees the job record, so it finds the prediction by id).

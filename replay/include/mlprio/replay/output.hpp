@@ -13,7 +13,7 @@
 namespace mlprio::h5 {
 struct Provenance;
 class Group;
-}
+}  // namespace mlprio::h5
 
 namespace mlprio::replay {
 

@@ -1,8 +1,9 @@
-// Queue orders for the replayer: one small interface, one file per order in replay/lib/policy_*.cpp,
-// registered by name in replay/lib/policy_registry.cpp. A policy only scores jobs; the simulator
-// sorts the queue by score and backfilling decides what may start, so a future learned (`ml`)
-// order is just another score(job, cluster state) function and the Slurm plugin can call the same
-// code. Lower scores run first; ties go to the earlier submit time, then to trace order.
+// Queue orders for the replayer: one small interface, one file per order in
+// replay/lib/policy_*.cpp, registered by name in replay/lib/policy_registry.cpp. A policy only
+// scores jobs; the simulator sorts the queue by score and backfilling decides what may start, so a
+// future learned (`ml`) order is just another score(job, cluster state) function and the Slurm
+// plugin can call the same code. Lower scores run first; ties go to the earlier submit time, then
+// to trace order.
 #pragma once
 
 #include <cstdint>
@@ -22,12 +23,12 @@ struct MlPredictions;  // mlprio/replay/ml.hpp
 
 // What a policy may look at for one queued job.
 struct JobView {
-  int64_t index = 0;     // position in the replayed job list (trace order)
-  double submit = 0;     // absolute submit time, seconds, as in the trace
-  double wait = 0;       // seconds waited so far (the rlscheduler profile passes its quirk here)
-  double estimate = 0;   // runtime estimate, seconds (requested time, actual, or a predictor's)
-  int64_t procs = 0;     // processors requested
-  double gpus = 0;       // GPUs requested (0 when none)
+  int64_t index = 0;    // position in the replayed job list (trace order)
+  double submit = 0;    // absolute submit time, seconds, as in the trace
+  double wait = 0;      // seconds waited so far (the rlscheduler profile passes its quirk here)
+  double estimate = 0;  // runtime estimate, seconds (requested time, actual, or a predictor's)
+  int64_t procs = 0;    // processors requested
+  double gpus = 0;      // GPUs requested (0 when none)
   int32_t user = -1;
   double req_time = -1;  // requested time, seconds (-1 when none)
   // The runtime model's prediction for this job (order 'ml'); NaN when there is none.
@@ -47,12 +48,12 @@ struct ClusterState {
 
 // Settings of the orders that have any (Slurm priority/multifactor's names in brackets).
 struct PolicyOptions {
-  double weight_age = 1000;        // [PriorityWeightAge]
-  double weight_job_size = 1000;   // [PriorityWeightJobSize]
-  double weight_fairshare = 10000; // [PriorityWeightFairshare]
-  double max_age = 7 * 86400.0;    // [PriorityMaxAge] seconds at which the age factor saturates
+  double weight_age = 1000;         // [PriorityWeightAge]
+  double weight_job_size = 1000;    // [PriorityWeightJobSize]
+  double weight_fairshare = 10000;  // [PriorityWeightFairshare]
+  double max_age = 7 * 86400.0;     // [PriorityMaxAge] seconds at which the age factor saturates
   double decay_half_life = 7 * 86400.0;  // [PriorityDecayHalfLife] seconds; 0 = no decay
-  bool favor_small = false;        // [PriorityFavorSmall]
+  bool favor_small = false;              // [PriorityFavorSmall]
   // Order 'ml': the runtime model's predictions for the replayed jobs and the score settings
   // (built by --estimate model:FILE); null for every other order.
   std::shared_ptr<const MlPredictions> ml;

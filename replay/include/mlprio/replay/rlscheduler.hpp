@@ -18,8 +18,8 @@ struct TraceHeader;
 namespace mlprio::replay {
 
 struct RlschedulerPrepareReport {
-  int64_t dropped_zero_run = 0;   // run == 0: RLScheduler drops them
-  int64_t fixed_negative_run = 0; // run < 0 (unknown): set to 10 s and kept
+  int64_t dropped_zero_run = 0;    // run == 0: RLScheduler drops them
+  int64_t fixed_negative_run = 0;  // run < 0 (unknown): set to 10 s and kept
 };
 
 // Applies RLScheduler's job handling: procs = max(allocated, requested) (stored in both

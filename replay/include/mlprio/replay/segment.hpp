@@ -22,11 +22,11 @@ namespace mlprio::replay {
 // list; the trace record itself is looked up there, so a state is small and position-independent.
 struct StateJob {
   int64_t index = 0;
-  int64_t units = 0, gpus = 0;   // resources it holds or needs
+  int64_t units = 0, gpus = 0;  // resources it holds or needs
   double estimate = 0, duration = 0, score = 0;
   double start = -1, est_end = 0, end = 0;  // running jobs; end = start + duration
-  double res_start = -1;         // conservative reservation start (-1: none)
-  int64_t seq = 0;               // start order among running jobs (renumbered 0..m-1)
+  double res_start = -1;                    // conservative reservation start (-1: none)
+  int64_t seq = 0;                          // start order among running jobs (renumbered 0..m-1)
   int8_t killed = 0;
   bool operator==(const StateJob&) const = default;
 };
@@ -41,10 +41,10 @@ struct ProfileStep {
 // order, the conservative reservation profile and wake-up time, and the policy's history
 // (multifactor's fair-share usage). The empty state is an idle machine with no history.
 struct EngineState {
-  std::vector<StateJob> running;   // in start order
-  std::vector<StateJob> queue;     // in queue order
-  std::vector<ProfileStep> profile;  // conservative only; empty = all free
-  std::vector<double> policy;      // QueuePolicy::save_state()
+  std::vector<StateJob> running;                             // in start order
+  std::vector<StateJob> queue;                               // in queue order
+  std::vector<ProfileStep> profile;                          // conservative only; empty = all free
+  std::vector<double> policy;                                // QueuePolicy::save_state()
   double wakeup = -std::numeric_limits<double>::infinity();  // conservative: next reservation
   bool operator==(const EngineState&) const = default;
 };
@@ -58,9 +58,9 @@ EngineState idle_state(const SimConfig& config);
 // rejoined the recorded run's path: every later outcome of the recorded run is then its own.
 struct Checkpoint {
   double t = 0;
-  int64_t jobs_before = 0;      // outcomes recorded before t (jobs started before t)
+  int64_t jobs_before = 0;  // outcomes recorded before t (jobs started before t)
   int64_t skipped_before = 0, raised_before = 0;
-  int64_t events_before = 0;    // event instants processed before t
+  int64_t events_before = 0;  // event instants processed before t
   EngineState state;
 };
 
@@ -68,7 +68,7 @@ struct SegmentResult {
   std::vector<JobOutcome> jobs;  // jobs started in [t_begin, t_end), in start order
   int64_t skipped = 0;           // jobs of the segment that could not be replayed
   int64_t estimates_raised = 0;
-  EngineState final_state;       // the state at t_end (before any event at t_end)
+  EngineState final_state;  // the state at t_end (before any event at t_end)
   // Checkpoints along the segment's path, in time order (empty unless asked for). After an
   // early-stopped repair they describe the spliced path: the repair's own states before the
   // rejoin instant, the recorded run's from there on.

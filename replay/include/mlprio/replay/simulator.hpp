@@ -30,8 +30,8 @@ namespace mlprio::replay {
 enum class Backfill { NONE, EASY, CONSERVATIVE, RLSCHEDULER };
 enum class Profile { STANDARD, RLSCHEDULER };
 enum class EstimateMode { REQUEST, ACTUAL, CUSTOM };
-enum class Allocation { NODES, CORES };   // whole nodes per job, or single cores
-enum class TooLarge { ERROR, SKIP };      // jobs the machine can never hold
+enum class Allocation { NODES, CORES };  // whole nodes per job, or single cores
+enum class TooLarge { ERROR, SKIP };     // jobs the machine can never hold
 // What EASY does when a running job reaches its estimated end and is still running (Tsafrir,
 // Etsion and Feitelson 2007): NONE treats it as ending now (the shadow time never lies in the
 // past); REQUEST raises the estimate to the request; TSAFRIR does that and, once the request
@@ -89,8 +89,9 @@ inline constexpr int64_t MACHINE_MAX_GPUS_PER_NODE = int64_t{1} << 10;
 // 0 <= gpus_per_node <= MACHINE_MAX_GPUS_PER_NODE.
 inline void check_machine_bounds(const Machine& m, const std::string& source) {
   auto bad = [&](const char* what, int64_t v, int64_t lo, int64_t hi) {
-    throw ConfigError(source + ": " + what + " " + std::to_string(v) + " is out of range; expected " +
-                      std::to_string(lo) + " to " + std::to_string(hi));
+    throw ConfigError(source + ": " + what + " " + std::to_string(v) +
+                      " is out of range; expected " + std::to_string(lo) + " to " +
+                      std::to_string(hi));
   };
   if (m.nodes < 1 || m.nodes > MACHINE_MAX_NODES) bad("nodes", m.nodes, 1, MACHINE_MAX_NODES);
   if (m.cores_per_node < 1 || m.cores_per_node > MACHINE_MAX_CORES_PER_NODE)
@@ -112,8 +113,8 @@ using EstimateFn = std::function<double(const Job&)>;
 // at submission and tells it of every finish as it applies it, so a job's estimate only uses
 // jobs that had finished by its submit time *in this schedule*. One instance per run.
 struct OnlineEstimate {
-  double estimate = 0;          // seconds, for backfilling (finite, >= 0)
-  model::Prediction prediction; // what the `ml` order scores (NaN fields when none)
+  double estimate = 0;           // seconds, for backfilling (finite, >= 0)
+  model::Prediction prediction;  // what the `ml` order scores (NaN fields when none)
 };
 class OnlineEstimator {
  public:
@@ -132,19 +133,19 @@ struct SimConfig {
   Backfill backfill = Backfill::EASY;
   Profile profile = Profile::STANDARD;
   EstimateMode estimate = EstimateMode::REQUEST;
-  EstimateFn estimate_fn;            // EstimateMode::CUSTOM only
+  EstimateFn estimate_fn;  // EstimateMode::CUSTOM only
   // When set, replaces `estimate`/`estimate_fn`: a fresh estimator per run (see above). Not with
   // the rlscheduler profile, nor in time segments (its history is not part of a segment state).
   OnlineEstimatorFactory online;
-  Correction correction = Correction::NONE;        // EASY: estimates that run out
+  Correction correction = Correction::NONE;             // EASY: estimates that run out
   BackfillOrder backfill_order = BackfillOrder::QUEUE;  // EASY: candidate order
-  bool kill_at_limit = false;        // end jobs at their requested time, as Slurm does
+  bool kill_at_limit = false;  // end jobs at their requested time, as Slurm does
   TooLarge too_large = TooLarge::ERROR;
-  double bsld_threshold = 10.0;      // seconds, the bounded-slowdown floor on run time
-  bool record_jobs = true;           // per-job outcomes (memory grows with the trace)
-  bool record_series = true;         // queue length / busy cores over time
+  double bsld_threshold = 10.0;  // seconds, the bounded-slowdown floor on run time
+  bool record_jobs = true;       // per-job outcomes (memory grows with the trace)
+  bool record_series = true;     // queue length / busy cores over time
 #ifdef NDEBUG
-  bool check_invariants = false;     // costly checks (reservation never delayed, ...)
+  bool check_invariants = false;  // costly checks (reservation never delayed, ...)
 #else
   bool check_invariants = true;
 #endif
@@ -165,20 +166,20 @@ struct UserSummary {
 };
 
 struct Summary {
-  int64_t jobs = 0;          // jobs simulated (started and finished)
+  int64_t jobs = 0;  // jobs simulated (started and finished)
   // Starvation and fairness (replay/README.md, "Metrics"): the largest wait, the 95th and 99th
   // percentile waits (nearest rank), the largest per-user mean bounded slowdown, and Jain's
   // fairness index over the per-user mean bounded slowdowns (1 = every user the same).
   double max_wait = 0, p95_wait = 0, p99_wait = 0;
   double max_user_bsld = 0, jain_user_bsld = 1;
-  int64_t skipped = 0;       // too large (TooLarge::SKIP) or unusable (no run time / size)
-  int64_t killed = 0;        // ended at their limit
+  int64_t skipped = 0;           // too large (TooLarge::SKIP) or unusable (no run time / size)
+  int64_t killed = 0;            // ended at their limit
   int64_t estimates_raised = 0;  // conservative: estimates below the run time raised to it
   double avg_wait = 0, avg_bsld = 0, avg_turnaround = 0;
   // Standard: core-seconds used / (makespan x cores). rlscheduler profile: the protocol's
   // sum(run x procs) / ((last start - first submit) x MaxProcs).
   double utilization = 0;
-  double makespan = 0;       // last end - first submit
+  double makespan = 0;  // last end - first submit
   double first_submit = 0, last_end = 0;
 };
 
@@ -191,9 +192,9 @@ struct TimeSeries {
 
 struct SimResult {
   Summary summary;
-  std::vector<JobOutcome> jobs;      // in start order; empty unless record_jobs
-  std::vector<UserSummary> users;    // sorted by user id
-  TimeSeries series;                 // empty unless record_series
+  std::vector<JobOutcome> jobs;    // in start order; empty unless record_jobs
+  std::vector<UserSummary> users;  // sorted by user id
+  TimeSeries series;               // empty unless record_series
 };
 
 // Simulates `jobs`, which must be sorted by submit time (STANDARD) or be the prepared list of

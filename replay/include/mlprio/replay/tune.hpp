@@ -65,20 +65,21 @@ std::string_view max_wait_stat_name(MaxWaitStat s);
 MaxWaitStat parse_max_wait_stat(std::string_view s);
 
 struct TuneVerdict {
-  size_t best = 0;               // index into the candidates
-  double bsld_ratio = 0;         // geometric mean over windows of avg_bsld / FCFS's
-  double max_wait_ratio = 0;     // the windows' max_wait / FCFS's, combined by the MaxWaitStat
+  size_t best = 0;                  // index into the candidates
+  double bsld_ratio = 0;            // geometric mean over windows of avg_bsld / FCFS's
+  double max_wait_ratio = 0;        // the windows' max_wait / FCFS's, combined by the MaxWaitStat
   double worst_max_wait_ratio = 0;  // the worst window's, whatever the statistic
-  bool feasible = false;  // some candidate met the bound (else: the one whose worst window is least starved)
+  bool feasible =
+      false;  // some candidate met the bound (else: the one whose worst window is least starved)
 };
 // outcomes[c * W + w] for candidate c, window w; base[w] FCFS's. A window's max-wait bound is
 // max_wait_ratio x max(FCFS's max wait, max_wait_floor): on a window where FCFS keeps every wait
 // short (minutes), a ratio alone would forbid any reordering at all, while a wait that stays
 // below the floor is not starvation. The ratio reported is against that same reference. The
 // bound applies to the windows' ratios combined by `stat`.
-TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes, const std::vector<TuneOutcome>& base,
-                      size_t windows, double max_wait_ratio, double max_wait_floor = 0,
-                      MaxWaitStat stat = MaxWaitStat::WORST);
+TuneVerdict pick_best(const std::vector<TuneOutcome>& outcomes,
+                      const std::vector<TuneOutcome>& base, size_t windows, double max_wait_ratio,
+                      double max_wait_floor = 0, MaxWaitStat stat = MaxWaitStat::WORST);
 
 // The default floor of `tune --max-wait-floor` (seconds): the shortest starvation limit stage 1
 // tries, 6 h.

@@ -19,14 +19,14 @@
 namespace mlprio::replay::dist {
 
 struct SweepTask {
-  int64_t id = 0;          // position in the output (trace, policy, params, backfill, window)
-  int trace = 0;           // index into SweepPlan::traces
+  int64_t id = 0;  // position in the output (trace, policy, params, backfill, window)
+  int trace = 0;   // index into SweepPlan::traces
   std::string policy;
   replay::Backfill backfill = replay::Backfill::EASY;
-  int params = 0;          // index into SweepPlan::params (0 for orders without weights)
+  int params = 0;  // index into SweepPlan::params (0 for orders without weights)
   int64_t window_start = 0, window_len = 0;
-  double cost = 0;         // jobs replayed, times a factor for costlier rules: largest first
-  std::string key;         // unique, human-readable name: used in messages and the journal
+  double cost = 0;  // jobs replayed, times a factor for costlier rules: largest first
+  std::string key;  // unique, human-readable name: used in messages and the journal
 };
 
 // Everything every rank needs, built identically on each: the loaded traces, the parameter sets
@@ -35,12 +35,12 @@ struct SweepPlan {
   SweepSpec spec;
   std::vector<Trace> traces;
   std::vector<replay::PolicyOptions> params;
-  std::vector<SweepTask> tasks;   // by id
+  std::vector<SweepTask> tasks;  // by id
   // Task id by key, built once with the tasks: the journal reader and the MPI master look every
   // record up here (the index used to be rebuilt per journal line, which made resume quadratic).
   std::unordered_map<std::string, int64_t> task_ids;
-  std::string fingerprint;        // the settings every task shares; a journal must match it
-  replay::SimConfig base;         // machine etc. (per trace machine when nodes == 0)
+  std::string fingerprint;                // the settings every task shares; a journal must match it
+  replay::SimConfig base;                 // machine etc. (per trace machine when nodes == 0)
   std::vector<replay::Machine> machines;  // per trace
   // The checked replay options, with the model of --estimate model:FILE loaded (each rank loads
   // it and predicts the same way, so every rank computes the same bits).
@@ -59,8 +59,8 @@ std::vector<int64_t> dispatch_order(const SweepPlan& plan);
 struct TaskResult {
   int64_t task = -1;
   bool ok = false;
-  std::string error;          // when !ok
-  replay::Summary summary;    // when ok
+  std::string error;        // when !ok
+  replay::Summary summary;  // when ok
   // Per-job detail (spec.per_job and ok): the tables of `run --out`. Never journaled.
   bool has_detail = false;
   std::vector<replay::JobOutcome> jobs;

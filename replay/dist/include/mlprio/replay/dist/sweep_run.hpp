@@ -16,8 +16,8 @@ namespace mlprio::replay::dist {
 inline constexpr int SWEEP_LAYOUT_VERSION = 1;
 
 struct SweepRunOptions {
-  std::string out;            // HDF5 output; the journal is out + ".journal"
-  bool progress = false;      // progress line on stderr (rank 0, terminals only)
+  std::string out;        // HDF5 output; the journal is out + ".journal"
+  bool progress = false;  // progress line on stderr (rank 0, terminals only)
   std::string command_line;
 };
 

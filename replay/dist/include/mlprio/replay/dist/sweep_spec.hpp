@@ -31,9 +31,9 @@ struct SweepSpec {
   std::vector<std::string> policies{"fcfs"};
   std::vector<std::string> backfills{"easy"};
   std::vector<std::pair<int64_t, int64_t>> windows;  // explicit START:LEN
-  int64_t random_count = 0, random_len = 0;           // --windows COUNTxLEN
+  int64_t random_count = 0, random_len = 0;          // --windows COUNTxLEN
   uint64_t seed = 1;
-  bool per_job = false;                      // store per-job detail (/tasks/task_NNNN)
+  bool per_job = false;  // store per-job detail (/tasks/task_NNNN)
   // Estimate, EASY++ parts, the ml score and the machine: the options run and tune share.
   replay::ReplaySpec replay;
   // The multifactor weight grid: every combination is one parameter set (Cartesian product).
@@ -47,9 +47,9 @@ struct SweepSpec {
 // Keys it sets: top level traces, policies, backfill, windows ("START:LEN" strings), estimate,
 // estimate_quantile, correction, backfill_order, allocation, kill_at_limit, too_large, per_job;
 // [random_windows] count, len, seed; [machine] nodes, cores_per_node; [ml] age_weight,
-// starvation_limit, size_weight, fail_weight; [multifactor] weight_age, weight_job_size, weight_fairshare, max_age,
-// decay_half_life (numbers or arrays: the grid), favor_small. Unknown keys are errors naming
-// file:line. Values it sets replace those in `spec`.
+// starvation_limit, size_weight, fail_weight; [multifactor] weight_age, weight_job_size,
+// weight_fairshare, max_age, decay_half_life (numbers or arrays: the grid), favor_small. Unknown
+// keys are errors naming file:line. Values it sets replace those in `spec`.
 void apply_sweep_config(const std::string& path, SweepSpec& spec);
 
 }  // namespace mlprio::replay::dist
