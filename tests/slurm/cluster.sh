@@ -109,6 +109,10 @@ cluster_stop() {
 
 # Writes slurm.conf with site factor parameters $1.
 cluster_write_conf() {
+  # Slurm refuses a PluginDir entry that does not exist: the build's plugin folder is listed only
+  # once it is there (a cluster without the plugins may start before they are built).
+  local plugin_dir_extra=""
+  [ -d "$CL_PLUGIN_DIR" ] && plugin_dir_extra=":$CL_PLUGIN_DIR"
   local params=$1 plugins="" acct="AccountingStorageType=accounting_storage/none" none_plugins=""
   if [ "${CLUSTER_DBD:-0}" = 1 ]; then
     acct="AccountingStorageType=accounting_storage/slurmdbd
@@ -148,7 +152,7 @@ SlurmctldLogFile=$CL_DIR/slurmctld.log
 SlurmdLogFile=$CL_DIR/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
-PluginDir=$CL_SLURM_PLUGINS:$CL_PLUGIN_DIR
+PluginDir=$CL_SLURM_PLUGINS${plugin_dir_extra}
 ProctrackType=proctrack/linuxproc
 MpiDefault=none
 $none_plugins
