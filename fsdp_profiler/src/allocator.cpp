@@ -545,6 +545,7 @@ void CachingAllocator::process_events() {
 
 void CachingAllocator::synchronize_and_free_events() {
   stats_.num_sync_all_streams += 1;
+  device_.synchronize();  // a real GPU waits here; its cost is part of what a retry loses
   device_time_us_ += device_.latency().sync_all_streams_us;
   for (StreamId s = 0; s < MAX_STREAMS && pending_events_ > 0; ++s) {
     auto& q = events_[s];

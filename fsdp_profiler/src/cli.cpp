@@ -369,6 +369,7 @@ int run_measure_command(const MeasureArgs& m) {
       pj["step_ms"] = mp.step_ms;
       pj["first_step_ms"] = mp.first_step_ms;
       pj["device_call_ms_per_step"] = mp.device_call_ms_per_step;
+      pj["retry_sync_ms_per_step"] = mp.retry_sync_ms_per_step;
       pj["samples_per_s"] = mp.samples_per_s;
       pj["collectives_per_step"] = mp.collectives_per_step;
       j["points"].push_back(std::move(pj));

@@ -319,4 +319,12 @@ void CudaDevice::unmap_pages(uint64_t addr, uint64_t bytes) {
   ++d.times.unmaps;
 }
 
+void CudaDevice::synchronize() {
+  Impl& d = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  d.times.sync_us += since_us(t0);
+  ++d.times.syncs;
+}
+
 }  // namespace mlprio::fsdp

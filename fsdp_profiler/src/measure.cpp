@@ -116,7 +116,7 @@ class Runner {
 
   struct Step {
     StepStats st;
-    double ms = 0, device_call_ms = 0;
+    double ms = 0, device_call_ms = 0, retry_sync_ms = 0;
     int64_t collectives = 0;
   };
 
@@ -125,6 +125,7 @@ class Runner {
     const int64_t ooms0 = alloc_.stats().num_ooms;
     const double model0 = alloc_.device_time_us();
     const double calls0 = dev_.times().total_us();
+    const double sync0 = dev_.times().sync_us;
     const int64_t coll0 = collectives_run_;
     const auto t0 = std::chrono::steady_clock::now();
     for (const Op& op : trace.ops) {
@@ -140,6 +141,7 @@ class Runner {
     if (out) {
       out->ms = ms_since(t0);
       out->device_call_ms = (dev_.times().total_us() - calls0) / 1000.0;
+      out->retry_sync_ms = (dev_.times().sync_us - sync0) / 1000.0;
       out->collectives = collectives_run_ - coll0;
       out->st.retries = alloc_.stats().num_alloc_retries - retries0;
       out->st.ooms = alloc_.stats().num_ooms - ooms0;
@@ -201,6 +203,10 @@ class Runner {
           CUDA_CHECK(cudaEventSynchronize(marks_.at(op.tensor)[s]));
           alloc_.stream_done_until(s, marker_pos_.at(op.tensor)[s]);
         }
+        break;
+      case OpKind::STREAM_WAIT:
+        CUDA_CHECK(cudaStreamWaitEvent(st(op.stream),
+                                       marks_.at(op.tensor)[static_cast<uint8_t>(op.bytes)], 0));
         break;
       case OpKind::SYNC_ALL:
         if (phase_ == static_cast<int32_t>(Phase::OPTIMIZER) && !adam_done_) run_adam();
@@ -482,7 +488,7 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
     p.mbs = mbs;
     p.first_step_retries = steps.front().st.retries;
     const size_t from = steps.size() > 1 ? 1 : 0;
-    double retries = 0, model_us = 0, ms = 0, call_ms = 0;
+    double retries = 0, model_us = 0, ms = 0, call_ms = 0, sync_ms = 0;
     for (size_t k = 0; k < steps.size(); ++k) {
       const StepStats& s = steps[k].st;
       fold_step_peaks(p, s);
@@ -491,6 +497,7 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
         model_us += s.device_time_us;
         ms += steps[k].ms;
         call_ms += steps[k].device_call_ms;
+        sync_ms += steps[k].retry_sync_ms;
       }
     }
     const auto n = static_cast<double>(steps.size() - from);
@@ -502,7 +509,8 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
                     model_us / n / 1000.0,
                     ms / n,
                     steps.front().ms,
-                    call_ms / n};
+                    call_ms / n,
+                    sync_ms / n};
     g.max(agg, static_cast<int>(std::size(agg)));
     p.retries_per_step = agg[0];
     p.first_step_retries = static_cast<int64_t>(agg[1]);
@@ -514,6 +522,7 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
     mp.step_ms = agg[6];
     mp.first_step_ms = agg[7];
     mp.device_call_ms_per_step = agg[8];
+    mp.retry_sync_ms_per_step = agg[9];
     mp.samples_per_s =
         mp.step_ms > 0 ? static_cast<double>(mbs * g.size) / (mp.step_ms / 1000.0) : 0;
     mp.collectives_per_step = steps.back().collectives;

@@ -11,7 +11,8 @@
 //    unsharded grad is freed with record_stream on the post-backward stream.
 //  - FSDP2: all-gather output on the copy-in stream, copied out into per-parameter tensors on the
 //    compute stream and freed at once (no record_stream); the reduce-scatter input lives on the
-//    compute stream and is freed at the next unit's reduce-scatter.
+//    compute stream and is freed at the next unit's reduce-scatter, after the compute stream
+//    waits for the event recorded behind the reduce-scatter that read it.
 // Activations per layer follow the usual accounting (Korthikanti et al. 2022: ~34 s*b*h bytes
 // plus 5 a*s^2*b for eager attention), allocated tensor by tensor in execution order so that the
 // allocator sees realistic sizes and lifetimes. StepGenerator keeps the state that lives across
@@ -98,6 +99,9 @@ struct TraceWriter {
     return m;
   }
   void wait(uint32_t m) { push(Op{OpKind::WAIT, 0, m, 0}); }
+  void stream_wait(uint8_t consumer, uint8_t producer, uint32_t m) {
+    push(Op{OpKind::STREAM_WAIT, consumer, m, producer});
+  }
   void sync_all() { push(Op{OpKind::SYNC_ALL, 0, 0, 0}); }
   void phase(Phase p) { push(Op{OpKind::PHASE, 0, 0, static_cast<uint64_t>(p)}); }
 };
@@ -307,6 +311,8 @@ class StepBuilder {
   std::deque<uint32_t> free_events_;  // FSDP1 limit_all_gathers queue
   std::vector<uint32_t> sharded_grads_;
   uint32_t fsdp2_rs_input_ = 0;
+  uint32_t fsdp2_rs_event_ = 0;  // mark taken right after fsdp2_rs_input_'s reduce-scatter
+  void release_fsdp2_rs_input();
   // Forward state kept for backward.
   std::vector<std::vector<Saved>> saved_;
   std::vector<uint32_t> inputs_;
@@ -443,12 +449,13 @@ void StepBuilder::reduce_grads(int64_t u, std::vector<uint32_t>& wgrads) {
     w_.record(flat, POST_BACKWARD_STREAM);
     w_.free(flat);
   } else {
-    if (fsdp2_rs_input_) w_.free(fsdp2_rs_input_);  // the previous unit's, now safe to reuse
+    release_fsdp2_rs_input();  // the previous unit's
     fsdp2_rs_input_ = alloc(shard * world_ * ab_, Role::RS_INPUT, "fsdp.rs_input");
     for (uint32_t wg : wgrads) w_.free(wg);
     wgrads.clear();
     const uint32_t out =
         w_.alloc(shard * ab_, POST_BACKWARD_STREAM, Role::RS_OUTPUT, "fsdp.rs_output");
+    fsdp2_rs_event_ = w_.mark();  // torch: reduce_scatter_event, recorded behind the collective
     if (sharded_grads_[su] == 0)
       sharded_grads_[su] =
           w_.alloc(shard * 4, POST_BACKWARD_STREAM, Role::GRAD_SHARD, "fsdp.grad_shard");
@@ -901,7 +908,18 @@ void StepBuilder::backward() {
   w_.free(logits_);
   reshard(0);
   reduce_grads(0, root_wgrads_);
-  if (fsdp2_rs_input_) w_.free(fsdp2_rs_input_);
+  release_fsdp2_rs_input();  // torch: the root's post-backward final callback
+}
+
+// FSDP2 frees the reduce-scatter input with a plain free on the compute stream that allocated it
+// (no record_stream), so the allocator may hand its memory to the compute stream's next request
+// at once. That is safe only because the compute stream first waits for the reduce-scatter's
+// event (the communication context's reduce_scatter_state): the wait comes before the free.
+void StepBuilder::release_fsdp2_rs_input() {
+  if (!fsdp2_rs_input_) return;
+  w_.stream_wait(COMPUTE_STREAM, POST_BACKWARD_STREAM, fsdp2_rs_event_);
+  w_.free(fsdp2_rs_input_);
+  fsdp2_rs_input_ = 0;
 }
 
 // ---- optimizer ------------------------------------------------------------------------------

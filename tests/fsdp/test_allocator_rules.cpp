@@ -210,6 +210,39 @@ TEST_CASE("a retry's synchronisation completes outstanding events", "[fsdp][rule
   f.alloc.check();
 }
 
+TEST_CASE("a retry synchronises the device itself, once per retry", "[fsdp][rules]") {
+  // PyTorch's synchronize_and_free_events waits for the GPU before the cache is released; on a
+  // real device that wait is part of what a retry costs, so the allocator must reach the device.
+  struct CountingDevice final : Device {
+    SimulatedDevice inner{64 * MiB};
+    int syncs = 0;
+    std::string_view name() const override { return "counting"; }
+    uint64_t capacity() const override { return inner.capacity(); }
+    uint64_t used() const override { return inner.used(); }
+    std::optional<uint64_t> malloc_segment(uint64_t b) override { return inner.malloc_segment(b); }
+    void free_segment(uint64_t a, uint64_t b) override { inner.free_segment(a, b); }
+    uint64_t reserve_address_range(uint64_t b) override { return inner.reserve_address_range(b); }
+    bool map_pages(uint64_t a, uint64_t b) override { return inner.map_pages(a, b); }
+    void unmap_pages(uint64_t a, uint64_t b) override { inner.unmap_pages(a, b); }
+    void synchronize() override { ++syncs; }
+    const LatencyModel& latency() const override { return inner.latency(); }
+  } dev;
+  CachingAllocator alloc(dev, parse_alloc_conf("", AllocatorSettings{}));
+  const auto a = alloc.malloc(30 * MiB, 0);
+  const auto b = alloc.malloc(30 * MiB, 0);
+  CHECK(dev.syncs == 0);  // no retry yet: no synchronisation
+  alloc.free(a.id);
+  alloc.free(b.id);
+  REQUIRE(alloc.malloc(40 * MiB, 0).ok);  // as in "retry: flush the cache": one retry
+  CHECK(alloc.stats().num_alloc_retries == 1);
+  CHECK(dev.syncs == 1);
+  CHECK_FALSE(alloc.malloc(40 * MiB, 0).ok);  // 40 + 40 > 64: a retry that ends in an OOM
+  CHECK(alloc.stats().num_alloc_retries == 2);
+  CHECK(dev.syncs == 2);
+  CHECK(alloc.stats().num_sync_all_streams == 2);
+  alloc.check();
+}
+
 TEST_CASE("max_split_size: oversize blocks are not split nor given to small requests",
           "[fsdp][rules]") {
   Fixture f(GiB, "max_split_size_mb:64");

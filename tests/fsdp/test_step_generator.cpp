@@ -257,6 +257,59 @@ TEST_CASE("generated streams balance by role and are deterministic", "[fsdp][gen
   CHECK(std::string(role_name(Role::ALL_GATHER_OUTPUT)) == "all_gather_output");
 }
 
+TEST_CASE("FSDP2 frees a reduce-scatter input only after the compute stream waits for it",
+          "[fsdp][generator]") {
+  // torch's FSDP2 keeps the reduce-scatter input (allocated on the compute stream) until the
+  // next unit's reduce-scatter, then makes the compute stream wait for the event recorded behind
+  // the collective that read it, and drops it with a plain free. FSDP1 uses record_stream.
+  for (const char* model : {"gpt2-xl", "t5-3b"}) {
+    for (auto version : {FsdpVersion::FSDP1, FsdpVersion::FSDP2}) {
+      const bool v2 = version == FsdpVersion::FSDP2;
+      INFO(model << " fsdp" << (v2 ? 2 : 1));
+      FsdpConfig c;
+      c.model = find_model(model);
+      c.micro_batch = 2;
+      c.version = version;
+      StepGenerator gen(c);
+      gen.init_trace();
+      const StepTrace t = gen.step_trace(0);
+      std::map<uint32_t, size_t> rs_input_at;    // live RS_INPUT -> index of its ALLOC
+      uint32_t latest_input = 0;                 // the reduce-scatter reads the latest input
+      std::map<uint32_t, size_t> collective_at;  // RS_INPUT -> index of its RS_OUTPUT ALLOC
+      std::map<uint32_t, size_t> mark_at;
+      int64_t waits = 0, freed = 0;
+      for (size_t i = 0; i < t.ops.size(); ++i) {
+        const Op& op = t.ops[i];
+        if (op.kind == OpKind::ALLOC && op.role == Role::RS_INPUT) {
+          rs_input_at[op.tensor] = i;
+          latest_input = op.tensor;
+        } else if (op.kind == OpKind::ALLOC && op.role == Role::RS_OUTPUT) {
+          collective_at[latest_input] = i;
+        } else if (op.kind == OpKind::MARK) {
+          mark_at[op.tensor] = i;
+        } else if (op.kind == OpKind::STREAM_WAIT) {
+          ++waits;
+          CHECK(op.stream == COMPUTE_STREAM);
+          CHECK(op.bytes == POST_BACKWARD_STREAM);
+          CHECK(mark_at.count(op.tensor) == 1);
+        } else if (op.kind == OpKind::FREE && rs_input_at.count(op.tensor)) {
+          ++freed;
+          if (!v2) continue;
+          // The op before the free is the wait, on a mark taken after this input's collective.
+          REQUIRE(i > 0);
+          const Op& w = t.ops[i - 1];
+          REQUIRE(w.kind == OpKind::STREAM_WAIT);
+          REQUIRE(collective_at.count(op.tensor) == 1);
+          CHECK(mark_at.at(w.tensor) > collective_at.at(op.tensor));
+          rs_input_at.erase(op.tensor);
+        }
+      }
+      CHECK(freed == gen.unit_count());  // every unit's input is freed within the step
+      CHECK(waits == (v2 ? gen.unit_count() : 0));
+    }
+  }
+}
+
 // ---- a model family added as a shape: Mixtral-style mixture of experts ----------------------
 
 namespace {

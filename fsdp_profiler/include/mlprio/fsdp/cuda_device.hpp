@@ -19,8 +19,9 @@ namespace mlprio::fsdp {
 // Wall-clock time spent inside device calls, and their counts.
 struct DeviceCallTimes {
   double malloc_us = 0, free_us = 0, map_us = 0, unmap_us = 0;
-  int64_t mallocs = 0, frees = 0, maps = 0, unmaps = 0, failed = 0;
-  double total_us() const { return malloc_us + free_us + map_us + unmap_us; }
+  double sync_us = 0;  // synchronize(): the device-wide wait before an allocator retry
+  int64_t mallocs = 0, frees = 0, maps = 0, unmaps = 0, failed = 0, syncs = 0;
+  double total_us() const { return malloc_us + free_us + map_us + unmap_us + sync_us; }
 };
 
 // Number of CUDA devices; 0 when no driver is installed or no device is visible (why says
@@ -46,6 +47,7 @@ class CudaDevice final : public Device {
   uint64_t reserve_address_range(uint64_t bytes) override;
   bool map_pages(uint64_t addr, uint64_t bytes) override;
   void unmap_pages(uint64_t addr, uint64_t bytes) override;
+  void synchronize() override;  // cudaDeviceSynchronize, timed into times().sync_us
   // The latency *model* (what the allocator model charges); times() is what was measured.
   const LatencyModel& latency() const override;
 

@@ -47,6 +47,10 @@ class Device {
   // Backs [addr, addr+bytes) with physical memory; false when the device is full.
   virtual bool map_pages(uint64_t addr, uint64_t bytes) = 0;
   virtual void unmap_pages(uint64_t addr, uint64_t bytes) = 0;
+  // Waits until every stream of the device is idle (cudaDeviceSynchronize). The allocator calls
+  // it where PyTorch's synchronize_and_free_events does: before a retry releases the cache. A
+  // simulated device has nothing to wait for; the latency model charges sync_all_streams_us.
+  virtual void synchronize() {}
   virtual const LatencyModel& latency() const = 0;
 };
 

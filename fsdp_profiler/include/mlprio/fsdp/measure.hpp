@@ -38,7 +38,8 @@ struct MeasurePoint {
   SweepPoint model;      // the sweep's fields, from the allocator on the real device
   double step_ms = 0.0;  // mean measured step time over the steps after the first
   double first_step_ms = 0.0;
-  double device_call_ms_per_step = 0.0;  // measured time inside cudaMalloc/Free, map/unmap
+  double device_call_ms_per_step = 0.0;  // measured time inside cudaMalloc/Free, map/unmap, sync
+  double retry_sync_ms_per_step = 0.0;   // of which: cudaDeviceSynchronize before retries
   double samples_per_s = 0.0;            // mbs * ranks / step time (all ranks together)
   int64_t collectives_per_step = 0;
 };

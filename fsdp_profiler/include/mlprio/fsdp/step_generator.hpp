@@ -60,7 +60,10 @@ enum class OpKind : uint8_t {
   MARK,           // remember every stream's current position as mark `tensor`
   WAIT,           // the CPU waits for mark `tensor`: the GPU finished everything before it
   SYNC_ALL,       // device synchronise
-  PHASE           // a new phase begins: bytes = Phase value
+  PHASE,          // a new phase begins: bytes = Phase value
+  STREAM_WAIT     // stream `stream` waits on the GPU (not the CPU) until stream `bytes` reaches
+                  // its position at mark `tensor` (torch's Stream.wait_event); no CPU wait and no
+                  // change to the allocator, which the caller's plain free relies on
 };
 
 enum class Phase : uint8_t { INIT, FORWARD, BACKWARD, OPTIMIZER };
