@@ -215,7 +215,7 @@ load)
   expect_log "job_submit/mlprio: loaded, built for Slurm $v; decides with the model of site_factor/mlprio"
   expect_log "unknown parameter 'bogus_key' ignored"
   # Every parameter in force, defaults included (scontrol show config prints (null) in 22.05).
-  expect_log "site_factor/mlprio: parameters: model=$M/plain.json,weight=10000,max_boost=100000,limit_margin=0.25,refuse_above=1,refuse_mode=warn,llm_url=,.*,reload_wait_ms=1000$"
+  expect_log "site_factor/mlprio: parameters: model=$M/plain.json,weight=10000,max_boost=100000,limit_margin=0.25,refuse_above=1,refuse_mode=warn,llm_url=,.*,reload_wait_ms=1000,fsdp_table=,fsdp_refuse_oom=0,fsdp_gpu_gib=,fsdp_default_gpu_gib=80$"
   cluster_alive || fail "slurmctld not alive"
   ;;
 order)
