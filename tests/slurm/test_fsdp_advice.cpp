@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -151,6 +152,28 @@ TEST_CASE("#MLPRIO training directives: hostile input stays bounded and printabl
   // Only the first 64 KiB is read: a directive after it is not seen.
   const std::string late = std::string(70000, '\n') + "#MLPRIO model=t5-3b minibatch=8\n";
   CHECK_FALSE(parse_fsdp_directives(late).directive.any);
+}
+
+TEST_CASE("the example FSDP jobs declare complete training configurations") {
+  const std::string jobs = std::string(MLPRIO_TEST_DATA) + "/../../jobs/";
+  for (const char* name : {"finetune_t5_3b_fsdp.sbatch", "finetune_fsdp_8gpu.sbatch"}) {
+    INFO(name);
+    std::ifstream in(jobs + name);
+    REQUIRE(in);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto r = parse_fsdp_directives(text);
+    CHECK(r.problems.empty());
+    CHECK(r.directive.complete());
+    CHECK(r.directive.world_size == 8);
+    // The LLM feature scanner leaves the training keys alone (no "unknown key" for them).
+    std::vector<std::string> problems;
+    mlprio::plugin::extract_features(text, "", "", problems);
+    CHECK(problems.empty());
+  }
+  const auto t5 = parse_fsdp_directives(
+      std::string("#MLPRIO model=t5-3b-s128-t128 world_size=8 minibatch=62\n"
+                  "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False\n"));
+  CHECK_FALSE(t5.directive.expandable_segments);
 }
 
 TEST_CASE("FSDP table: reads what the writer writes, refuses bad tables by name") {
