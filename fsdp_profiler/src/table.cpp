@@ -164,8 +164,8 @@ model::FsdpEntry sweep_entry(const TableArgs& a, SweepOptions o, const Gpu& gpu,
   // The penalty of each retrying size between the last safe one and the OOM.
   const FsdpConfig& c = o.base;
   StepGenerator probe(c);
-  const double tokens = static_cast<double>(
-      probe.enc_seq_len() + (c.model.encoder_decoder() ? probe.dec_seq_len() : 0));
+  const double tokens = static_cast<double>(probe.enc_seq_len() +
+                                            (c.model.encoder_decoder() ? probe.dec_seq_len() : 0));
   const double flops_per_sample = (c.activation_checkpointing ? 8.0 : 6.0) *
                                   static_cast<double>(c.model.total_params()) * tokens;
   for (const Point& p : pts) {

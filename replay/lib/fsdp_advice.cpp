@@ -109,8 +109,8 @@ std::vector<FsdpJob> generate_fsdp_jobs(const model::FsdpTable& table, size_t n,
     const int64_t mbs = lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
     FsdpJob j;
     j.id = static_cast<int64_t>(i + 1);
-    j.run_s = std::round(3600.0 * std::exp(std::uniform_real_distribution<double>(
-                                      0.0, std::log(48.0))(rng)));
+    j.run_s = std::round(
+        3600.0 * std::exp(std::uniform_real_distribution<double>(0.0, std::log(48.0))(rng)));
     j.gpu_gib = e.key.gpu_memory_gib;
     j.line = "model=" + e.key.model + " world_size=" + std::to_string(e.key.world_size) +
              " sharding=" + e.key.sharding + " precision=" + e.key.precision +
@@ -137,10 +137,18 @@ FsdpAdviceReport apply_fsdp_advice(const model::FsdpTable& table, const std::vec
     row.max_safe_mbs = a.entry ? a.entry->max_safe_mbs : -1;
     row.run_s = row.advised_run_s = j.run_s;
     switch (a.verdict) {
-      case model::FsdpVerdict::NO_ADVICE: ++r.no_advice; break;
-      case model::FsdpVerdict::OK: ++r.ok; break;
-      case model::FsdpVerdict::RETRIES: ++r.retries; break;
-      case model::FsdpVerdict::OOM: ++r.oom; break;
+      case model::FsdpVerdict::NO_ADVICE:
+        ++r.no_advice;
+        break;
+      case model::FsdpVerdict::OK:
+        ++r.ok;
+        break;
+      case model::FsdpVerdict::RETRIES:
+        ++r.retries;
+        break;
+      case model::FsdpVerdict::OOM:
+        ++r.oom;
+        break;
     }
     if (j.run_s < 0) {
       ++r.unknown_run;

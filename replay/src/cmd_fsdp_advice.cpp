@@ -39,8 +39,9 @@ void run_fsdp_advice(const FsdpAdviceArgs& a) {
     throw UsageError("fsdp-advice: --generate is bounded by " +
                      std::to_string(replay::FSDP_JOBS_MAX));
   const model::FsdpTable table = model::FsdpTable::load(a.table);
-  std::vector<replay::FsdpJob> jobs = a.generate ? replay::generate_fsdp_jobs(table, a.generate, a.seed)
-                                                 : replay::read_fsdp_jobs(a.jobs);
+  std::vector<replay::FsdpJob> jobs = a.generate
+                                          ? replay::generate_fsdp_jobs(table, a.generate, a.seed)
+                                          : replay::read_fsdp_jobs(a.jobs);
   Trace trace;
   if (!a.trace.empty()) {
     trace = load_trace(a.trace);
@@ -78,17 +79,20 @@ void run_fsdp_advice(const FsdpAdviceArgs& a) {
     std::cout << r.to_json(a.rows).dump(2) << "\n";
     return;
   }
-  std::printf("jobs %zu: %zu below the retry point, %zu past it, %zu predicted OOM, %zu without "
-              "advice (no table entry), %zu without a run time\n",
-              r.jobs, r.ok, r.retries, r.oom, r.no_advice, r.unknown_run);
-  std::printf("GPU-hours recorded %.1f; of the retrying jobs %.1f; saved by the advice %.1f "
-              "(%.2f %% of all, %.1f %% of theirs)\n",
-              r.gpu_hours, r.gpu_hours_retry, r.gpu_hours_saved,
-              r.gpu_hours > 0 ? 100.0 * r.gpu_hours_saved / r.gpu_hours : 0.0,
-              r.gpu_hours_retry > 0 ? 100.0 * r.gpu_hours_saved / r.gpu_hours_retry : 0.0);
-  std::printf("GPU-hours of predicted-OOM jobs %.1f (warned, or refused with fsdp_refuse_oom=1, "
-              "before they start; not counted as saved)\n",
-              r.gpu_hours_oom);
+  std::printf(
+      "jobs %zu: %zu below the retry point, %zu past it, %zu predicted OOM, %zu without "
+      "advice (no table entry), %zu without a run time\n",
+      r.jobs, r.ok, r.retries, r.oom, r.no_advice, r.unknown_run);
+  std::printf(
+      "GPU-hours recorded %.1f; of the retrying jobs %.1f; saved by the advice %.1f "
+      "(%.2f %% of all, %.1f %% of theirs)\n",
+      r.gpu_hours, r.gpu_hours_retry, r.gpu_hours_saved,
+      r.gpu_hours > 0 ? 100.0 * r.gpu_hours_saved / r.gpu_hours : 0.0,
+      r.gpu_hours_retry > 0 ? 100.0 * r.gpu_hours_saved / r.gpu_hours_retry : 0.0);
+  std::printf(
+      "GPU-hours of predicted-OOM jobs %.1f (warned, or refused with fsdp_refuse_oom=1, "
+      "before they start; not counted as saved)\n",
+      r.gpu_hours_oom);
 }
 
 }  // namespace

@@ -18,8 +18,7 @@ using AddCommand = void (*)(CLI::App&);
 inline const std::vector<AddCommand>& commands() {
   static const std::vector<AddCommand> list = {
       add_inspect_command, add_run_command,  add_generate_command,
-      add_sweep_command,   add_tune_command,
-      add_fsdp_advice_command,
+      add_sweep_command,   add_tune_command, add_fsdp_advice_command,
   };
   return list;
 }

@@ -425,8 +425,10 @@ ParseResult parse_params(std::string_view text) {
         const std::string type = lower(pair.substr(0, slash == std::string_view::npos ? 0 : slash));
         ok = slash != std::string_view::npos && !type.empty() && type.size() <= 64 &&
              std::all_of(type.begin(), type.end(),
-                         [](char c) { return std::isalnum(static_cast<unsigned char>(c)) ||
-                                             c == '_' || c == '-' || c == '.'; }) &&
+                         [](char c) {
+                           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                                  c == '-' || c == '.';
+                         }) &&
              parse_int(pair.substr(slash + 1), gib) && gib >= 1 && gib <= 65536 &&
              types.size() < 64;
         if (ok) types.emplace_back(type, gib);
@@ -515,7 +517,8 @@ std::string format_params(const Params& p) {
   s += ",fsdp_table=" + p.fsdp_table;
   s += std::string(",fsdp_refuse_oom=") + (p.fsdp_refuse_oom ? "1" : "0");
   std::string gib;
-  for (const auto& [t, g] : p.fsdp_gpu_gib) gib += (gib.empty() ? "" : ":") + t + "/" + std::to_string(g);
+  for (const auto& [t, g] : p.fsdp_gpu_gib)
+    gib += (gib.empty() ? "" : ":") + t + "/" + std::to_string(g);
   s += ",fsdp_gpu_gib=" + gib;
   s += ",fsdp_default_gpu_gib=" + std::to_string(p.fsdp_default_gpu_gib);
   return s;

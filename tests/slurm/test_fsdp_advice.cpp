@@ -35,9 +35,9 @@ std::string entry_json(const std::string& model, int gib, bool expandable, int s
          ", \"mbs_hi\": 256, \"max_safe_mbs\": " + std::to_string(safe) +
          ", \"first_retry_mbs\": " + (retry ? std::to_string(retry) : "null") +
          ", \"oom_mbs\": " + std::to_string(oom) + ", \"retry_points\": " +
-         (retry ? "[[" + std::to_string(retry) + ", 0.04], [" + std::to_string(retry + 1) +
-                      ", 0.12]]"
-                : "[]") +
+         (retry
+              ? "[[" + std::to_string(retry) + ", 0.04], [" + std::to_string(retry + 1) + ", 0.12]]"
+              : "[]") +
          "}";
 }
 
@@ -111,8 +111,9 @@ TEST_CASE("#MLPRIO training directives: bad values are named, never crash") {
       "#MLPRIO n_layers=4\n");
   const auto& p = r.problems;
   REQUIRE(p.size() >= 8);
-  CHECK(p[0] == "model=../../etc/passwd (expected a model name such as gpt2-xl, t5-3b or "
-                "llama2-7b)");
+  CHECK(p[0] ==
+        "model=../../etc/passwd (expected a model name such as gpt2-xl, t5-3b or "
+        "llama2-7b)");
   CHECK(p[1] == "sharding=ZERO9 (expected FULL_SHARD, SHARD_GRAD_OP or NO_SHARD)");
   CHECK(p[2].rfind("world_size=0 (", 0) == 0);
   CHECK(p[3].rfind("minibatch=-3 (", 0) == 0);
@@ -126,8 +127,9 @@ TEST_CASE("#MLPRIO training directives: bad values are named, never crash") {
 
 TEST_CASE("#MLPRIO training directives: hostile input stays bounded and printable") {
   // A 10 MB line, a value of 1 MB, binary junk with NULs and high bytes, thousands of keys.
-  std::string huge = "#MLPRIO model=" + std::string(1 << 20, 'a') + " minibatch=" +
-                     std::string(1 << 20, '9') + " " + std::string(8 << 20, 'x') + "\n";
+  std::string huge = "#MLPRIO model=" + std::string(1 << 20, 'a') +
+                     " minibatch=" + std::string(1 << 20, '9') + " " + std::string(8 << 20, 'x') +
+                     "\n";
   auto r = parse_fsdp_directives(huge);
   CHECK(r.problems.size() <= 16);
   for (const auto& p : r.problems) CHECK(p.size() < 200);
@@ -325,9 +327,9 @@ TEST_CASE("mlprio_fsdp_advise: good, corrupt and missing tables; reload on chang
   // A lookup is microseconds: 10000 of them well under a second even unoptimised.
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 10000; ++i) mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a);
-  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                        .count() /
-                    10000;
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+      10000;
   WARN("mlprio_fsdp_advise: " << us << " us per call");
   CHECK(us < 1000);
   mlprio_ctx_free(ctx);

@@ -21,10 +21,10 @@ inline constexpr size_t FSDP_JOBS_MAX = 10'000'000;
 
 struct FsdpJob {
   int64_t id = 0;
-  double run_s = -1;         // recorded run time (< 0: unknown, from --trace)
-  int64_t gpu_gib = 0;       // 0: the command's default
+  double run_s = -1;    // recorded run time (< 0: unknown, from --trace)
+  int64_t gpu_gib = 0;  // 0: the command's default
   model::FsdpDirective directive;
-  std::string line;          // the directive text as read (for --write-jobs)
+  std::string line;  // the directive text as read (for --write-jobs)
 };
 
 // The job list: one job per line, `JOB_ID key=value ...` with the #MLPRIO training keys plus
@@ -45,10 +45,10 @@ struct FsdpAdviceRow {
 
 struct FsdpAdviceReport {
   size_t jobs = 0, no_advice = 0, ok = 0, retries = 0, oom = 0, unknown_run = 0;
-  double gpu_hours = 0;          // all jobs with a run time, as recorded
-  double gpu_hours_retry = 0;    // the retrying jobs, as recorded
-  double gpu_hours_saved = 0;    // their recorded minus advised GPU-hours
-  double gpu_hours_oom = 0;      // predicted-OOM jobs, as recorded
+  double gpu_hours = 0;        // all jobs with a run time, as recorded
+  double gpu_hours_retry = 0;  // the retrying jobs, as recorded
+  double gpu_hours_saved = 0;  // their recorded minus advised GPU-hours
+  double gpu_hours_oom = 0;    // predicted-OOM jobs, as recorded
   std::vector<FsdpAdviceRow> rows;
   nlohmann::ordered_json to_json(bool with_rows) const;
 };
