@@ -324,6 +324,20 @@ int check_reload(mlprio_ctx& ctx, int* reloaded) {
   return ok ? MLPRIO_OK : fail(MLPRIO_ERR_MODEL, error);
 }
 
+// The admin's exemption that covers a job about to be refused: "qos:NAME" or "account:NAME" (the
+// listed, lower-case name, compared as Slurm compares them), else "".
+std::string exempt_by(const Params& prm, const mlprio_job_t& job) {
+  auto listed = [](const std::vector<std::string>& names, const char* v) -> std::string {
+    if (!v || !*v) return {};
+    std::string low(v);
+    for (char& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return std::find(names.begin(), names.end(), low) != names.end() ? low : std::string();
+  };
+  if (auto q = listed(prm.exempt_qos, job.qos); !q.empty()) return "qos:" + q;
+  if (auto a = listed(prm.exempt_accounts, job.account); !a.empty()) return "account:" + a;
+  return {};
+}
+
 void fill_params(const Params& p, mlprio_params_t* out) {
   out->weight = p.weight;
   out->max_boost = p.max_boost;
@@ -547,17 +561,7 @@ int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
   if (out->verdict == MLPRIO_VERDICT_REFUSE) {
     // The admin's ways through a refusal: exempt QOS or account, or the user's opt-in override.
     // The listed (lower-case) name when v is on the list, as Slurm compares them, else "".
-    auto listed = [](const std::vector<std::string>& names, const char* v) -> std::string {
-      if (!v || !*v) return {};
-      std::string low(v);
-      for (char& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      return std::find(names.begin(), names.end(), low) != names.end() ? low : std::string();
-    };
-    std::string by;
-    if (auto q = listed(prm.exempt_qos, job->qos); !q.empty())
-      by = "qos:" + q;
-    else if (auto a = listed(prm.exempt_accounts, job->account); !a.empty())
-      by = "account:" + a;
+    const std::string by = exempt_by(prm, *job);
     if (!by.empty()) {
       out->verdict = MLPRIO_VERDICT_EXEMPT;
       message = text.message + " Not refused: " + (by[0] == 'q' ? "QOS " : "account ") +
@@ -612,8 +616,23 @@ int mlprio_fsdp_advise(mlprio_ctx_t* ctx, const mlprio_job_t* job, const char* t
   out->penalty = a.penalty;
   out->shadow = prm.mode == MLPRIO_MODE_SHADOW;
   out->refuse = a.verdict == model::FsdpVerdict::OOM && prm.fsdp_refuse_oom && !out->shadow;
-  std::snprintf(out->message, sizeof out->message, "%s", a.message.c_str());
-  std::snprintf(out->note, sizeof out->note, "%s", a.note.c_str());
+  std::string message = a.message, note = a.note;
+  if (out->refuse) {
+    // The same ways through as for a predicted failure: exempt QOS/account, the user's override.
+    if (const std::string by = exempt_by(prm, *job); !by.empty()) {
+      out->refuse = 0;
+      message += std::string(" Not refused: ") + (by[0] == 'q' ? "QOS " : "account ") +
+                 by.substr(by.find(':') + 1) + " is exempt.";
+      note += " mlprio_exempt=" + by;
+    } else if (prm.allow_override && mlprio::plugin::has_override_token(job->comment)) {
+      out->refuse = 0;
+      message += std::string(" Submitted anyway: --comment=") + mlprio::plugin::OVERRIDE_TOKEN +
+                 " (recorded with the job and in the log).";
+      note += " mlprio_override=1";
+    }
+  }
+  std::snprintf(out->message, sizeof out->message, "%s", message.c_str());
+  std::snprintf(out->note, sizeof out->note, "%s", note.c_str());
   if (a.verdict == model::FsdpVerdict::NO_ADVICE) return why(a.why);
   return MLPRIO_OK;
   MLPRIO_GUARD_END

@@ -324,6 +324,23 @@ TEST_CASE("mlprio_fsdp_advise: good, corrupt and missing tables; reload on chang
   mlprio_ctx_create(refuse.c_str(), 1, &ctx);
   REQUIRE(mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a) == MLPRIO_OK);
   CHECK(a.refuse == 1);
+  mlprio_ctx_free(ctx);
+  // Exempt QOS and the user's override (when allowed) lift the refusal, as for failures.
+  const std::string ways = refuse + ",exempt_qos=urgent,allow_override=1";
+  mlprio_ctx_create(ways.c_str(), 1, &ctx);
+  j.qos = "URGENT";
+  REQUIRE(mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a) == MLPRIO_OK);
+  CHECK(a.refuse == 0);
+  CHECK(std::string(a.message).find("Not refused: QOS urgent is exempt.") != std::string::npos);
+  CHECK(std::string(a.note) == "mlprio_fsdp=oom:64>60 mlprio_exempt=qos:urgent");
+  j.qos = "normal";
+  REQUIRE(mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a) == MLPRIO_OK);
+  CHECK(a.refuse == 1);
+  j.comment = "mlprio:override";
+  REQUIRE(mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a) == MLPRIO_OK);
+  CHECK(a.refuse == 0);
+  CHECK(std::string(a.note) == "mlprio_fsdp=oom:64>60 mlprio_override=1");
+  j.comment = nullptr;
   // A lookup is microseconds: 10000 of them well under a second even unoptimised.
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 10000; ++i) mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a);
