@@ -139,6 +139,12 @@ TEST_CASE("#MLPRIO training directives: hostile input stays bounded and printabl
   for (int i = 0; i < 20000; ++i) many += " sharding=bad" + std::to_string(i);
   r = parse_fsdp_directives(many);
   CHECK(r.problems.size() == 16);
+  // Only the first 64 #MLPRIO lines count: a later minibatch= is not seen.
+  std::string lines;
+  for (int i = 0; i < 64; ++i) lines += "#MLPRIO model=t5-3b\n";
+  r = parse_fsdp_directives(lines + "#MLPRIO minibatch=8\n");
+  CHECK(r.directive.minibatch == 0);
+  CHECK(r.problems.back() == "more than 64 #MLPRIO lines; the rest are ignored");
 
   std::mt19937 rng(16);
   for (int round = 0; round < 200; ++round) {
@@ -349,6 +355,19 @@ TEST_CASE("mlprio_fsdp_advise: good, corrupt and missing tables; reload on chang
       10000;
   WARN("mlprio_fsdp_advise: " << us << " us per call");
   CHECK(us < 1000);
+  // The worst a script can do: 64 KiB (all that is read) of #MLPRIO lines.
+  std::string big = script;
+  while (big.size() < 70000) big += "#MLPRIO model_size=7e9 epochs=1 minibatch=64 ac=0\n";
+  j.script = big.c_str();
+  const auto t1 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a);
+  const double big_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t1).count() /
+      1000;
+  WARN("mlprio_fsdp_advise, 64 KiB of #MLPRIO lines: " << big_us << " us per call");
+  CHECK(a.verdict == MLPRIO_FSDP_OOM);
+  CHECK(std::string(a.problems) == "more than 64 #MLPRIO lines; the rest are ignored");
+  CHECK(big_us < 50000);
   mlprio_ctx_free(ctx);
   std::filesystem::remove_all(dir);
 }

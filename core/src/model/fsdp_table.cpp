@@ -438,6 +438,7 @@ DirectiveParse parse_fsdp_directives(std::string_view script) {
   std::map<std::string, int64_t> dims;
   std::string exported;
   bool declared_conf = false;
+  size_t directive_lines = 0;
   script = script.substr(0, std::min<size_t>(script.size(), 64 * 1024));
   size_t pos = 0;
   while (pos < script.size()) {
@@ -447,6 +448,13 @@ DirectiveParse parse_fsdp_directives(std::string_view script) {
     pos = nl + 1;
     if (exported_alloc_conf(line, exported)) continue;
     if (line.rfind("#MLPRIO", 0) != 0) continue;
+    // A bound on the work one script can cause under job_submit's locks (a header has a few).
+    if (++directive_lines > FSDP_MAX_DIRECTIVE_LINES) {
+      if (directive_lines == FSDP_MAX_DIRECTIVE_LINES + 1 && out.problems.size() < 16)
+        out.problems.push_back("more than " + std::to_string(FSDP_MAX_DIRECTIVE_LINES) +
+                               " #MLPRIO lines; the rest are ignored");
+      continue;
+    }
     std::string_view rest = line.substr(7);
     size_t i = 0;
     while (i < rest.size()) {

@@ -31,6 +31,7 @@ inline constexpr int64_t FSDP_MAX_MINIBATCH = 1 << 20;
 inline constexpr int64_t FSDP_MAX_WORLD_SIZE = 1 << 20;
 inline constexpr int64_t FSDP_MAX_SEQ_LEN = 1 << 24;
 inline constexpr int64_t FSDP_MAX_GPU_GIB = 1 << 16;
+inline constexpr size_t FSDP_MAX_DIRECTIVE_LINES = 64;  // #MLPRIO lines read per script
 
 class FsdpTableError : public ::mlprio::UsageError {
  public:
@@ -120,7 +121,8 @@ struct DirectiveParse {
 // Whether `key` (any case) is one of the FSDP directive keys; the LLM feature scanner of
 // job_submit/mlprio leaves these to parse_fsdp_directives().
 bool is_fsdp_directive_key(std::string_view key);
-// The first 64 KiB of a batch script; never throws on its content.
+// The first 64 KiB of a batch script, at most FSDP_MAX_DIRECTIVE_LINES #MLPRIO lines of it; never
+// throws on its content.
 DirectiveParse parse_fsdp_directives(std::string_view script);
 // Whether a PYTORCH_CUDA_ALLOC_CONF value turns expandable segments on.
 bool alloc_conf_expandable(std::string_view conf);
