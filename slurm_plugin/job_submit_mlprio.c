@@ -431,6 +431,74 @@ static int _shadow(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	return SLURM_SUCCESS;
 }
 
+/*
+ * FSDP advice (issue 16), independent of the model's decision: the script's
+ * #MLPRIO training configuration against the precomputed table (two hash
+ * lookups, no file I/O). Warns past the retry or OOM point; refuses a
+ * predicted OOM only with fsdp_refuse_oom=1 (returns SLURM_ERROR then).
+ */
+static int _fsdp(job_desc_msg_t *job_desc, uint32_t submit_uid,
+		 const mlprio_job_t *j, char **err_msg)
+{
+	mlprio_fsdp_advice_t a;
+	const char *tres = job_desc->tres_per_node;
+	int64_t gpus = -1;
+	double per_job = mlprio_tres_gpus(job_desc->tres_per_job);
+	char text[512];
+	int rc;
+
+	if (per_job > 0) {
+		tres = job_desc->tres_per_job;
+		gpus = (int64_t) per_job;
+	} else if (mlprio_tres_gpus(job_desc->tres_per_node) > 0) {
+		gpus = (int64_t) mlprio_tres_gpus(job_desc->tres_per_node) *
+			(((job_desc->min_nodes == NO_VAL) ||
+			  (job_desc->min_nodes < 1)) ? 1 : job_desc->min_nodes);
+	}
+	memset(&a, 0, sizeof(a));
+	if (use_hub)
+		rc = _resolve_hub() && hub->fsdp_advise ?
+			hub->fsdp_advise(j, tres, gpus, &a) : MLPRIO_NO_MODEL;
+	else
+		rc = ctx ? mlprio_fsdp_advise(ctx, j, tres, gpus, &a) :
+			MLPRIO_NO_MODEL;
+	if (rc != MLPRIO_OK)
+		return SLURM_SUCCESS;
+	if (a.problems[0]) {
+		snprintf(text, sizeof(text), "mlprio: ignored: %s", a.problems);
+		_msg(err_msg, text);
+		info("%s: uid %u: training configuration %s", plugin_type,
+		     submit_uid, text + 8);
+	}
+	if ((a.verdict != MLPRIO_FSDP_RETRIES) &&
+	    (a.verdict != MLPRIO_FSDP_OOM)) {
+		if (a.why[0])
+			debug("%s: uid %u: no FSDP advice: %s", plugin_type,
+			      submit_uid, a.why);
+		return SLURM_SUCCESS;
+	}
+	if (a.shadow) {
+		info("%s: shadow: job from uid %u name %s: would tell: %s",
+		     plugin_type, submit_uid,
+		     job_desc->name ? job_desc->name : "(none)", a.message);
+		return SLURM_SUCCESS;
+	}
+	if (a.refuse) {
+		info("%s: refused job from uid %u name %s: %s", plugin_type,
+		     submit_uid, job_desc->name ? job_desc->name : "(none)",
+		     a.message);
+		_msg(err_msg, a.message);
+		_msg(err_msg, "mlprio: refused: predicted out-of-memory jobs are refused here (fsdp_refuse_oom=1); lower the minibatch.");
+		return SLURM_ERROR;
+	}
+	_msg(err_msg, a.message);
+	_append_admin_comment(job_desc, a.note);
+	info("%s: advised job from uid %u name %s: %s", plugin_type,
+	     submit_uid, job_desc->name ? job_desc->name : "(none)",
+	     a.message);
+	return SLURM_SUCCESS;
+}
+
 /* ~150 lines, flat as Slurm's job_submit plugins are: features, job, verdict, limit. */
 extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 		      char **err_msg)
@@ -489,6 +557,13 @@ extern int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid,
 	j.comment = job_desc->comment;
 	j.admin_comment = job_desc->admin_comment;
 	j.script = job_desc->script;
+
+	if (_fsdp(job_desc, submit_uid, &j, err_msg) != SLURM_SUCCESS) {
+		xfree(acct);
+		xfree(qos);
+		return SLURM_ERROR;
+	}
+	j.admin_comment = job_desc->admin_comment;
 
 	rc = _decide(&j, &d, &why);
 	xfree(acct);

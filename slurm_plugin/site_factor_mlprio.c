@@ -17,7 +17,7 @@
  *  All logic lives behind mlprio_abi.h; no C++ exception can reach slurmctld.
  *
  *  This plugin's context is the one model slot of both mlprio plugins:
- *  job_submit/mlprio decides through the hub exported below (mlprio_hub_v3,
+ *  job_submit/mlprio decides through the hub exported below (mlprio_hub_v4,
  *  found with dlopen(RTLD_NOLOAD)), so one reload switches both at once. With
  *  llm_url set it also owns the LLM advisor that job_submit hands scripts to;
  *  answers arrive on the advisor's own thread and reach jobs through the same
@@ -613,11 +613,25 @@ static int _hub_llm_submit(uint64_t key, const mlprio_job_t *job)
 	return rc;
 }
 
-extern const mlprio_hub_t mlprio_hub_v3;
-const mlprio_hub_t mlprio_hub_v3 = {
+static int _hub_fsdp_advise(const mlprio_job_t *job, const char *tres,
+			    int64_t gpus_total, mlprio_fsdp_advice_t *out)
+{
+	int rc = MLPRIO_NO_MODEL;
+
+	if (pthread_rwlock_tryrdlock(&ctx_lock))
+		return rc;	/* fini() in progress */
+	if (ctx)
+		rc = mlprio_fsdp_advise(ctx, job, tres, gpus_total, out);
+	pthread_rwlock_unlock(&ctx_lock);
+	return rc;
+}
+
+extern const mlprio_hub_t mlprio_hub_v4;
+const mlprio_hub_t mlprio_hub_v4 = {
 	.version = MLPRIO_HUB_VERSION,
 	.size = sizeof(mlprio_hub_t),
 	.decide = _hub_decide,
 	.llm_submit = _hub_llm_submit,
 	.last_error = mlprio_last_error,
+	.fsdp_advise = _hub_fsdp_advise,
 };

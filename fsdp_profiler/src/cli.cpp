@@ -25,8 +25,6 @@
 
 namespace mlprio::fsdp::cli {
 
-namespace {
-
 using nlohmann::ordered_json;
 
 AllocatorSettings make_settings(const std::string& conf, const std::string& version,
@@ -41,6 +39,8 @@ AllocatorSettings make_settings(const std::string& conf, const std::string& vers
   base.memory_fraction = fraction;
   return parse_alloc_conf(conf, base);
 }
+
+namespace {
 
 ordered_json stats_json(const MemoryStats& s) {
   ordered_json j = ordered_json::object();
@@ -156,7 +156,7 @@ static ordered_json config_json(const SweepArgs& a, const FsdpConfig& c, uint64_
                       {"steps", o.steps}};
 }
 
-static FsdpConfig fsdp_config(const SweepArgs& a) {
+FsdpConfig fsdp_config(const SweepArgs& a) {
   if (a.steps < 1 || a.steps > 1000) throw SettingsError("--steps: expected 1..1000");
   if (a.world_size < 1) throw SettingsError("--world-size: expected >= 1");
   FsdpConfig c;

@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <string>
 
+#include "mlprio/fsdp/settings.hpp"
+#include "mlprio/fsdp/step_generator.hpp"
+
 namespace mlprio::fsdp::cli {
 
 struct ReplayArgs {
@@ -51,7 +54,32 @@ struct MeasureArgs {
   bool keep_going = false;
 };
 
+// table: the advice grid (table.cpp); every list is comma-separated.
+struct TableArgs {
+  std::string models = "gpt2-xl,t5-3b";
+  std::string models_file;
+  std::string gpus = "a100-40gb:40,a100-80gb:80";  // NAME:GIB[:TFLOPS]
+  std::string world_sizes = "8";
+  std::string shardings = "FULL_SHARD";
+  std::string precisions = "bf16";
+  std::string activation_checkpointing = "0";  // 0, 1 or 0,1
+  int64_t mbs_hi = 256;
+  int64_t coarse_step = 8;
+  int steps = 3;
+  double tflops = 312.0;  // per GPU when --gpus does not say (A100 bf16 peak)
+  double mfu = 0.4;
+  double retry_stall_ms = 150.0;
+  std::string out;
+  std::string command_line;
+};
+
 int run_replay(const ReplayArgs& args);
+int run_table_command(const TableArgs& args);
+// Shared by sweep, measure and table: the FSDP configuration of the options, and the allocator
+// settings of a PYTORCH_CUDA_ALLOC_CONF string (SettingsError on bad input).
+FsdpConfig fsdp_config(const SweepArgs& a);
+AllocatorSettings make_settings(const std::string& conf, const std::string& version,
+                                double fraction);
 int run_sweep_command(const SweepArgs& args);
 // Exit status 3 when there is no CUDA device (or the build has no CUDA).
 int run_measure_command(const MeasureArgs& args);

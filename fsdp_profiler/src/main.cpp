@@ -100,12 +100,49 @@ int main(int argc, char** argv) {
   measure->add_flag("--keep-going", ma.keep_going,
                     "Measure larger minibatches after the first out-of-memory one");
 
+  cli::TableArgs ta;
+  ta.command_line = command_line;
+  auto* table = app.add_subcommand(
+      "table",
+      "Precompute the FSDP advice table job_submit/mlprio and mlprio-replay fsdp-advice read: "
+      "per configuration the largest safe minibatch, the first with retries, the OOM point and "
+      "the retry throughput penalty (expandable_segments off and on)");
+  table->add_option("--models", ta.models, "Models, comma-separated")->capture_default_str();
+  table->add_option("--models-file", ta.models_file, "Extra shapes (default configs/models.json)");
+  table->add_option("--gpus", ta.gpus, "GPUs as NAME:GIB[:TFLOPS], comma-separated")
+      ->capture_default_str();
+  table->add_option("--world-sizes", ta.world_sizes, "World sizes, comma-separated")
+      ->capture_default_str();
+  table->add_option("--shardings", ta.shardings, "FULL_SHARD, SHARD_GRAD_OP and/or NO_SHARD")
+      ->capture_default_str();
+  table->add_option("--precisions", ta.precisions, "bf16 and/or fp32")->capture_default_str();
+  table->add_option("--activation-checkpointing", ta.activation_checkpointing, "0, 1 or 0,1")
+      ->capture_default_str();
+  table->add_option("--mbs-hi", ta.mbs_hi, "Largest minibatch swept (1..4096)")
+      ->capture_default_str();
+  table
+      ->add_option("--coarse-step", ta.coarse_step,
+                   "Coarse sweep step; the last interval before the first bad size is swept "
+                   "one by one")
+      ->capture_default_str();
+  table->add_option("--steps", ta.steps, "Training steps per minibatch")->capture_default_str();
+  table->add_option("--tflops", ta.tflops, "GPU peak TFLOPS where --gpus does not say")
+      ->capture_default_str();
+  table->add_option("--mfu", ta.mfu, "Model FLOPs utilisation for the compute-time estimate")
+      ->capture_default_str();
+  table
+      ->add_option("--retry-stall-ms", ta.retry_stall_ms,
+                   "Stall per retry not timed by the allocator model (calibrated: T5-3B ~12 %)")
+      ->capture_default_str();
+  table->add_option("-o,--out", ta.out, "Table file (JSON) to write")->required();
+
   // Bad input (SettingsError, SnapshotError, ModelConfigError, ...) is reported without the
   // "error:" prefix, as this program always has.
   const mlprio::cli::ProgramStyle style{.name = "mlprio-fsdp", .plain_input_errors = true};
   return mlprio::cli::run_program(app, argc, argv, style, [&] {
     if (replay->parsed()) return cli::run_replay(ra);
     if (measure->parsed()) return cli::run_measure_command(ma);
+    if (table->parsed()) return cli::run_table_command(ta);
     return cli::run_sweep_command(sa);
   });
 }

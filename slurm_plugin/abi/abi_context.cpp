@@ -118,6 +118,45 @@ struct mlprio_ctx {
 
 namespace {
 
+// Loads the FSDP advice table of st->params into st (or says why not). Same file checks as the
+// model: a regular file, not writable by group or others, bounded size; a parse error is logged
+// by the caller and means no advice, never a refused job.
+void load_fsdp_table(State& st) {
+  const std::string& path = st.params.fsdp_table;
+  st.fsdp_table.reset();
+  st.fsdp_stamp = stamp_of(path);
+  if (path.empty()) {
+    st.fsdp_describe = "no fsdp_table=";
+    return;
+  }
+  std::string error;
+  if (!st.fsdp_stamp.ok) {
+    error = "cannot be read: " + std::string(std::strerror(errno));
+  } else if (!S_ISREG(st.fsdp_stamp.mode)) {
+    error = "is not a regular file";
+  } else if (st.fsdp_stamp.mode & (S_IWGRP | S_IWOTH)) {
+    error = "is writable by group or others; rejected: run chmod go-w on it";
+  } else {
+    try {
+      auto t = std::make_shared<const model::FsdpTable>(model::FsdpTable::load(path));
+      st.fsdp_describe = "FSDP table " + path + ": " + t->describe();
+      st.fsdp_table = std::move(t);
+      return;
+    } catch (const std::exception& e) {
+      st.fsdp_describe = std::string("FSDP table rejected: ") + e.what() + " (no FSDP advice)";
+      return;
+    } catch (...) {
+      error = "rejected: unknown error";
+    }
+  }
+  st.fsdp_describe = "FSDP table " + path + " " + error + " (no FSDP advice)";
+}
+
+void log_fsdp_table(const State& st, const std::string& why) {
+  if (st.params.fsdp_table.empty()) return;
+  log_msg(st.fsdp_table ? 1 : 0, why + st.fsdp_describe);
+}
+
 // Builds a new State from params; the model is refused (neutral) when unusable. Returns the
 // error text when refused. Runs under the reload lock (`r`), and calls the predictor gate and
 // the live store from under it.
@@ -127,6 +166,7 @@ std::shared_ptr<State> build_state(mlprio_ctx& ctx, ModelSlot::Reload& r, Params
   st->params = std::move(params);
   st->generation = r.next_generation();
   st->conf_epoch = conf_epoch;
+  load_fsdp_table(*st);
   const std::string& path = st->params.model;
   st->stamp = stamp_of(path);
   if (path.empty()) {
@@ -236,6 +276,7 @@ int apply_params(mlprio_ctx& ctx, ModelSlot::Reload& r, const char* text, uint64
   log_msg(ok ? 1 : 0, std::string(why) +
                           (ok ? "model loaded: " + st->describe : error + "; factor is neutral"));
   for (const auto& w : ineffective_params(*st)) log_msg(0, std::string(why) + w);
+  log_fsdp_table(*st, why);
   r.publish(std::move(st));
   return ok ? MLPRIO_OK : fail(MLPRIO_ERR_MODEL, error);
 }
@@ -254,17 +295,47 @@ int check_reload(mlprio_ctx& ctx, int* reloaded) {
   if (reloaded) *reloaded = 0;
   ModelSlot::Reload r(ctx.slot);
   auto cur = r.current();
-  if (!cur || cur->params.model.empty()) return MLPRIO_OK;
-  if (stamp_of(cur->params.model) == cur->stamp) return MLPRIO_OK;
+  if (!cur) return MLPRIO_OK;
+  // The FSDP table alone changed: a copy of the state with the new table (same model).
+  const bool table_changed =
+      !cur->params.fsdp_table.empty() && stamp_of(cur->params.fsdp_table) != cur->fsdp_stamp;
+  const bool model_changed =
+      !cur->params.model.empty() && stamp_of(cur->params.model) != cur->stamp;
+  if (table_changed && !model_changed) {
+    log_msg(1, "FSDP table " + cur->params.fsdp_table + " changed; reloading");
+    auto st = std::make_shared<State>(*cur);
+    st->generation = r.next_generation();
+    load_fsdp_table(*st);
+    log_fsdp_table(*st, "");
+    r.publish(std::move(st));
+    if (reloaded) *reloaded = 1;
+    return MLPRIO_OK;
+  }
+  if (!model_changed) return MLPRIO_OK;
   log_msg(1, "model file " + cur->params.model + " changed; reloading");
   std::string error;
   auto st = build_state(ctx, r, cur->params, cur->conf_epoch, error);
   const bool ok = st->predictor != nullptr;
   log_msg(ok ? 1 : 0, ok ? "model reloaded: " + st->describe : error + "; factor is neutral");
   for (const auto& w : ineffective_params(*st)) log_msg(0, w);
+  if (table_changed) log_fsdp_table(*st, "");
   r.publish(std::move(st));
   if (reloaded) *reloaded = 1;
   return ok ? MLPRIO_OK : fail(MLPRIO_ERR_MODEL, error);
+}
+
+// The admin's exemption that covers a job about to be refused: "qos:NAME" or "account:NAME" (the
+// listed, lower-case name, compared as Slurm compares them), else "".
+std::string exempt_by(const Params& prm, const mlprio_job_t& job) {
+  auto listed = [](const std::vector<std::string>& names, const char* v) -> std::string {
+    if (!v || !*v) return {};
+    std::string low(v);
+    for (char& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return std::find(names.begin(), names.end(), low) != names.end() ? low : std::string();
+  };
+  if (auto q = listed(prm.exempt_qos, job.qos); !q.empty()) return "qos:" + q;
+  if (auto a = listed(prm.exempt_accounts, job.account); !a.empty()) return "account:" + a;
+  return {};
 }
 
 void fill_params(const Params& p, mlprio_params_t* out) {
@@ -490,17 +561,7 @@ int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
   if (out->verdict == MLPRIO_VERDICT_REFUSE) {
     // The admin's ways through a refusal: exempt QOS or account, or the user's opt-in override.
     // The listed (lower-case) name when v is on the list, as Slurm compares them, else "".
-    auto listed = [](const std::vector<std::string>& names, const char* v) -> std::string {
-      if (!v || !*v) return {};
-      std::string low(v);
-      for (char& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      return std::find(names.begin(), names.end(), low) != names.end() ? low : std::string();
-    };
-    std::string by;
-    if (auto q = listed(prm.exempt_qos, job->qos); !q.empty())
-      by = "qos:" + q;
-    else if (auto a = listed(prm.exempt_accounts, job->account); !a.empty())
-      by = "account:" + a;
+    const std::string by = exempt_by(prm, *job);
     if (!by.empty()) {
       out->verdict = MLPRIO_VERDICT_EXEMPT;
       message = text.message + " Not refused: " + (by[0] == 'q' ? "QOS " : "account ") +
@@ -521,6 +582,58 @@ int mlprio_decide(mlprio_ctx_t* ctx, const char* params, uint64_t conf_epoch,
   std::snprintf(out->message, sizeof out->message, "%s", message.c_str());
   std::snprintf(out->log, sizeof out->log, "%s", log.c_str());
   std::snprintf(out->admin_note, sizeof out->admin_note, "%s", note.c_str());
+  return MLPRIO_OK;
+  MLPRIO_GUARD_END
+}
+
+int mlprio_fsdp_advise(mlprio_ctx_t* ctx, const mlprio_job_t* job, const char* tres,
+                       int64_t gpus_total, mlprio_fsdp_advice_t* out) {
+  MLPRIO_GUARD_BEGIN
+  if (!ctx || !job || !out) return fail(MLPRIO_ERR_PARAM, "NULL argument");
+  *out = mlprio_fsdp_advice_t{};
+  out->max_safe_mbs = -1;
+  const std::shared_ptr<const State> st = ctx->snapshot();
+  const Params& prm = st->params;
+  auto why = [&](const std::string& w) {
+    std::snprintf(out->why, sizeof out->why, "%s", w.c_str());
+    return MLPRIO_OK;
+  };
+  if (prm.fsdp_table.empty()) return why("no fsdp_table=");
+  const model::DirectiveParse dp = model::parse_fsdp_directives(job->script ? job->script : "");
+  std::string problems;
+  for (const auto& p : dp.problems) problems += (problems.empty() ? "" : "; ") + p;
+  std::snprintf(out->problems, sizeof out->problems, "%s", problems.c_str());
+  out->minibatch = dp.directive.minibatch;
+  if (!dp.directive.any) return why("no #MLPRIO training configuration");
+  if (!st->fsdp_table) return why(st->fsdp_describe);
+  if (!mlprio::plugin::in_scope(prm, job->partition, job->qos, job->account))
+    return why("outside scope_partitions/scope_qos/scope_accounts");
+  out->gpu_memory_gib = mlprio::plugin::gpu_memory_gib(prm, tres ? tres : "");
+  const model::FsdpAdvice a =
+      model::advise(*st->fsdp_table, dp.directive, out->gpu_memory_gib, gpus_total);
+  out->verdict = static_cast<int>(a.verdict);
+  if (a.entry) out->max_safe_mbs = a.entry->max_safe_mbs;
+  out->penalty = a.penalty;
+  out->shadow = prm.mode == MLPRIO_MODE_SHADOW;
+  out->refuse = a.verdict == model::FsdpVerdict::OOM && prm.fsdp_refuse_oom && !out->shadow;
+  std::string message = a.message, note = a.note;
+  if (out->refuse) {
+    // The same ways through as for a predicted failure: exempt QOS/account, the user's override.
+    if (const std::string by = exempt_by(prm, *job); !by.empty()) {
+      out->refuse = 0;
+      message += std::string(" Not refused: ") + (by[0] == 'q' ? "QOS " : "account ") +
+                 by.substr(by.find(':') + 1) + " is exempt.";
+      note += " mlprio_exempt=" + by;
+    } else if (prm.allow_override && mlprio::plugin::has_override_token(job->comment)) {
+      out->refuse = 0;
+      message += std::string(" Submitted anyway: --comment=") + mlprio::plugin::OVERRIDE_TOKEN +
+                 " (recorded with the job and in the log).";
+      note += " mlprio_override=1";
+    }
+  }
+  std::snprintf(out->message, sizeof out->message, "%s", message.c_str());
+  std::snprintf(out->note, sizeof out->note, "%s", note.c_str());
+  if (a.verdict == model::FsdpVerdict::NO_ADVICE) return why(a.why);
   return MLPRIO_OK;
   MLPRIO_GUARD_END
 }

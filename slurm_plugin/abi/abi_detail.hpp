@@ -68,8 +68,25 @@ struct Params {
   // override_default_time=1: fill a limit even when the job's partition has a DefaultTime
   // (by default Slurm's DefaultTime is left to apply).
   bool override_default_time = false;
+  // FSDP advice (issue 16). fsdp_table=PATH: the table `mlprio-fsdp table` writes (absolute
+  // path; empty = no advice); loaded and reloaded like the model file.
+  std::string fsdp_table;
+  // fsdp_refuse_oom=1: refuse a job whose declared minibatch is predicted to run out of memory
+  // (default: warn, as for retries).
+  bool fsdp_refuse_oom = false;
+  // fsdp_gpu_gib=a100/80:a100_40g/40:h100/80: GPU memory per GRES type (the type of the job's
+  // gres/gpu request, e.g. --gres=gpu:a100:4); jobs naming no type, or one not listed, get
+  // fsdp_default_gpu_gib.
+  std::vector<std::pair<std::string, int64_t>> fsdp_gpu_gib;
+  int64_t fsdp_default_gpu_gib = 80;
 };
 inline constexpr const char* OVERRIDE_TOKEN = "mlprio:override";
+
+// The GPU type of a GRES/TRES request ("gres:gpu:a100:4", "gres/gpu:a100=2" -> "a100"), lower
+// case; "" when it names none.
+std::string tres_gpu_type(std::string_view tres);
+// GPU memory (GiB) for a job's request under the fsdp_gpu_gib / fsdp_default_gpu_gib parameters.
+int64_t gpu_memory_gib(const Params& p, std::string_view tres);
 
 // Whether a job is inside the parameters' scope_* lists (a comma list of partitions matches when
 // any of them is listed). Empty lists match everything.

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "abi_detail.hpp"
+#include "mlprio/model/fsdp_table.hpp"
 #include "mlprio/util/checked_cast.hpp"
 #include "mlprio/util/text.hpp"
 
@@ -194,6 +195,8 @@ void scan_pairs(std::string_view text, std::vector<std::pair<std::string, double
     double v = 0;
     const char* expect = "";
     if (key.empty()) {
+      // The training-configuration keys are mlprio::model::parse_fsdp_directives()'s.
+      if (strict && mlprio::model::is_fsdp_directive_key(tok.substr(0, eq))) continue;
       if (problems && strict && problems->size() < 16 &&
           lower(tok.substr(0, eq)).rfind("mlprio", 0) != 0)
         problems->push_back(shown +
@@ -400,6 +403,46 @@ ParseResult parse_params(std::string_view text) {
         p.history_period_ms = n;
       else
         bad("history_period_ms=30000 (1000..3600000, or 0 = off)");
+    } else if (key == "fsdp_table") {
+      if (val.empty())
+        p.fsdp_table.clear();
+      else if (val.front() != '/')
+        bad("fsdp_table=/etc/slurm/mlprio/fsdp_table.json, an absolute path");
+      else
+        p.fsdp_table = std::string(val);
+    } else if (key == "fsdp_refuse_oom") {
+      if (!parse_bool(val, p.fsdp_refuse_oom)) bad("fsdp_refuse_oom=1 or fsdp_refuse_oom=0");
+    } else if (key == "fsdp_gpu_gib") {
+      std::vector<std::pair<std::string, int64_t>> types;
+      bool ok = true;
+      size_t at = 0;
+      while (ok && !val.empty() && at <= val.size()) {
+        size_t end = val.find(':', at);
+        if (end == std::string_view::npos) end = val.size();
+        const std::string_view pair = val.substr(at, end - at);
+        const size_t slash = pair.find('/');
+        int64_t gib = 0;
+        const std::string type = lower(pair.substr(0, slash == std::string_view::npos ? 0 : slash));
+        ok = slash != std::string_view::npos && !type.empty() && type.size() <= 64 &&
+             std::all_of(type.begin(), type.end(),
+                         [](char c) {
+                           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                                  c == '-' || c == '.';
+                         }) &&
+             parse_int(pair.substr(slash + 1), gib) && gib >= 1 && gib <= 65536 &&
+             types.size() < 64;
+        if (ok) types.emplace_back(type, gib);
+        at = end + 1;
+      }
+      if (ok)
+        p.fsdp_gpu_gib = std::move(types);
+      else
+        bad("fsdp_gpu_gib=a100/80:a100_40g/40, GRES type/GiB pairs joined by ':'");
+    } else if (key == "fsdp_default_gpu_gib") {
+      if (parse_int(val, n) && n >= 1 && n <= 65536)
+        p.fsdp_default_gpu_gib = n;
+      else
+        bad("fsdp_default_gpu_gib=80 (1..65536)");
     } else if (key == "reload_wait_ms") {
       if (parse_int(val, n) && n >= 0 && n <= 10000)
         p.reload_wait_ms = n;
@@ -414,7 +457,8 @@ ParseResult parse_params(std::string_view text) {
           "llm_max_factor, llm_min_confidence, budget_us, check_period_ms, "
           "reload_wait_ms, exempt_qos, exempt_accounts, allow_override, "
           "history_period_ms, mode, scope_partitions, scope_qos, "
-          "scope_accounts, override_default_time)");
+          "scope_accounts, override_default_time, fsdp_table, fsdp_refuse_oom, "
+          "fsdp_gpu_gib, fsdp_default_gpu_gib)");
     }
   }
   if (!p.llm_api_key_file.empty() && p.llm_url.rfind("http://", 0) == 0 && !loopback_url(p.llm_url))
@@ -470,6 +514,13 @@ std::string format_params(const Params& p) {
   s += ",scope_accounts=" + list(p.scope_accounts);
   s += std::string(",override_default_time=") + (p.override_default_time ? "1" : "0");
   s += ",reload_wait_ms=" + std::to_string(p.reload_wait_ms);
+  s += ",fsdp_table=" + p.fsdp_table;
+  s += std::string(",fsdp_refuse_oom=") + (p.fsdp_refuse_oom ? "1" : "0");
+  std::string gib;
+  for (const auto& [t, g] : p.fsdp_gpu_gib)
+    gib += (gib.empty() ? "" : ":") + t + "/" + std::to_string(g);
+  s += ",fsdp_gpu_gib=" + gib;
+  s += ",fsdp_default_gpu_gib=" + std::to_string(p.fsdp_default_gpu_gib);
   return s;
 }
 
@@ -691,6 +742,33 @@ double tres_gpus(std::string_view tres) {
     if (total > JOB_MAX_COUNT) return -1;
   }
   return any ? static_cast<double>(total) : -1.0;
+}
+
+std::string tres_gpu_type(std::string_view tres) {
+  size_t pos = 0;
+  while (pos <= tres.size()) {
+    size_t end = tres.find_first_of(",;", pos);
+    if (end == std::string_view::npos) end = tres.size();
+    std::string_view e = trim(tres.substr(pos, end - pos));
+    pos = end + 1;
+    if (e.size() >= 5 && (lower(e.substr(0, 5)) == "gres:" || lower(e.substr(0, 5)) == "gres/"))
+      e.remove_prefix(5);
+    if (e.substr(0, 4) != "gpu:") continue;  // no type, another GRES or a TRES
+    std::string_view rest = e.substr(4);
+    const size_t cut = rest.find_first_of(":=");
+    std::string_view type = rest.substr(0, cut);
+    if (cut == std::string_view::npos && gres_count(type)) continue;  // "gpu:2": a count
+    if (type.empty() || type.size() > 64) continue;
+    return lower(type);
+  }
+  return {};
+}
+
+int64_t gpu_memory_gib(const Params& p, std::string_view tres) {
+  const std::string type = tres_gpu_type(tres);
+  for (const auto& [t, gib] : p.fsdp_gpu_gib)
+    if (t == type) return gib;
+  return p.fsdp_default_gpu_gib;
 }
 
 }  // namespace mlprio::plugin

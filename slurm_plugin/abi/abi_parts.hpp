@@ -40,6 +40,7 @@
 
 #include "abi_detail.hpp"
 #include "mlprio/model/features.hpp"
+#include "mlprio/model/fsdp_table.hpp"
 #include "mlprio/model/predictor.hpp"
 #ifdef MLPRIO_HAVE_CURL
 #include "mlprio/model/llm_advisor.hpp"
@@ -75,6 +76,11 @@ struct State {
   double per_job_ns = 0;  // measured at load
   uint64_t generation = 0;
   uint64_t conf_epoch = 0;  // slurm.conf reading (mlprio_conf_epoch)
+  // The FSDP advice table (fsdp_table=), loaded beside the model with the same checks; null =
+  // no advice. Independent of the model: a neutral state may still advise.
+  std::shared_ptr<const model::FsdpTable> fsdp_table;
+  FileStamp fsdp_stamp;
+  std::string fsdp_describe;  // table line or why there is no advice
 };
 
 struct CacheEntry {

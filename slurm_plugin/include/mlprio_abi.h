@@ -240,6 +240,39 @@ int mlprio_llm_enable(mlprio_ctx_t *ctx);
 int mlprio_llm_submit(mlprio_ctx_t *ctx, uint64_t key, const mlprio_job_t *job);
 
 /*
+ * FSDP advice (issue 16): the job's #MLPRIO training configuration checked
+ * against the precomputed table (fsdp_table=), never any computation: two hash
+ * lookups. Independent of the model (a neutral context still advises).
+ */
+enum mlprio_fsdp_verdict {
+	MLPRIO_FSDP_NONE = 0,    /* no (complete) directive, no table or no entry */
+	MLPRIO_FSDP_OK = 1,      /* at or below the largest safe minibatch */
+	MLPRIO_FSDP_RETRIES = 2, /* past the predicted cudaMalloc-retry point */
+	MLPRIO_FSDP_OOM = 3      /* predicted to run out of GPU memory */
+};
+
+typedef struct {
+	int verdict;              /* enum mlprio_fsdp_verdict */
+	int refuse;               /* OOM, fsdp_refuse_oom=1 and mode=enforce */
+	int shadow;               /* mode=shadow: log, tell nobody */
+	int64_t minibatch;        /* declared per-GPU minibatch (0: none) */
+	int64_t max_safe_mbs;     /* -1 when unknown */
+	int64_t gpu_memory_gib;   /* what the job's GPUs were taken to have */
+	double penalty;           /* RETRIES: predicted fraction of throughput lost */
+	char message[768];        /* for the user (RETRIES, OOM) */
+	char note[96];            /* for admin_comment ("mlprio_fsdp=oom:64>60") */
+	char why[384];            /* NONE: why not (for a debug log line) */
+	char problems[400];       /* bad #MLPRIO training keys, for the user ("" if none) */
+} mlprio_fsdp_advice_t;
+
+/* tres: the job's gres/gpu request (tres_per_node or tres_per_job) for the GPU
+ * type; gpus_total: its GPU count, the world size when the script does not
+ * declare one (<= 0: unknown). Never blocks: a snapshot pointer copy. */
+int mlprio_fsdp_advise(mlprio_ctx_t *ctx, const mlprio_job_t *job,
+		       const char *tres, int64_t gpus_total,
+		       mlprio_fsdp_advice_t *out);
+
+/*
  * Exported by site_factor_mlprio.so (data symbol MLPRIO_HUB_SYMBOL) so that
  * job_submit/mlprio (another .so whose C++ copy is hidden) uses site_factor's
  * one context: its model for decisions and its LLM advisor. Each function
@@ -254,9 +287,11 @@ typedef struct {
 		      const mlprio_job_t *job, mlprio_decision_t *out);
 	int (*llm_submit)(uint64_t key, const mlprio_job_t *job);
 	const char *(*last_error)(void);
+	int (*fsdp_advise)(const mlprio_job_t *job, const char *tres,
+			   int64_t gpus_total, mlprio_fsdp_advice_t *out);
 } mlprio_hub_t;
-#define MLPRIO_HUB_SYMBOL "mlprio_hub_v3"
-#define MLPRIO_HUB_VERSION 3
+#define MLPRIO_HUB_SYMBOL "mlprio_hub_v4"
+#define MLPRIO_HUB_VERSION 4
 
 /* LLM fine-tuning parameters found in text (#MLPRIO lines of a script,
  * "key=value" in a comment, hints in a job name) as "k=v k=v". Returns the

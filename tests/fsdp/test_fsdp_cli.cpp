@@ -116,3 +116,39 @@ TEST_CASE("fsdp exit codes: 2 usage and bad input, 1 runtime failure, 3 no devic
   CHECK(run_in(dir, "true", "measure --model gpt2-xl --mbs 1:1 --steps 1") == 3);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("no CUDA device"));
 }
+
+TEST_CASE("fsdp table agrees with a one-by-one sweep and refuses bad grids", "[fsdp][cli][table]") {
+  if (!fs::exists(fsdp_exe())) MLPRIO_SKIP(fsdp_exe() << " is not built");
+  const fs::path dir = scratch("table");
+  for (const char* model : {"t5-3b-s128-t128", "gpt2-xl"}) {
+    INFO(model);
+    REQUIRE(run_in(dir, "true",
+                   std::string("table --models ") + model + " --gpus g80:80 -o t.json") == 0);
+    const auto t = nlohmann::json::parse(slurp(dir / "t.json"));
+    CHECK(t["format"] == "mlprio-fsdp-table");
+    CHECK(t["version"] == 1);
+    REQUIRE(t["entries"].size() == 2);
+    for (const auto& e : t["entries"]) {
+      // The coarse-then-fine table finds what a sweep of every minibatch finds.
+      const std::string conf =
+          e["expandable_segments"].get<bool>() ? " --alloc-conf expandable_segments:True" : "";
+      REQUIRE(run_in(dir, "true",
+                     std::string("sweep --model ") + model + " --mbs 1:96 --steps 3 --json" +
+                         conf) == 0);
+      const auto s = nlohmann::json::parse(slurp(dir / "out.txt"));
+      CHECK(e["max_safe_mbs"] == s["max_safe_mbs"]);
+      int64_t oom = 0;
+      for (const auto& p : s["points"])
+        if (p["oom"].get<bool>() && oom == 0) oom = p["mbs"].get<int64_t>();
+      CHECK(e["oom_mbs"] == oom);
+      for (const auto& rp : e["retry_points"]) {
+        CHECK(rp[1].get<double>() >= 0);
+        CHECK(rp[1].get<double>() < 1);
+      }
+    }
+  }
+  CHECK(run_in(dir, "true", "table --gpus a100 -o t.json") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("NAME:GIB"));
+  CHECK(run_in(dir, "true", "table --activation-checkpointing 2 -o t.json") == 2);
+  fs::remove_all(dir);
+}

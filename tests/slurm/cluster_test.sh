@@ -11,6 +11,7 @@
 #                                            llm_{down,slow,500,garbage,huge,hostile}
 #                                            llm_{hang,trickle,error_openai,error_vllm} llm_obey
 #                                            dbd_update dbd_loop
+#                                            fsdp_warn fsdp_refuse fsdp_badtable
 # The llm_* cases run tests/slurm/fake_llm.py (an OpenAI-compatible fake on 127.0.0.1) with
 # /usr/bin/python3; the dbd_* cases add MariaDB + slurmdbd (CLUSTER_DBD=1 in cluster.sh).
 set -uo pipefail
@@ -214,7 +215,7 @@ load)
   expect_log "job_submit/mlprio: loaded, built for Slurm $v; decides with the model of site_factor/mlprio"
   expect_log "unknown parameter 'bogus_key' ignored"
   # Every parameter in force, defaults included (scontrol show config prints (null) in 22.05).
-  expect_log "site_factor/mlprio: parameters: model=$M/plain.json,weight=10000,max_boost=100000,limit_margin=0.25,refuse_above=1,refuse_mode=warn,llm_url=,.*,reload_wait_ms=1000$"
+  expect_log "site_factor/mlprio: parameters: model=$M/plain.json,weight=10000,max_boost=100000,limit_margin=0.25,refuse_above=1,refuse_mode=warn,llm_url=,.*,reload_wait_ms=1000,fsdp_table=,fsdp_refuse_oom=0,fsdp_gpu_gib=,fsdp_default_gpu_gib=80$"
   cluster_alive || fail "slurmctld not alive"
   ;;
 order)
@@ -916,6 +917,92 @@ dbd_loop)
     fail "the reconfigured model line names no training dates"
   id=$(submit -p hold -t 5) || fail "sbatch after reconfigure"
   wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt 0 ]" || fail "no SITE from the learned model"
+  ;;
+fsdp_warn | fsdp_refuse | fsdp_badtable)
+  # FSDP advice (issue 16): mlprio-fsdp writes the table, job_submit/mlprio reads it; a script
+  # whose #MLPRIO minibatch is past the predicted retry (or OOM) point is told the largest safe
+  # minibatch, with the number the table holds, and whether expandable_segments moves it.
+  FSDP_TOOL="$MLPRIO_BUILD/bin/mlprio-fsdp"
+  [ -x "$FSDP_TOOL" ] || { echo "SKIP: $FSDP_TOOL not built"; exit $SKIP; }
+  "$FSDP_TOOL" table --models t5-3b-s128-t128 --models-file "$HERE/../../fsdp_profiler/configs/models.json" \
+    --gpus a100-80gb:80 -o "$M/fsdp_table.json" >"$M/table.out" 2>&1 || { cat "$M/table.out"; fail "mlprio-fsdp table"; }
+  cat "$M/table.out"
+  chmod 644 "$M/fsdp_table.json"
+  # The numbers to expect, from the table itself (columns: max_safe 1st_retr oom).
+  row() { awk -v e="$1" '$1 == "t5-3b-s128-t128" && $7 == e' "$M/table.out"; }
+  safe=$(row off | awk '{print $8}') retry=$(row off | awk '{print $9}') oom=$(row off | awk '{print $10}')
+  safe_exp=$(row on | awk '{print $8}')
+  echo "table: max_safe $safe, first retry $retry, oom $oom; expandable max_safe $safe_exp"
+  [ -n "$safe" ] && [ "$retry" != "-" ] && [ "$oom" != "-" ] || fail "the table has no retry band to test"
+  fsdp_script() {  # fsdp_script FILE MINIBATCH [EXTRA-LINE]
+    printf '#!/bin/bash\n#SBATCH -t 5\n#MLPRIO model=t5-3b-s128-t128 sharding=FULL_SHARD world_size=8 minibatch=%s precision=bf16\n%s\nsleep 1\n' "$2" "${3:-}" >"$1"
+  }
+  fsdp_script "$M/ok.sh" "$safe"
+  fsdp_script "$M/retry.sh" "$retry"
+  fsdp_script "$M/oom.sh" "$oom"
+  fsdp_script "$M/exp.sh" "$retry" "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+  TBL="fsdp_table=$M/fsdp_table.json,fsdp_default_gpu_gib=80"
+  case "$CASE" in
+  fsdp_warn)
+    start "model=$M/plain.json,$BASE,$TBL"
+    expect_log "site_factor/mlprio: .*FSDP table $M/fsdp_table.json: 2 entries"
+    id=$(sbatch --parsable -p hold -o /dev/null "$M/ok.sh" 2>"$M/err") || fail "sbatch ok: $(cat "$M/err")"
+    grep -q "mlprio: minibatch" "$M/err" && fail "a safe minibatch was warned: $(cat "$M/err")"
+    id=$(sbatch --parsable -p hold -o /dev/null "$M/retry.sh" 2>"$M/err") || fail "sbatch retry: $(cat "$M/err")"
+    cat "$M/err"
+    grep -q "mlprio: minibatch $retry per GPU is past the predicted cudaMalloc-retry point (retries from minibatch $retry, about [0-9]* % less throughput) for t5-3b-s128-t128 on 8 x 80 GiB GPUs (FULL_SHARD, bf16). Largest safe minibatch: $safe." "$M/err" ||
+      fail "no retry warning naming the largest safe minibatch $safe"
+    if [ "$safe_exp" != "$safe" ]; then
+      grep -q "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True moves it to $safe_exp." "$M/err" || fail "expandable_segments advice missing"
+    fi
+    scontrol show job "$id" | grep -q "AdminComment=.*mlprio_fsdp=retries:$retry>$safe" || fail "no mlprio_fsdp note"
+    id=$(sbatch --parsable -p hold -o /dev/null "$M/oom.sh" 2>"$M/err") || fail "an OOM was refused without fsdp_refuse_oom: $(cat "$M/err")"
+    cat "$M/err"
+    grep -q "mlprio: minibatch $oom per GPU is predicted to run out of GPU memory (OOM from minibatch $oom)" "$M/err" || fail "no OOM warning"
+    # The exported PYTORCH_CUDA_ALLOC_CONF is the job's allocator setting.
+    sbatch --parsable -p hold -o /dev/null "$M/exp.sh" 2>"$M/err" >/dev/null || fail "sbatch exp: $(cat "$M/err")"
+    cat "$M/err"
+    if [ "$retry" -le "$safe_exp" ]; then
+      grep -q "mlprio: minibatch" "$M/err" && fail "minibatch $retry warned although expandable_segments makes it safe"
+    fi
+    expect_log "job_submit/mlprio: advised job from uid 0 name .*Largest safe minibatch: $safe"
+    ;;
+  fsdp_refuse)
+    start "model=$M/plain.json,$BASE,$TBL,fsdp_refuse_oom=1"
+    if sbatch -p hold -o /dev/null "$M/oom.sh" 2>"$M/err"; then fail "a predicted OOM was accepted"; fi
+    cat "$M/err"
+    grep -q "predicted to run out of GPU memory" "$M/err" || fail "no OOM message"
+    grep -q "refused: predicted out-of-memory jobs are refused here (fsdp_refuse_oom=1)" "$M/err" || fail "no refusal line"
+    # Retries are only warned, even with fsdp_refuse_oom=1.
+    sbatch --parsable -p hold -o /dev/null "$M/retry.sh" 2>"$M/err" >/dev/null || fail "a retrying job was refused: $(cat "$M/err")"
+    grep -q "Largest safe minibatch: $safe" "$M/err" || fail "no retry warning"
+    expect_log "job_submit/mlprio: refused job from uid 0 name .*predicted to run out of GPU memory"
+    ;;
+  fsdp_badtable)
+    # A corrupt, wrong-format, group-writable or missing table: logged, no advice, jobs accepted
+    # (even with fsdp_refuse_oom=1), slurmctld alive; a table fixed in place is picked up.
+    printf '{"format": "mlprio-fsdp-table", "version": 1, "entries": [{"model": ' >"$M/corrupt.json"
+    printf '{"format": "something-else", "version": 1, "entries": []}' >"$M/other.json"
+    cp "$M/fsdp_table.json" "$M/gw.json" && chmod 664 "$M/gw.json"
+    chmod 644 "$M/corrupt.json" "$M/other.json"
+    for bad in corrupt.json other.json gw.json missing.json; do
+      start "model=$M/plain.json,$BASE,fsdp_table=$M/$bad,fsdp_refuse_oom=1,check_period_ms=500"
+      expect_log "site_factor/mlprio: .*FSDP table.*$bad.*no FSDP advice" 5
+      grep "FSDP table" "$CL_DIR/slurmctld.log" | head -1
+      id=$(sbatch --parsable -p hold -o /dev/null "$M/oom.sh" 2>"$M/err") || fail "$bad: job refused: $(cat "$M/err")"
+      grep -q "mlprio: minibatch" "$M/err" && fail "$bad: advice from a bad table"
+      cluster_alive || fail "$bad: slurmctld died"
+      if [ "$bad" = corrupt.json ]; then
+        # Fixed in place (as an admin would: write a new file, rename it over): reloaded, advised.
+        cp "$M/fsdp_table.json" "$M/fixed.tmp" && chmod 644 "$M/fixed.tmp" && mv "$M/fixed.tmp" "$M/corrupt.json"
+        expect_log "FSDP table $M/corrupt.json changed; reloading" 10
+        if sbatch -p hold -o /dev/null "$M/oom.sh" 2>"$M/err"; then fail "fixed table: OOM accepted"; fi
+        grep -q "predicted to run out of GPU memory" "$M/err" || fail "fixed table: no advice"
+      fi
+      cluster_stop
+    done
+    ;;
+  esac
   ;;
 *)
   echo "unknown case $CASE"; exit 2 ;;

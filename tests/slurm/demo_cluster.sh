@@ -2,7 +2,7 @@
 # The demo's Slurm step: a throw-away cluster on loopback (cluster.sh) with site_factor/mlprio
 # and job_submit/mlprio loaded and the demo's model, the example LLM fine-tuning scripts from
 # jobs/ submitted, what sbatch said, the time limits the plugin set and sprio's SITE column shown,
-# then everything stopped. The test cluster has no GPUs and two cores, so the scripts' GPU,
+# with the FSDP minibatch advice for the T5-3B script past the retry cliff; then everything stopped. The test cluster has no GPUs and two cores, so the scripts' GPU,
 # CPU and memory requests are overridden on the command line and the jobs go to a DOWN
 # partition, where they stay pending.
 #   demo_cluster.sh BUILD_DIR MODEL_FILE OUT_DIR
@@ -20,7 +20,17 @@ install -m 0644 "$model" "$out/model.json"
 trap 'cluster_stop' EXIT
 trap 'exit 1' INT TERM
 KEEP_CLUSTER_DIR=""
-cluster_start "model=$out/model.json,weight=10000,max_boost=100000,limit_margin=0.25" ||
+# The FSDP advice table (issue 16) for jobs/finetune_t5_3b_fsdp.sbatch, when mlprio-fsdp is built.
+fsdp=""
+if [ -x "$MLPRIO_BUILD/bin/mlprio-fsdp" ] &&
+   "$MLPRIO_BUILD/bin/mlprio-fsdp" table --models t5-3b-s128-t128 --gpus a100-80gb:80 \
+     -o "$out/fsdp_table.json" >"$out/fsdp_table.txt" 2>&1; then
+  chmod 644 "$out/fsdp_table.json"
+  fsdp=",fsdp_table=$out/fsdp_table.json"
+  echo "FSDP advice table (mlprio-fsdp table):"
+  sed 's/^/  /' "$out/fsdp_table.txt"
+fi
+cluster_start "model=$out/model.json,weight=10000,max_boost=100000,limit_margin=0.25$fsdp" ||
   { echo "the cluster did not start"; exit 1; }
 grep -h "mlprio" "$CL_DIR/slurmctld.log" | grep -iE "loaded|model" | head -4
 ids=()

@@ -1341,7 +1341,9 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
       "llm_min_factor=0.25,llm_max_factor=4,llm_min_confidence=0.5,budget_us=30,"
       "check_period_ms=2000,exempt_qos=urgent:ops,exempt_accounts=vip,allow_override=1,"
       "history_period_ms=5000,mode=shadow,scope_partitions=gpu:debug,scope_qos=normal,"
-      "scope_accounts=ml,override_default_time=1,reload_wait_ms=250";
+      "scope_accounts=ml,override_default_time=1,reload_wait_ms=250,"
+      "fsdp_table=/etc/slurm/fsdp_table.json,fsdp_refuse_oom=1,fsdp_gpu_gib=a100/80:l4/24,"
+      "fsdp_default_gpu_gib=40";
   const auto a = parse_params(given);
   REQUIRE(a.warnings.empty());
   CHECK(format_params(a.params) == given);  // non-defaults: every key, in the parser's order
@@ -1363,7 +1365,7 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
     CHECK(unknown.find(key) != std::string::npos);
     ++keys;
   }
-  CHECK(keys == 27);
+  CHECK(keys == 31);
 }
 
 TEST_CASE("scope: only listed partitions, QOS and accounts are touched; the rest pass unchanged") {

@@ -6,7 +6,8 @@ target_sources(mlprio_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/predictor_xgboost.cpp
   ${CMAKE_CURRENT_LIST_DIR}/predictor_formula.cpp
   ${CMAKE_CURRENT_LIST_DIR}/policy_params.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/score.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/score.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/fsdp_table.cpp)
 # The AVX2 batch tree walker, chosen at run time by predictor_xgboost.cpp: -mavx2 on this file only.
 target_sources(mlprio_core PRIVATE ${CMAKE_CURRENT_LIST_DIR}/tree_walk_avx2.cpp)
 # (On other processors the file compiles to nothing and the scalar walker is used.)
