@@ -204,7 +204,9 @@ void add_run_command(CLI::App& app) {
   add_trace_options(*cmd, args->trace);
   cmd->add_option("--policy", args->policies,
                   "Queue order(s), comma separated: fcfs, sjf, smallest, f1..f4, wfp3, unicep, "
-                  "multifactor, ml (model score; needs --estimate model:FILE)")
+                  "multifactor, ml (model score; needs --estimate model:FILE), external:CMD (an "
+                  "outside program decides; CMD must not contain a comma), llm:URL (an "
+                  "OpenAI-compatible chat endpoint decides)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--backfill", args->backfill,
@@ -219,6 +221,7 @@ void add_run_command(CLI::App& app) {
                   "START:LEN, repeatable: replay jobs START..START+LEN-1 from an empty cluster")
       ->take_all();
   add_replay_spec_options(*cmd, args->spec);
+  add_agent_options(*cmd, args->prio.agent);
   cmd->add_option("--priority-weight-age", args->prio.weight_age, "multifactor: PriorityWeightAge")
       ->capture_default_str();
   cmd->add_option("--priority-weight-job-size", args->prio.weight_job_size,
