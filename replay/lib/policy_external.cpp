@@ -182,7 +182,8 @@ class ExternalPolicy final : public AgentPolicy {
         buf_.append(tmp, static_cast<size_t>(r));
         continue;
       }
-      if (r == 0) died(now, "closed its stdout or ended without an answer");
+      // ECONNRESET: it ended with our request unread, which is the same story.
+      if (r == 0 || errno == ECONNRESET) died(now, "closed its stdout or ended without an answer");
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         if (!wait_for(POLLIN, deadline)) return 0;
