@@ -250,3 +250,35 @@ TEST_CASE("agent orders refuse settings they cannot honour, naming them", "[repl
   c = config("external:true", Backfill::RLSCHEDULER);
   CHECK_THAT(message(c), Catch::Contains("rlscheduler"));
 }
+
+TEST_CASE("mlprio-replay run --policy external:CMD reports the agent's counts, exits 1 on a crash",
+          "[replay][external][cli]") {
+  const fs::path exe = fs::path(MLPRIO_BIN_DIR) / "mlprio-replay";
+  if (!fs::exists(exe)) MLPRIO_SKIP(exe << " is not built");
+  if (!have_python()) MLPRIO_SKIP("python3 is not installed");
+  const fs::path dir = mlprio::test::scratch("mlprio_external_", "cli");
+  using mlprio::test::run_in;
+  using mlprio::test::slurp;
+  REQUIRE(run_in(exe, dir, "true", "generate --jobs 500 --seed 3 -q -o t.swf") == 0);
+  REQUIRE(run_in(exe, dir, "true", "run --trace t.swf --policy sjf --json", "sjf.json") == 0);
+  const std::string agent = "--policy 'external:" + sjf_agent() + "'";
+  REQUIRE(run_in(exe, dir, "true",
+                 "run --trace t.swf " + agent + " --external-every 1 --json --out o.h5",
+                 "agent.json") == 0);
+  const std::string a = slurp(dir / "agent.json"), s = slurp(dir / "sjf.json");
+  INFO(a << "\n" << s);
+  CHECK_THAT(a, Catch::Contains("\"agent\":{\"points\":") && Catch::Contains("\"failures\":0,"));
+  // Same metrics as sjf: the text from "jobs" to the end of sjf's run object.
+  const std::string tail = s.substr(s.find("\"jobs\""), s.find("}]}") - s.find("\"jobs\""));
+  CHECK_THAT(a, Catch::Contains(tail));
+  CHECK(fs::exists(dir / "o.h5"));
+  // A crashed agent: exit 1, the event time named; bad settings: exit 2, the option named.
+  CHECK(run_in(exe, dir, "true", "run --trace t.swf --policy 'external:exit 4'") == 1);
+  CHECK_THAT(slurp(dir / "err.txt"),
+             Catch::Contains("event time") && Catch::Contains("exit status 4"));
+  CHECK(run_in(exe, dir, "true", "run --trace t.swf " + agent + " --external-every 0") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--external-every"));
+  CHECK(run_in(exe, dir, "true", "run --trace t.swf " + agent + " --time-parallel") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("time-parallel"));
+  fs::remove_all(dir);
+}
