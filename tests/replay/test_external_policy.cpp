@@ -212,7 +212,7 @@ for line in sys.stdin:
   }
 }
 
-TEST_CASE("--external-every K asks at every K-th pass and reuses the last answer between",
+TEST_CASE("external-every K asks at every K-th pass and reuses the last answer between",
           "[replay][external]") {
   if (!have_python()) MLPRIO_SKIP("python3 is not installed");
   const std::vector<Job> jobs = workload(800, 13);

@@ -123,7 +123,7 @@ TEST_CASE("an LLM endpoint answering SJF's order gives --policy sjf's schedule j
 #endif
 }
 
-TEST_CASE("llm: only the first --llm-top jobs are shown; the rest keep their base order",
+TEST_CASE("llm: only the first --llm-top jobs are shown, the rest keep their base order",
           "[replay][llm]") {
 #ifndef MLPRIO_HAVE_CURL
   MLPRIO_SKIP("built without libcurl: no llm:URL");
