@@ -273,10 +273,10 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
             task.window_len = len;
             const double jobs = static_cast<double>(std::max<int64_t>(0, std::min(len, n - start)));
             // Conservative keeps a reservation profile; dynamic orders re-sort every pass.
-            task.cost = jobs * (b == Backfill::CONSERVATIVE ? 3.0 : 1.0) *
-                        (policy == "ml" || is_agent_policy(policy) || make_policy(policy)->dynamic()
-                             ? 2.0
-                             : 1.0);
+            task.cost =
+                jobs * (b == Backfill::CONSERVATIVE ? 3.0 : 1.0) *
+                (policy == "ml" || is_agent_policy(policy) || make_policy(policy)->dynamic() ? 2.0
+                                                                                             : 1.0);
             std::ostringstream key;
             key << "trace=" << spec.traces[t] << " policy=" << policy;
             if (policy == "multifactor") {
