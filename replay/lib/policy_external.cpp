@@ -94,6 +94,7 @@ class ExternalPolicy final : public AgentPolicy {
     if (pid == 0) {  // the child: only async-signal-safe calls until exec
       ::setpgid(0, 0);
       if (::dup2(sv[1], 0) < 0 || ::dup2(sv[1], 1) < 0) ::_exit(126);
+      ::close_range(3, ~0U, 0);  // nothing else of ours (journal, HDF5, MPI sockets) leaks
       ::execl("/bin/sh", "sh", "-c", command_.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }

@@ -91,6 +91,14 @@ std::string config_text(const RunArgs& a, const replay::ReplaySetup& setup,
     << " priority_decay_half_life=" << a.prio.decay_half_life
     << " priority_favor_small=" << (a.prio.favor_small ? 1 : 0);
   for (const auto& w : a.windows) s << " window=" << w;
+  bool agent = false;
+  for (const auto& p : a.policies) agent |= replay::is_agent_policy(p);
+  if (agent) {
+    const replay::AgentOptions& o = a.prio.agent;
+    s << " external_base=" << o.base << " external_timeout=" << o.timeout
+      << " external_every=" << o.every << " llm_prompt=" << o.llm_prompt_file
+      << " llm_top=" << o.llm_top << " llm_model=" << o.llm_model;
+  }
   return s.str();
 }
 
