@@ -170,6 +170,9 @@ void AgentPolicy::order_queue(const QueueSnapshot& snap, std::vector<size_t>& or
       ++stats_.answers;
     } else {
       ranks_.clear();
+      last_error_ = "at event time ";
+      put_number(last_error_, snap.state.now);
+      last_error_ += ": " + (a.error.empty() ? std::string("no usable answer") : a.error);
       ++stats_.failures;
       ++stats_.fallbacks;
       if (a.status == AgentReply::LATE) ++stats_.timeouts;

@@ -56,6 +56,7 @@ class AgentPolicy : public QueuePolicy {
   bool orders_queue() const override { return true; }
   void order_queue(const QueueSnapshot& snap, std::vector<size_t>& order) override;
   AgentStats agent_stats() const override { return stats_; }
+  std::string agent_last_error() const override { return last_error_; }
 
  protected:
   // Sends one request and waits for its answer. Throws mlprio::RuntimeError when the agent can
@@ -68,6 +69,7 @@ class AgentPolicy : public QueuePolicy {
   AgentOptions opts_;
   std::unique_ptr<QueuePolicy> base_;
   AgentStats stats_;
+  std::string last_error_;
   // The last usable answer's ranks by job id (--external-every K reuses them between asks).
   std::unordered_map<int64_t, size_t> ranks_;
   std::unordered_map<int64_t, size_t> position_;   // scratch: job id -> position in base order

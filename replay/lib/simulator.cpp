@@ -984,6 +984,7 @@ SimResult simulate_stream(const JobSource& next, const SimConfig& config) {
   StandardEngine engine(config, *policy);
   SimResult r = engine.run(next);
   r.agent = policy->agent_stats();
+  r.agent_error = policy->agent_last_error();
   return r;
 }
 

@@ -187,6 +187,11 @@ void run_run(const RunArgs& a) {
       r.window_len = len;
       setup.apply_window(cfg, trace, jobs, start, len);
       r.result = simulate(select_window(jobs, start, len), cfg);
+      if (r.result.agent.failures > 0)  // the run went on, on the base order: say so
+        std::cerr << "mlprio-replay run: policy " << policy << ": " << r.result.agent.failures
+                  << " of " << r.result.agent.calls
+                  << " asks got no usable answer (the base order ran instead); last: "
+                  << r.result.agent_error << "\n";
       runs.push_back(std::move(r));
     }
   }

@@ -137,6 +137,8 @@ class QueuePolicy {
     order.clear();
   }
   virtual AgentStats agent_stats() const { return {}; }
+  // The last unusable answer's reason, one line (empty when none), for a run's warning.
+  virtual std::string agent_last_error() const { return {}; }
 };
 
 class UnknownPolicyError : public ::mlprio::UsageError {

@@ -200,6 +200,7 @@ struct SimResult {
   std::vector<UserSummary> users;  // sorted by user id
   TimeSeries series;               // empty unless record_series
   AgentStats agent;                // external:CMD and llm:URL orders only
+  std::string agent_error;         // the last unusable answer's reason (empty when none)
 };
 
 // Simulates `jobs`, which must be sorted by submit time (STANDARD) or be the prepared list of
