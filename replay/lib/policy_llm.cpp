@@ -93,7 +93,7 @@ class LlmPolicy final : public AgentPolicy {
     try {
       chat_ = std::make_unique<model::LlmChat>(std::move(cfg));
     } catch (const model::AdvisorError& e) {
-      throw ConfigError("policy '" + std::string(name_view()) + "': " + e.what());
+      throw ConfigError("policy '" + std::string(this->name()) + "': " + e.what());
     }
   }
 
@@ -133,7 +133,6 @@ class LlmPolicy final : public AgentPolicy {
   }
 
  private:
-  std::string_view name_view() const { return name(); }
   std::string template_;
   std::unique_ptr<model::LlmChat> chat_;
 };
