@@ -1,12 +1,16 @@
 #!/usr/bin/python3
-"""Draws the standard mlprio plots from one HDF5 file (a demo file, or any replay/fsdp file).
+"""Draws the standard mlprio plots from HDF5 files (a demo file, or any replay/fsdp file).
 
-Usage: scripts/plot.py FILE.h5 OUTDIR
+Usage: scripts/plot.py FILE.h5 [FILE.h5 ...] OUTDIR
 
-Reads whatever groups are present and skips the rest:
+Reads whatever groups are present and skips the rest. Replay runs from several files are drawn
+together (for a set of runs: one `mlprio-replay run` per policy, say), labelled with the file
+name when there is more than one:
   replay runs  (/runs/run_NNNN, /replay/runs/run_NNNN, or a `sweep --per-job` file's
                /tasks/task_NNNN): bounded-slowdown CDF, queue length
-               over time and its time-weighted CDF, mean wait by job size;
+               over time and its time-weighted CDF, mean wait by job size, and the seed
+               experiment's two figures: the mean bounded slowdown over time (series/mean_bsld,
+               bsld_over_time.png) and the time-weighted queue-length CDF (queue_length_cdf.png);
   model eval   (/model/errors/<method>): CDF of relative prediction error per method;
   fsdp sweep   (/sweep or /fsdp/sweep): retries per step and peak memory per minibatch, and
                memory over time for the recorded minibatches.
@@ -32,12 +36,85 @@ def find(f, *paths):
     return None
 
 
+LABEL_PREFIX = {}  # run group name -> file label, when several files are drawn together
+
+
 def label_of(run):
     a = run.attrs
     def s(k):
         v = a.get(k, "")
         return v.decode() if isinstance(v, bytes) else str(v)
-    return f"{s('policy')}+{s('backfill')}"
+    policy = s("policy")
+    if len(policy) > 40:  # external:CMD carries a whole command line
+        policy = policy[:37] + "..."
+    return LABEL_PREFIX.get(run.name + "@" + run.file.filename, "") + f"{policy}+{s('backfill')}"
+
+
+def time_weighted_cdf(t, q):
+    """Each sample holds until the next; returns (sorted values, cumulative time fraction)."""
+    dt = np.diff(np.append(t, t[-1]))
+    order = np.argsort(q, kind="stable")
+    w = np.cumsum(dt[order])
+    if w.size == 0 or w[-1] <= 0:
+        return None, None
+    return q[order], w / w[-1]
+
+
+def save(fig, out, name, written):
+    p = os.path.join(out, name)
+    fig.tight_layout()
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    written.append(p)
+
+
+def plot_seed_figures(runs, names, out, written):
+    """Mean bounded slowdown over time, and the queue-length CDF, one curve per run."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    drawn = 0
+    for n in names:
+        if "series" not in runs[n] or "mean_bsld" not in runs[n]["series"]:
+            continue
+        s = runs[n]["series"]
+        t = np.asarray(s["time"], dtype=float)
+        b = np.asarray(s["mean_bsld"], dtype=float)
+        if t.size == 0:
+            continue
+        ax.step((t - t[0]) / 3600.0, b, where="post", label=label_of(runs[n]), linewidth=0.9)
+        drawn += 1
+    if drawn:
+        ax.set_xlabel("hours since first submit")
+        ax.set_ylabel("mean bounded slowdown of finished jobs")
+        ax.set_title("Mean bounded slowdown over time")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        save(fig, out, "bsld_over_time.png", written)
+    else:
+        plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    drawn = 0
+    for n in names:
+        if "series" not in runs[n]:
+            continue
+        s = runs[n]["series"]
+        t = np.asarray(s["time"], dtype=float)
+        q = np.asarray(s["queue_length"], dtype=float)
+        if t.size == 0:
+            continue
+        x, y = time_weighted_cdf(t, q)
+        if x is None:
+            continue
+        ax.step(x, y, where="post", label=label_of(runs[n]))
+        drawn += 1
+    if drawn:
+        ax.set_xlabel("jobs waiting")
+        ax.set_ylabel("fraction of time")
+        ax.set_title("Queue length CDF (time-weighted)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        save(fig, out, "queue_length_cdf.png", written)
+    else:
+        plt.close(fig)
 
 
 def cdf(ax, values, label):
@@ -98,6 +175,7 @@ def plot_replay(runs, out):
     ax.set_title("Wait by job size")
     ax.legend(fontsize=7); ax.grid(alpha=0.3, axis="y")
     p = os.path.join(out, "wait_by_size.png"); fig.tight_layout(); fig.savefig(p, dpi=110); plt.close(fig); written.append(p)
+    plot_seed_figures(runs, names, out, written)
     return written
 
 
@@ -149,34 +227,51 @@ def plot_fsdp(sweep, out):
 
 
 def main(argv):
-    if len(argv) != 3:
+    if len(argv) < 3:
         sys.stderr.write(__doc__)
         return 2
-    path, out = argv[1], argv[2]
+    paths, out = argv[1:-1], argv[-1]
     os.makedirs(out, exist_ok=True)
     written = []
-    with h5py.File(path, "r") as f:
-        if f.attrs.get("format") not in ("mlprio", b"mlprio"):
-            sys.stderr.write(f"plot.py: {path} is not an mlprio result file\n")
-            return 2
+    files = []
+    try:
+        for path in paths:
+            try:
+                f = h5py.File(path, "r")
+            except OSError as e:
+                sys.stderr.write(f"plot.py: cannot read {path}: {e}\n")
+                return 2
+            files.append(f)
+            if f.attrs.get("format") not in ("mlprio", b"mlprio"):
+                sys.stderr.write(f"plot.py: {path} is not an mlprio result file\n")
+                return 2
         # Runs may sit at the root (a replay file) or under any part of a merged file.
         runs = {}
-        for prefix in [""] + [k + "/" for k in f.keys() if isinstance(f[k], h5py.Group)]:
-            # A sweep stores /runs as one summary table (skipped here) and, with --per-job,
-            # per-run groups under /tasks.
-            for sub in ("runs", "tasks"):
-                if prefix + sub in f and isinstance(f[prefix + sub], h5py.Group):
-                    for name, g in f[prefix + sub].items():
-                        if "jobs" in g:
-                            runs[prefix + name] = g
+        for i, (path, f) in enumerate(zip(paths, files)):
+            tag = f"{i}:" if len(files) > 1 else ""
+            for prefix in [""] + [k + "/" for k in f.keys() if isinstance(f[k], h5py.Group)]:
+                # A sweep stores /runs as one summary table (skipped here) and, with --per-job,
+                # per-run groups under /tasks.
+                for sub in ("runs", "tasks"):
+                    if prefix + sub in f and isinstance(f[prefix + sub], h5py.Group):
+                        for name, g in f[prefix + sub].items():
+                            if "jobs" in g:
+                                runs[tag + prefix + name] = g
+                                if len(files) > 1:
+                                    stem = os.path.splitext(os.path.basename(path))[0]
+                                    LABEL_PREFIX[g.name + "@" + f.filename] = stem + ": "
         if runs:
             written += plot_replay(runs, out)
-        errors = find(f, "model/errors")
-        if errors is not None and len(errors) > 0:
-            written += plot_model(errors, out)
-        sweep = find(f, "sweep", "fsdp/sweep")
-        if sweep is not None and "points" in sweep:
-            written += plot_fsdp(sweep, out)
+        for f in files:
+            errors = find(f, "model/errors")
+            if errors is not None and len(errors) > 0:
+                written += plot_model(errors, out)
+            sweep = find(f, "sweep", "fsdp/sweep")
+            if sweep is not None and "points" in sweep:
+                written += plot_fsdp(sweep, out)
+    finally:
+        for f in files:
+            f.close()
     for p in written:
         print(p)
     if not written:

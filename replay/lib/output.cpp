@@ -31,6 +31,21 @@ std::string runs_json(const std::vector<RunRecord>& runs) {
     o["p99_wait"] = s.p99_wait;
     o["max_user_bsld"] = s.max_user_bsld;
     o["jain_user_bsld"] = s.jain_user_bsld;
+    if (r.result.agent.used()) {  // external:CMD and llm:URL only
+      const AgentStats& a = r.result.agent;
+      nlohmann::ordered_json g;
+      g["points"] = a.points;
+      g["calls"] = a.calls;
+      g["answers"] = a.answers;
+      g["failures"] = a.failures;
+      g["timeouts"] = a.timeouts;
+      g["malformed"] = a.malformed;
+      g["fallbacks"] = a.fallbacks;
+      g["tokens_sent"] = a.tokens_sent;
+      g["tokens_received"] = a.tokens_received;
+      g["wait_seconds"] = a.wait_seconds;
+      o["agent"] = std::move(g);
+    }
     arr.push_back(std::move(o));
   }
   nlohmann::ordered_json root;
@@ -109,12 +124,29 @@ void write_run_group(const h5::Group& g, const RunRecord& r) {
   g.set_attr("p99_wait", s.p99_wait);
   g.set_attr("max_user_bsld", s.max_user_bsld);
   g.set_attr("jain_user_bsld", s.jain_user_bsld);
+  if (r.result.agent.used()) {
+    const AgentStats& a = r.result.agent;
+    g.set_attr("agent_points", a.points);
+    g.set_attr("agent_calls", a.calls);
+    g.set_attr("agent_answers", a.answers);
+    g.set_attr("agent_failures", a.failures);
+    g.set_attr("agent_timeouts", a.timeouts);
+    g.set_attr("agent_malformed", a.malformed);
+    g.set_attr("agent_fallbacks", a.fallbacks);
+    g.set_attr("agent_tokens_sent", a.tokens_sent);
+    g.set_attr("agent_tokens_received", a.tokens_received);
+    g.set_attr("agent_wait_seconds", a.wait_seconds);
+  }
   g.write_table("jobs", job_type(), std::span<const JobOutcome>(r.result.jobs));
   g.write_table("users", user_type(), std::span<const UserSummary>(r.result.users));
   const h5::Group ts = g.create_group("series");
   ts.write_column("time", std::span<const double>(r.result.series.time));
   ts.write_column("queue_length", std::span<const int64_t>(r.result.series.queue_length));
   ts.write_column("busy_cores", std::span<const int64_t>(r.result.series.busy_cores));
+  // Written only when recorded (the rlscheduler profile and series carried by the sweep have none).
+  if (r.result.series.mean_bsld.size() == r.result.series.time.size() &&
+      !r.result.series.time.empty())
+    ts.write_column("mean_bsld", std::span<const double>(r.result.series.mean_bsld));
 }
 
 void write_runs_hdf5(const std::string& path, const std::vector<RunRecord>& runs,

@@ -517,6 +517,7 @@ class StandardEngine {
   JobView view(const SimJob& j) const {
     JobView v;
     v.index = j.index;
+    v.id = j.job.id;
     v.submit = j.job.submit;
     v.wait = now_ - j.job.submit;
     v.estimate = j.estimate;
@@ -700,6 +701,11 @@ class StandardEngine {
     MLPRIO_REPLAY_CHECK(free_.units <= total_.units && free_.gpus <= total_.gpus,
                         "more resources free than exist");
     running_by_est_.erase({j.est_end, j.seq, slot});
+    if (cfg_.record_series) {
+      done_bsld_sum_ +=
+          detail::bounded_slowdown(j.start - j.job.submit, now_ - j.start, cfg_.bsld_threshold);
+      ++done_;
+    }
     policy_.on_job_end(view(j), j.start, now_, j.job.procs());
     if (online_) online_->finish(j.job, j.start, now_);
     bool early = false;
@@ -720,6 +726,31 @@ class StandardEngine {
       j.score = policy_.score(view(j), s);
     }
     std::sort(queue_.begin(), queue_.end(), [this](int32_t a, int32_t b) { return before(a, b); });
+    if (policy_.orders_queue()) apply_policy_order(s);
+  }
+
+  // The whole-queue hook (QueuePolicy::order_queue): shows the policy the queue in base order and
+  // the running jobs, and puts the queue in the order it gives.
+  void apply_policy_order(const ClusterState& s) {
+    queue_views_.clear();
+    for (int32_t slot : queue_) queue_views_.push_back(view(slab_[static_cast<size_t>(slot)]));
+    running_views_.clear();
+    running_seq_.clear();
+    for (const auto& [est_end, seq, slot] : running_by_est_) running_seq_.emplace_back(seq, slot);
+    std::sort(running_seq_.begin(), running_seq_.end());
+    for (const auto& [seq, slot] : running_seq_) {
+      const SimJob& j = slab_[static_cast<size_t>(slot)];
+      running_views_.push_back({j.job.id, j.job.procs(), j.start, j.job.req_time, j.estimate});
+    }
+    policy_.order_queue({s, queue_views_, running_views_}, policy_order_);
+    MLPRIO_REPLAY_CHECK(policy_order_.size() == queue_.size(),
+                        "a queue order is not a permutation of the queue");
+    reordered_.clear();
+    for (size_t k : policy_order_) {
+      MLPRIO_REPLAY_CHECK(k < queue_.size(), "a queue order names a position outside the queue");
+      reordered_.push_back(queue_[k]);
+    }
+    queue_.swap(reordered_);
   }
 
   void schedule(bool early_end) {
@@ -882,17 +913,24 @@ class StandardEngine {
     if (!cfg_.record_series) return;
     const auto q = static_cast<int64_t>(queue_.size());
     const int64_t busy = (total_.units - free_.units) * unit_cores_;
+    const double bsld = done_ > 0 ? done_bsld_sum_ / static_cast<double>(done_)
+                                  : std::numeric_limits<double>::quiet_NaN();
+    const auto same_bsld = [&](double b) {
+      return b == bsld || (std::isnan(b) && std::isnan(bsld));
+    };
     if (!series_.time.empty() && series_.queue_length.back() == q &&
-        series_.busy_cores.back() == busy)
+        series_.busy_cores.back() == busy && same_bsld(series_.mean_bsld.back()))
       return;
     if (!series_.time.empty() && series_.time.back() == now_) {
       series_.queue_length.back() = q;
       series_.busy_cores.back() = busy;
+      series_.mean_bsld.back() = bsld;
       return;
     }
     series_.time.push_back(now_);
     series_.queue_length.push_back(q);
     series_.busy_cores.push_back(busy);
+    series_.mean_bsld.push_back(bsld);
   }
 
   const SimConfig& cfg_;
@@ -924,6 +962,14 @@ class StandardEngine {
   int64_t corrections_ = 0;
   Correction correction_ = Correction::NONE;  // cfg_.correction where it applies (EASY)
   std::vector<int32_t> order_;                // SJBF scratch
+  // The whole-queue hook's scratch (apply_policy_order).
+  std::vector<JobView> queue_views_;
+  std::vector<RunningView> running_views_;
+  std::vector<std::pair<int64_t, int32_t>> running_seq_;
+  std::vector<size_t> policy_order_;
+  std::vector<int32_t> reordered_;
+  double done_bsld_sum_ = 0;  // bounded slowdowns of the jobs finished so far (series)
+  int64_t done_ = 0;
   std::unique_ptr<OnlineEstimator> online_;
   FreeProfile profile_;
   TimeSeries series_;
@@ -936,7 +982,10 @@ SimResult simulate_stream(const JobSource& next, const SimConfig& config) {
     throw ConfigError("the rlscheduler event loop replays a job list; call simulate()");
   auto policy = make_policy(config.policy, config.policy_options);
   StandardEngine engine(config, *policy);
-  return engine.run(next);
+  SimResult r = engine.run(next);
+  r.agent = policy->agent_stats();
+  r.agent_error = policy->agent_last_error();
+  return r;
 }
 
 EngineState idle_state(const SimConfig& config) {
@@ -953,6 +1002,10 @@ SegmentResult run_segment(std::span<const Job> jobs, int64_t begin, int64_t end,
                           int64_t every, const SegmentResult* recorded) {
   if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER)
     throw ConfigError("the rlscheduler profile cannot be replayed in time segments");
+  if (is_agent_policy(config.policy))
+    throw ConfigError("policy '" + config.policy +
+                      "' asks an outside agent, whose state cannot be carried across time "
+                      "segments: replay it without --time-parallel");
   if (begin < 0 || end < begin || end > static_cast<int64_t>(jobs.size()))
     throw ConfigError("simulate_segment: job range out of bounds");
   SimConfig cfg = config;
@@ -1049,8 +1102,14 @@ SimResult summarize_outcomes(std::vector<JobOutcome> jobs, int64_t skipped,
 }
 
 SimResult simulate(std::span<const Job> jobs, const SimConfig& config) {
-  if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER)
+  if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER) {
+    if (is_agent_policy(config.policy))
+      throw ConfigError("policy '" + config.policy +
+                        "' reorders the queue, which the rlscheduler profile and backfill "
+                        "(a copy of RLScheduler's score sort) do not; use the standard profile "
+                        "with none, easy or conservative backfilling");
     return detail::simulate_rlscheduler(jobs, config);
+  }
   size_t i = 0;
   return simulate_stream(
       [&](Job& out) {

@@ -91,6 +91,14 @@ std::string config_text(const RunArgs& a, const replay::ReplaySetup& setup,
     << " priority_decay_half_life=" << a.prio.decay_half_life
     << " priority_favor_small=" << (a.prio.favor_small ? 1 : 0);
   for (const auto& w : a.windows) s << " window=" << w;
+  bool agent = false;
+  for (const auto& p : a.policies) agent |= replay::is_agent_policy(p);
+  if (agent) {
+    const replay::AgentOptions& o = a.prio.agent;
+    s << " external_base=" << o.base << " external_timeout=" << o.timeout
+      << " external_every=" << o.every << " llm_prompt=" << o.llm_prompt_file
+      << " llm_top=" << o.llm_top << " llm_model=" << o.llm_model;
+  }
   return s.str();
 }
 
@@ -179,6 +187,11 @@ void run_run(const RunArgs& a) {
       r.window_len = len;
       setup.apply_window(cfg, trace, jobs, start, len);
       r.result = simulate(select_window(jobs, start, len), cfg);
+      if (r.result.agent.failures > 0)  // the run went on, on the base order: say so
+        std::cerr << "mlprio-replay run: policy " << policy << ": " << r.result.agent.failures
+                  << " of " << r.result.agent.calls
+                  << " asks got no usable answer (the base order ran instead); last: "
+                  << r.result.agent_error << "\n";
       runs.push_back(std::move(r));
     }
   }
@@ -204,7 +217,9 @@ void add_run_command(CLI::App& app) {
   add_trace_options(*cmd, args->trace);
   cmd->add_option("--policy", args->policies,
                   "Queue order(s), comma separated: fcfs, sjf, smallest, f1..f4, wfp3, unicep, "
-                  "multifactor, ml (model score; needs --estimate model:FILE)")
+                  "multifactor, ml (model score; needs --estimate model:FILE), external:CMD (an "
+                  "outside program decides; CMD must not contain a comma), llm:URL (an "
+                  "OpenAI-compatible chat endpoint decides)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--backfill", args->backfill,
@@ -219,6 +234,7 @@ void add_run_command(CLI::App& app) {
                   "START:LEN, repeatable: replay jobs START..START+LEN-1 from an empty cluster")
       ->take_all();
   add_replay_spec_options(*cmd, args->spec);
+  add_agent_options(*cmd, args->prio.agent);
   cmd->add_option("--priority-weight-age", args->prio.weight_age, "multifactor: PriorityWeightAge")
       ->capture_default_str();
   cmd->add_option("--priority-weight-job-size", args->prio.weight_job_size,

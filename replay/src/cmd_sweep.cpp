@@ -31,6 +31,7 @@ struct SweepArgs {
   bool seed_given = false, json = false, no_progress = false, per_job = false;
   // The shared replay options; what the command line gives wins over the config file.
   replay::ReplaySpec replay;
+  replay::AgentOptions agent;  // external:CMD, llm:URL
   CLI::App* cmd = nullptr;
 };
 
@@ -55,6 +56,7 @@ replay::dist::SweepSpec build_spec(const SweepArgs& a) {
   }
   if (a.seed_given) spec.seed = a.seed;
   merge_given(*a.cmd, a.replay, spec.replay);
+  spec.agent = a.agent;
   if (a.per_job) spec.per_job = true;
   return spec;
 }
@@ -110,7 +112,8 @@ void add_sweep_command(CLI::App& app) {
       "sweep", "Replay many (trace, policy, backfill, window) tasks; resumable, runs under mpirun");
   cmd->add_option("--trace", args->traces, "Trace file(s), comma separated")->delimiter(',');
   cmd->add_option("--policy", args->policies,
-                  "Queue order(s), comma separated (as run; ml needs --estimate model:FILE)")
+                  "Queue order(s), comma separated (as run; ml needs --estimate model:FILE; "
+                  "external:CMD and llm:URL start one agent per task on the rank that runs it)")
       ->delimiter(',');
   cmd->add_option("--backfill", args->backfills,
                   "Backfilling rule(s), comma separated: none, easy, conservative")
@@ -127,6 +130,7 @@ void add_sweep_command(CLI::App& app) {
                   "HDF5 output; the resume journal is written beside it as OUT.journal")
       ->required();
   add_replay_spec_options(*cmd, args->replay);
+  add_agent_options(*cmd, args->agent);
   args->cmd = cmd;
   cmd->add_flag("--per-job", args->per_job,
                 "Also store every task's per-job tables (as run --out) under /tasks/task_NNNN");

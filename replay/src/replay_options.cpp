@@ -53,6 +53,32 @@ void add_replay_spec_options(CLI::App& cmd, replay::ReplaySpec& spec) {
       ->capture_default_str();
 }
 
+void add_agent_options(CLI::App& cmd, replay::AgentOptions& agent) {
+  cmd.add_option("--external-base", agent.base,
+                 "external:/llm: the built-in order of the jobs an answer leaves out, and of "
+                 "every pass whose answer is late or malformed")
+      ->capture_default_str();
+  cmd.add_option("--external-timeout", agent.timeout,
+                 "external:/llm: seconds to wait for one answer; a late one falls back to the "
+                 "base order (and is counted)")
+      ->capture_default_str();
+  cmd.add_option("--external-every", agent.every,
+                 "external:/llm: ask at every K-th scheduling pass only; between asks the last "
+                 "answer's order holds for the jobs it listed")
+      ->capture_default_str();
+  cmd.add_option("--llm-prompt", agent.llm_prompt_file,
+                 "llm: prompt template file ({{state}}, {{top}}, {{queued}} are replaced; "
+                 "default: the built-in one in replay/README.md)");
+  cmd.add_option("--llm-top", agent.llm_top,
+                 "llm: queued jobs shown to the model (the first N in base order)")
+      ->capture_default_str();
+  cmd.add_option("--llm-model", agent.llm_model, "llm: the request's \"model\" field")
+      ->capture_default_str();
+  cmd.add_option("--llm-api-key-env", agent.llm_api_key_env,
+                 "llm: name of the environment variable holding the API key (sent as a Bearer "
+                 "token; never printed)");
+}
+
 void merge_given(const CLI::App& cmd, const replay::ReplaySpec& given, replay::ReplaySpec& dst) {
   auto has = [&](const char* name) { return cmd.count(name) > 0; };
   if (has("--estimate")) dst.estimate = given.estimate;

@@ -14,6 +14,9 @@ namespace mlprio::cli {
 void add_replay_spec_options(CLI::App& cmd, replay::ReplaySpec& spec);
 // Copies into `dst` the options of add_replay_spec_options that were given on `cmd`'s command
 // line (sweep: the command line wins over the config file, option by option).
+// Adds the options of the agent orders (external:CMD, llm:URL): --external-base,
+// --external-timeout, --external-every, --llm-prompt, --llm-top, --llm-model, --llm-api-key-env.
+void add_agent_options(CLI::App& cmd, replay::AgentOptions& agent);
 void merge_given(const CLI::App& cmd, const replay::ReplaySpec& given, replay::ReplaySpec& dst);
 
 }  // namespace mlprio::cli

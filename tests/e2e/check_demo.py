@@ -44,6 +44,14 @@ if not errors:
         need("ml" in {r["policy"] for r in runs}, "the tuned ML policy is missing")
         need(os.path.exists(os.path.join(out, "model.tuned.json")), "tune wrote no model.tuned.json")
     need("easy++" in {r["policy"] for r in runs}, "the EASY++ run is missing")
+    # The example external agent answers SJF's order: the same metrics as sjf under EASY.
+    by = {(r["policy"], r["backfill"]): r for r in runs}
+    need(("agent:sjf", "easy") in by, "the external-agent run is missing")
+    if ("agent:sjf", "easy") in by and ("sjf", "easy") in by:
+        a, s = by[("agent:sjf", "easy")], by[("sjf", "easy")]
+        need(all(a[k] == s[k] for k in ("avg_wait", "avg_bsld", "max_wait", "utilization")),
+             "the SJF agent's run differs from sjf's")
+        need(a.get("agent", {}).get("failures", -1) == 0, "the SJF agent's run had failures")
     fsdp = json.load(open(os.path.join(out, "fsdp.json")))
     need(fsdp["max_safe_mbs"] >= 1, f"max_safe_mbs {fsdp['max_safe_mbs']} < 1")
     with h5py.File(os.path.join(out, "demo.h5"), "r") as h:
@@ -69,7 +77,8 @@ if not errors:
                     need(g.attrs["jobs"] == g["jobs"].shape[0], f"/{k}/{sub}/{name}: jobs attribute differs from its table")
         need(per_run >= 6, f"only {per_run} per-run groups with per-job tables")
     plots = os.path.join(out, "plots")
-    for p in ["prediction_error_cdf.png", "bsld_cdf.png", "queue_length.png", "wait_by_size.png", "fsdp_retries.png", "fsdp_memory.png"]:
+    for p in ["prediction_error_cdf.png", "bsld_cdf.png", "queue_length.png", "wait_by_size.png", "fsdp_retries.png", "fsdp_memory.png",
+              "bsld_over_time.png", "queue_length_cdf.png"]:
         path = os.path.join(plots, p)
         ok = os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
         need(ok, f"plot {p} missing or not a PNG")

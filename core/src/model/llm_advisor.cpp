@@ -269,6 +269,12 @@ std::string advice_json_schema() {
 }
 
 std::string request_body(const AdvisorPrompt& p, const AdvisorConfig& cfg) {
+  return chat_request_body(p.system, p.user, "runtime_advice", advice_json_schema(), cfg);
+}
+
+std::string chat_request_body(const std::string& system, const std::string& user,
+                              const std::string& schema_name, const std::string& schema_json,
+                              const AdvisorConfig& cfg) {
   json format;
   if (cfg.response_format == ResponseFormat::JSON_OBJECT) {
     format = {{"type", "json_object"}};
@@ -277,13 +283,11 @@ std::string request_body(const AdvisorPrompt& p, const AdvisorConfig& cfg) {
     // and llama.cpp's server (json_schema.schema -> grammar) read.
     format = {{"type", "json_schema"},
               {"json_schema",
-               {{"name", "runtime_advice"},
-                {"strict", true},
-                {"schema", json::parse(advice_json_schema())}}}};
+               {{"name", schema_name}, {"strict", true}, {"schema", json::parse(schema_json)}}}};
   }
   const json body = {{"model", cfg.model},
-                     {"messages", json::array({{{"role", "system"}, {"content", p.system}},
-                                               {{"role", "user"}, {"content", p.user}}})},
+                     {"messages", json::array({{{"role", "system"}, {"content", system}},
+                                               {{"role", "user"}, {"content", user}}})},
                      {"temperature", 0},
                      {"max_tokens", cfg.max_tokens},
                      {"stream", false},
@@ -326,8 +330,8 @@ std::string server_error_message(std::string_view body, std::size_t max_bytes) {
   return out;
 }
 
-std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConfig& cfg,
-                                   std::string* error) {
+std::optional<ChatContent> parse_chat_content(std::string_view http_body, const AdvisorConfig& cfg,
+                                              std::string* error) {
   if (http_body.size() > cfg.max_response_bytes) {
     fail(error,
          "body of " + std::to_string(http_body.size()) + " bytes exceeds max_response_bytes");
@@ -355,8 +359,26 @@ std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConf
     fail(error, "choices[0].message.content is not a string");
     return std::nullopt;
   }
+  ChatContent c;
+  c.text = content->get<std::string>();
+  if (const auto usage = env.find("usage"); usage != env.end() && usage->is_object()) {
+    const auto count = [&](const char* key) -> int64_t {
+      const auto v = usage->find(key);
+      if (v == usage->end() || !v->is_number_integer()) return 0;
+      return std::clamp<int64_t>(v->get<int64_t>(), 0, int64_t{1} << 40);
+    };
+    c.prompt_tokens = count("prompt_tokens");
+    c.completion_tokens = count("completion_tokens");
+  }
+  return c;
+}
+
+std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConfig& cfg,
+                                   std::string* error) {
+  const std::optional<ChatContent> content = parse_chat_content(http_body, cfg, error);
+  if (!content) return std::nullopt;
   // Strict: the whole content is one JSON value (whitespace around it only), no fences, no prose.
-  const std::string& text = content->get_ref<const std::string&>();
+  const std::string& text = content->text;
   const json answer = parse_or_discard(text);
   if (answer.is_discarded() || !answer.is_object()) {
     fail(error, "content is not exactly one JSON object");
@@ -436,16 +458,19 @@ void validate(const AdvisorConfig& c) {
        "a positive number of seconds");
 }
 
-class AdviceCache {
+// A small LRU of successful answers by content key: Advice for the advisor, ChatContent for
+// LlmChat.
+template <typename V>
+class LruCache {
  public:
-  explicit AdviceCache(std::size_t capacity) : capacity_(capacity) {}
-  std::optional<Advice> get(const std::string& key) {
+  explicit LruCache(std::size_t capacity) : capacity_(capacity) {}
+  std::optional<V> get(const std::string& key) {
     auto it = index_.find(key);
     if (it == index_.end()) return std::nullopt;
     entries_.splice(entries_.begin(), entries_, it->second);
     return it->second->second;
   }
-  void put(const std::string& key, const Advice& a) {
+  void put(const std::string& key, const V& a) {
     if (capacity_ == 0) return;
     if (auto it = index_.find(key); it != index_.end()) {
       it->second->second = a;
@@ -462,9 +487,10 @@ class AdviceCache {
 
  private:
   std::size_t capacity_;
-  std::list<std::pair<std::string, Advice>> entries_;
-  std::unordered_map<std::string, std::list<std::pair<std::string, Advice>>::iterator> index_;
+  std::list<std::pair<std::string, V>> entries_;
+  std::unordered_map<std::string, typename std::list<std::pair<std::string, V>>::iterator> index_;
 };
+using AdviceCache = LruCache<Advice>;
 
 // Closed -> (K consecutive failures) -> open for the cool-down -> half-open: the next request is
 // the single probe; its success closes the breaker, its failure opens it for another cool-down.
@@ -595,8 +621,22 @@ struct LlmAdvisor::Impl {
   }
 
   AdviceResult http_call(const AdvisorPrompt& p) {
-    const std::string payload = request_body(p, cfg);
+    AdviceResult r;
+    if (!transfer(request_body(p, cfg), r)) return r;
+    std::string why;
+    if (auto a = parse_advice(response, cfg, &why)) {
+      r.status = AdviceStatus::OK;
+      r.advice = std::move(*a);
+    } else {
+      r.status = AdviceStatus::INVALID_ANSWER;
+      r.error = why;
+    }
+    return r;
+  }
 
+  // POSTs `payload` to the chat endpoint. True with the body in `response` on HTTP 200;
+  // otherwise false with r.status and r.error set (time-out, transport, too large, HTTP error).
+  bool transfer(const std::string& payload, AdviceResult& r) {
     struct Headers {
       curl_slist* list = nullptr;
       ~Headers() { curl_slist_free_all(list); }
@@ -663,27 +703,26 @@ struct LlmAdvisor::Impl {
     while (CURLMsg* m = curl_multi_info_read(multi, &left))
       if (m->msg == CURLMSG_DONE && m->easy_handle == easy) rc = m->data.result;
 
-    AdviceResult r;
     if (aborted || rc == CURLE_ABORTED_BY_CALLBACK) {
       r.status = AdviceStatus::TRANSPORT_ERROR;
       r.error = "aborted: the advisor is stopping";
-      return r;
+      return false;
     }
     if (rc == CURLE_OPERATION_TIMEDOUT) {
       r.status = AdviceStatus::TIMEOUT;
       r.error = std::string("time-out: ") + (errbuf[0] ? errbuf : curl_easy_strerror(rc));
-      return r;
+      return false;
     }
     if (response_too_large || rc == CURLE_FILESIZE_EXCEEDED) {
       r.status = AdviceStatus::TOO_LARGE;
       r.error =
           "answer larger than max_response_bytes (" + std::to_string(cfg.max_response_bytes) + ")";
-      return r;
+      return false;
     }
     if (rc != CURLE_OK) {
       r.status = AdviceStatus::TRANSPORT_ERROR;
       r.error = std::string(curl_easy_strerror(rc)) + (errbuf[0] ? std::string(": ") + errbuf : "");
-      return r;
+      return false;
     }
     long code = 0;
     MLPRIO_CURL_CHECK(curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code));
@@ -696,17 +735,9 @@ struct LlmAdvisor::Impl {
       if (cfg.response_format == ResponseFormat::JSON_SCHEMA &&
           said.find("json_schema") != std::string::npos)
         r.error += " (a server without json_schema support takes response_format json_object)";
-      return r;
+      return false;
     }
-    std::string why;
-    if (auto a = parse_advice(response, cfg, &why)) {
-      r.status = AdviceStatus::OK;
-      r.advice = std::move(*a);
-    } else {
-      r.status = AdviceStatus::INVALID_ANSWER;
-      r.error = why;
-    }
-    return r;
+    return true;
   }
 
   AdviceResult process(const AdvisorRequest& req) {
@@ -787,15 +818,20 @@ struct LlmAdvisor::Impl {
   }
 };
 
-LlmAdvisor::LlmAdvisor(AdvisorConfig cfg, Callback callback) {
+std::unique_ptr<LlmAdvisor::Impl> LlmAdvisor::make_impl(AdvisorConfig cfg, Callback callback) {
   validate(cfg);
   CURLcode global_rc = CURLE_OK;
   std::call_once(CURL_GLOBAL_ONCE, [&] { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
   MLPRIO_CURL_CHECK(global_rc);
-  impl_ = std::make_unique<Impl>(std::move(cfg), std::move(callback));
-  impl_->easy = curl_easy_init();
-  impl_->multi = curl_multi_init();
-  if (!impl_->easy || !impl_->multi) throw AdvisorError("curl_easy_init/curl_multi_init failed");
+  auto impl = std::make_unique<Impl>(std::move(cfg), std::move(callback));
+  impl->easy = curl_easy_init();
+  impl->multi = curl_multi_init();
+  if (!impl->easy || !impl->multi) throw AdvisorError("curl_easy_init/curl_multi_init failed");
+  return impl;
+}
+
+LlmAdvisor::LlmAdvisor(AdvisorConfig cfg, Callback callback) {
+  impl_ = make_impl(std::move(cfg), std::move(callback));
   impl_->worker = std::thread([impl = impl_.get()] { impl->run(); });
 }
 
@@ -846,8 +882,101 @@ void LlmAdvisor::stop() {
   if (impl_->worker.joinable()) impl_->worker.join();
 }
 
+namespace {
+AdvisorCounters snapshot(const Counters& c);
+}
+
 AdvisorCounters LlmAdvisor::counters() const {
-  const Counters& c = impl_->counters;
+  return snapshot(impl_->counters);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct LlmChat::State {
+  std::unique_ptr<LlmAdvisor::Impl> impl;  // the transport, breaker and counters; no worker
+  LruCache<ChatContent> cache;
+  explicit State(std::size_t capacity) : cache(capacity) {}
+};
+
+LlmChat::LlmChat(AdvisorConfig cfg) : state_(std::make_unique<State>(cfg.cache_capacity)) {
+  state_->impl = LlmAdvisor::make_impl(std::move(cfg), {});
+}
+
+LlmChat::~LlmChat() = default;
+
+ChatResult LlmChat::ask(const std::string& system, const std::string& user,
+                        const std::string& schema_name, const std::string& schema_json) {
+  LlmAdvisor::Impl& impl = *state_->impl;
+  const std::string payload = chat_request_body(system, user, schema_name, schema_json, impl.cfg);
+  const std::string key = content_hash(payload);
+  ChatResult out;
+  if (auto hit = state_->cache.get(key)) {
+    bump(impl.counters.cache_hits);
+    out.status = AdviceStatus::OK;
+    out.content = std::move(*hit);
+    out.from_cache = true;
+    return out;
+  }
+  if (!impl.breaker.allow(Clock::now())) {
+    bump(impl.counters.skipped_breaker_open);
+    out.status = AdviceStatus::BREAKER_OPEN;
+    out.error = "circuit breaker open after repeated failures";
+    return out;
+  }
+  bump(impl.counters.requests_sent);
+  AdviceResult r;
+  try {
+    if (impl.transfer(payload, r)) {
+      std::string why;
+      if (auto c = parse_chat_content(impl.response, impl.cfg, &why)) {
+        r.status = AdviceStatus::OK;
+        out.content = std::move(*c);
+      } else {
+        r.status = AdviceStatus::INVALID_ANSWER;
+        r.error = why;
+      }
+    }
+  } catch (const AdvisorError& e) {
+    r.status = AdviceStatus::TRANSPORT_ERROR;
+    r.error = std::string("internal error: ") + e.what();
+  }
+  out.status = r.status;
+  out.error = r.error;
+  switch (r.status) {
+    case AdviceStatus::OK:
+      bump(impl.counters.answers_ok);
+      break;
+    case AdviceStatus::TIMEOUT:
+      bump(impl.counters.timeouts);
+      break;
+    case AdviceStatus::HTTP_ERROR:
+      bump(impl.counters.http_errors);
+      break;
+    case AdviceStatus::INVALID_ANSWER:
+      bump(impl.counters.invalid_answers);
+      break;
+    case AdviceStatus::TOO_LARGE:
+      bump(impl.counters.too_large);
+      break;
+    default:
+      bump(impl.counters.transport_errors);
+      break;
+  }
+  if (r.status == AdviceStatus::OK) {
+    impl.breaker.on_success();
+    state_->cache.put(key, out.content);
+  } else if (impl.breaker.on_failure(Clock::now())) {
+    bump(impl.counters.breaker_opened);
+  }
+  return out;
+}
+
+AdvisorCounters LlmChat::counters() const {
+  return snapshot(state_->impl->counters);
+}
+
+namespace {
+AdvisorCounters snapshot(const Counters& c) {
   AdvisorCounters s;
   s.submitted = c.submitted.load();
   s.dropped_queue_full = c.dropped_queue_full.load();
@@ -865,5 +994,6 @@ AdvisorCounters LlmAdvisor::counters() const {
   s.callback_errors = c.callback_errors.load();
   return s;
 }
+}  // namespace
 
 }  // namespace mlprio::model

@@ -170,8 +170,13 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
   // traces, so a bad file fails fast; 'ml' needs the model (make_policy says so otherwise).
   plan.setup = std::make_shared<const ReplaySetup>(spec.replay);
   const ReplaySetup& setup = *plan.setup;
-  for (const auto& p : spec.policies)  // UnknownPolicyError before loading
-    if (p != "ml" || !setup.online()) make_policy(p);
+  PolicyOptions agent_opts;
+  agent_opts.agent = spec.agent;
+  bool any_agent = false;
+  for (const auto& p : spec.policies) {  // UnknownPolicyError before loading
+    if (p != "ml" || !setup.online()) make_policy(p, agent_opts);
+    any_agent |= is_agent_policy(p);
+  }
   std::vector<Backfill> backfills;
   for (const auto& b : spec.backfills) {
     backfills.push_back(parse_backfill(b));
@@ -219,6 +224,7 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
             o.max_age = m;
             o.decay_half_life = h;
             o.favor_small = spec.favor_small;
+            o.agent = spec.agent;
             plan.params.push_back(o);
           }
 
@@ -233,6 +239,12 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
   for (size_t t = 0; t < plan.traces.size(); ++t)
     fp << " trace" << t << "=" << spec.traces[t] << "(" << plan.traces[t].jobs.size() << " jobs, "
        << plan.machines[t].nodes << "x" << plan.machines[t].cores_per_node << ")";
+  if (any_agent) {  // the agent's settings decide its tasks' results too
+    const AgentOptions& a = spec.agent;
+    fp << " external_base=" << a.base << " external_timeout=" << fmt_num(a.timeout)
+       << " external_every=" << a.every << " llm_prompt=" << a.llm_prompt_file
+       << " llm_top=" << a.llm_top << " llm_model=" << a.llm_model;
+  }
   plan.fingerprint = fp.str();
 
   for (size_t t = 0; t < plan.traces.size(); ++t) {
@@ -261,8 +273,10 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
             task.window_len = len;
             const double jobs = static_cast<double>(std::max<int64_t>(0, std::min(len, n - start)));
             // Conservative keeps a reservation profile; dynamic orders re-sort every pass.
-            task.cost = jobs * (b == Backfill::CONSERVATIVE ? 3.0 : 1.0) *
-                        (policy == "ml" || make_policy(policy)->dynamic() ? 2.0 : 1.0);
+            task.cost =
+                jobs * (b == Backfill::CONSERVATIVE ? 3.0 : 1.0) *
+                (policy == "ml" || is_agent_policy(policy) || make_policy(policy)->dynamic() ? 2.0
+                                                                                             : 1.0);
             std::ostringstream key;
             key << "trace=" << spec.traces[t] << " policy=" << policy;
             if (policy == "multifactor") {
@@ -323,6 +337,7 @@ TaskResult run_task(const SweepPlan& plan, const SweepTask& task) {
       r.jobs = std::move(res.jobs);
       r.users = std::move(res.users);
       r.series = std::move(res.series);
+      r.agent = res.agent;
     }
     r.ok = true;
   } catch (const std::exception& e) {
@@ -397,6 +412,8 @@ std::string encode_detail(const TaskResult& r) {
   put_array(out, r.series.time);
   put_array(out, r.series.queue_length);
   put_array(out, r.series.busy_cores);
+  put_array(out, r.series.mean_bsld);
+  put_array(out, std::vector<AgentStats>{r.agent});
   return out;
 }
 
@@ -406,6 +423,11 @@ void decode_detail(std::string_view bytes, TaskResult& r) {
   get_array(bytes, r.series.time);
   get_array(bytes, r.series.queue_length);
   get_array(bytes, r.series.busy_cores);
+  get_array(bytes, r.series.mean_bsld);
+  std::vector<AgentStats> agent;
+  get_array(bytes, agent);
+  if (agent.size() != 1) throw SweepError("per-job detail message lacks the agent counts");
+  r.agent = agent.front();
   if (!bytes.empty()) throw SweepError("per-job detail message has trailing bytes");
   r.has_detail = true;
 }
@@ -819,6 +841,7 @@ void write_sweep_hdf5(const SweepPlan& plan, const std::vector<TaskResult>& resu
       rec.result.jobs = r.jobs;
       rec.result.users = r.users;
       rec.result.series = r.series;
+      rec.result.agent = r.agent;
       char name[40];
       std::snprintf(name, sizeof name, "task_%04lld", static_cast<long long>(t.id));
       const h5::Group g = all.create_group(name);

@@ -179,6 +179,23 @@ AdvisorPrompt build_prompt(const AdvisorRequest& req, const AdvisorConfig& cfg,
 std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConfig& cfg,
                                    std::string* error = nullptr);
 
+// The content of a chat-completions answer (choices[0].message.content, as text) and the
+// server's token counts (usage.prompt_tokens and usage.completion_tokens; 0 when absent).
+struct ChatContent {
+  std::string text;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+// The envelope half of parse_advice(): the body must be a JSON object with a string
+// choices[0].message.content, at most max_response_bytes. Returns nullopt with a reason in *error.
+std::optional<ChatContent> parse_chat_content(std::string_view http_body, const AdvisorConfig& cfg,
+                                              std::string* error = nullptr);
+
+// request_body() for any prompt and answer schema (response_format named schema_name).
+std::string chat_request_body(const std::string& system, const std::string& user,
+                              const std::string& schema_name, const std::string& schema_json,
+                              const AdvisorConfig& cfg);
+
 class LlmAdvisor {
  public:
   // Called on the worker thread for every finished submit (also cache hits and breaker skips).
@@ -205,8 +222,37 @@ class LlmAdvisor {
   AdvisorCounters counters() const;
 
  private:
+  friend class LlmChat;
   struct Impl;
+  static std::unique_ptr<Impl> make_impl(AdvisorConfig cfg, Callback callback);
   std::unique_ptr<Impl> impl_;
+};
+
+struct ChatResult {
+  AdviceStatus status = AdviceStatus::TRANSPORT_ERROR;
+  ChatContent content;  // meaningful only when status == OK
+  bool from_cache = false;
+  std::string error;  // one line for logs when status != OK
+};
+
+// The advisor's transport for callers with their own prompt and answer schema (the replayer's
+// llm:URL queue order): one synchronous chat request at a time, under the same config checks,
+// time-outs, API key, circuit breaker and LRU cache (keyed by the whole request body) as
+// LlmAdvisor, and the same counters. The content comes back as text: the caller checks it
+// against its schema. Not thread-safe: one caller.
+class LlmChat {
+ public:
+  explicit LlmChat(AdvisorConfig cfg);  // validates cfg (AdvisorError naming the field)
+  ~LlmChat();
+  LlmChat(const LlmChat&) = delete;
+  LlmChat& operator=(const LlmChat&) = delete;
+  ChatResult ask(const std::string& system, const std::string& user, const std::string& schema_name,
+                 const std::string& schema_json);
+  AdvisorCounters counters() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace mlprio::model

@@ -17,7 +17,8 @@ class Group;
 
 namespace mlprio::replay {
 
-inline constexpr int REPLAY_LAYOUT_VERSION = 1;
+// 2: series/mean_bsld and the agent_* run attributes (external:CMD, llm:URL) added.
+inline constexpr int REPLAY_LAYOUT_VERSION = 2;
 
 struct RunRecord {
   std::string policy;

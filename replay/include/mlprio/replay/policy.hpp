@@ -3,7 +3,9 @@
 // scores jobs; the simulator sorts the queue by score and backfilling decides what may start, so a
 // future learned (`ml`) order is just another score(job, cluster state) function and the Slurm
 // plugin can call the same code. Lower scores run first; ties go to the earlier submit time, then
-// to trace order.
+// to trace order. Policies that decide outside the process (`external:CMD`, `llm:URL`) also
+// reorder the whole queue at each scheduling pass through order_queue() (see replay/README.md,
+// "External and LLM policies"); backfilling then works on that order.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@ struct MlPredictions;  // mlprio/replay/ml.hpp
 // What a policy may look at for one queued job.
 struct JobView {
   int64_t index = 0;    // position in the replayed job list (trace order)
+  int64_t id = 0;       // the trace's job number
   double submit = 0;    // absolute submit time, seconds, as in the trace
   double wait = 0;      // seconds waited so far (the rlscheduler profile passes its quirk here)
   double estimate = 0;  // runtime estimate, seconds (requested time, actual, or a predictor's)
@@ -46,6 +49,50 @@ struct ClusterState {
   int64_t running = 0;
 };
 
+// A running job, as an order that sees the whole machine (external and LLM agents) is shown it.
+struct RunningView {
+  int64_t id = 0;
+  int64_t procs = 0;
+  double start = 0;
+  double req_time = -1;  // seconds (-1 when none)
+  double estimate = 0;   // the estimate backfilling uses, seconds
+};
+
+// The state at one scheduling pass: the queue in base order (the policy's own scores), the
+// running jobs by start order.
+struct QueueSnapshot {
+  ClusterState state;
+  std::span<const JobView> queue;
+  std::span<const RunningView> running;
+};
+
+// Settings of the orders that ask an outside decision-maker (`external:CMD`, `llm:URL`).
+struct AgentOptions {
+  std::string base = "fcfs";  // built-in order for unlisted jobs and for fallbacks
+  double timeout = 10;        // seconds to wait for one answer
+  int64_t every = 1;          // ask at every K-th scheduling pass only
+  // llm:URL only.
+  std::string llm_prompt_file;        // prompt template; empty: the built-in default
+  int64_t llm_top = 32;               // queued jobs shown (the first N in base order)
+  std::string llm_model = "default";  // the request's "model" field
+  std::string llm_api_key_env;        // environment variable holding the API key; empty: none
+};
+
+// What an agent-driven order did in one run (all zero for the built-in orders).
+struct AgentStats {
+  int64_t points = 0;           // scheduling passes with a non-empty queue
+  int64_t calls = 0;            // questions asked (requests sent)
+  int64_t answers = 0;          // valid answers used
+  int64_t failures = 0;         // calls without a valid answer (malformed, late, transport, ...)
+  int64_t timeouts = 0;         // ... of which late (past --external-timeout)
+  int64_t malformed = 0;        // ... of which malformed or naming jobs not in the queue
+  int64_t fallbacks = 0;        // passes run on the base order because the answer was unusable
+  int64_t tokens_sent = 0;      // LLM: prompt tokens as the server counted them
+  int64_t tokens_received = 0;  // LLM: completion tokens
+  double wait_seconds = 0;      // wall time spent waiting for answers
+  bool used() const { return points > 0 || calls > 0; }
+};
+
 // Settings of the orders that have any (Slurm priority/multifactor's names in brackets).
 struct PolicyOptions {
   double weight_age = 1000;         // [PriorityWeightAge]
@@ -57,6 +104,7 @@ struct PolicyOptions {
   // Order 'ml': the runtime model's predictions for the replayed jobs and the score settings
   // (built by --estimate model:FILE); null for every other order.
   std::shared_ptr<const MlPredictions> ml;
+  AgentOptions agent;  // external:CMD and llm:URL
 };
 
 class QueuePolicy {
@@ -79,6 +127,18 @@ class QueuePolicy {
   // load_state(save_state()) must restore the policy exactly.
   virtual std::vector<double> save_state() const { return {}; }
   virtual void load_state(std::span<const double> /*state*/) {}
+  // The whole-queue hook. When orders_queue() is true the simulator re-scores the queue at every
+  // pass, sorts it (score, submit, trace order: the base order) and then calls order_queue()
+  // with that queue; the policy fills `order` with a permutation of 0..queue.size()-1 (the
+  // positions in base order, most urgent first), which backfilling then works on. It may throw
+  // mlprio::RuntimeError (an agent that died) to stop the run.
+  virtual bool orders_queue() const { return false; }
+  virtual void order_queue(const QueueSnapshot& /*snapshot*/, std::vector<size_t>& order) {
+    order.clear();
+  }
+  virtual AgentStats agent_stats() const { return {}; }
+  // The last unusable answer's reason, one line (empty when none), for a run's warning.
+  virtual std::string agent_last_error() const { return {}; }
 };
 
 class UnknownPolicyError : public ::mlprio::UsageError {
@@ -86,7 +146,11 @@ class UnknownPolicyError : public ::mlprio::UsageError {
   using ::mlprio::UsageError::UsageError;
 };
 
-// Names accepted by make_policy, in registration order.
+// True for the names of orders decided outside the process: "external:CMD" and "llm:URL".
+bool is_agent_policy(std::string_view name);
+
+// Names accepted by make_policy, in registration order (the agent orders are not listed: their
+// names carry a command or a URL).
 std::vector<std::string> policy_names();
 // Throws UnknownPolicyError listing the valid names.
 std::unique_ptr<QueuePolicy> make_policy(std::string_view name, const PolicyOptions& opts = {});

@@ -183,11 +183,15 @@ struct Summary {
   double first_submit = 0, last_end = 0;
 };
 
-// Queue length and busy cores after each scheduling pass where either changed.
+// Queue length, busy cores and the running mean bounded slowdown after each scheduling pass
+// where any changed. mean_bsld is the mean bounded slowdown of the jobs finished so far (NaN
+// before the first finish); the rlscheduler profile and the sweep's carried series leave it
+// empty.
 struct TimeSeries {
   std::vector<double> time;
   std::vector<int64_t> queue_length;
   std::vector<int64_t> busy_cores;
+  std::vector<double> mean_bsld;
 };
 
 struct SimResult {
@@ -195,6 +199,8 @@ struct SimResult {
   std::vector<JobOutcome> jobs;    // in start order; empty unless record_jobs
   std::vector<UserSummary> users;  // sorted by user id
   TimeSeries series;               // empty unless record_series
+  AgentStats agent;                // external:CMD and llm:URL orders only
+  std::string agent_error;         // the last unusable answer's reason (empty when none)
 };
 
 // Simulates `jobs`, which must be sorted by submit time (STANDARD) or be the prepared list of

@@ -66,6 +66,7 @@ struct TaskResult {
   std::vector<replay::JobOutcome> jobs;
   std::vector<replay::UserSummary> users;
   replay::TimeSeries series;
+  replay::AgentStats agent;  // external:CMD and llm:URL tasks, with the per-job detail
 };
 
 // Replays one task; never throws for a failing replay (the failure is the result).

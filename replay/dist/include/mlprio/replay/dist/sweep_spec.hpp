@@ -40,6 +40,9 @@ struct SweepSpec {
   std::vector<double> weight_age{1000}, weight_job_size{1000}, weight_fairshare{10000};
   std::vector<double> max_age{7 * 86400.0}, decay_half_life{7 * 86400.0};
   bool favor_small = false;
+  // external:CMD and llm:URL (command line only): every task of such a policy starts its own
+  // agent, on the rank that runs it.
+  replay::AgentOptions agent;
 };
 
 // Reads the TOML subset documented in replay/README.md ("Sweeps"): `key = value` with strings,
