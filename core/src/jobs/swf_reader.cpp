@@ -5,6 +5,7 @@
 // queue name and the PBS resource string; there the memory fields are bytes per job, not KB per
 // processor).
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -84,9 +85,52 @@ class SwfReader final : public ReaderBase {
       header_.unix_start_time = as_int();
   }
 
+  // Splits the line into fields and reads the 18 numeric ones in the same pass. A field of at
+  // most 15 digits with an optional '-' (nearly every field of every trace) is read here,
+  // exactly (below 2^53) and as std::from_chars reads it, -0 included; any other goes to
+  // parse_double(). Returns the number of fields (f holds the first 21).
+  size_t scan_fields(std::string_view s, std::string_view (&f)[21], double (&v)[18],
+                     int64_t (&iv)[18], bool (&plain)[18]) {
+    size_t n = 0, i = 0;
+    const size_t len = s.size();
+    while (i < len) {
+      while (i < len && is_space(s[i])) ++i;
+      if (i >= len) break;
+      const size_t start = i;
+      bool is_plain = false;
+      uint64_t x = 0;
+      bool neg = false;
+      if (n < 18) {
+        neg = s[i] == '-';
+        if (neg) ++i;
+        const size_t digits_from = i;
+        while (i < len && static_cast<unsigned>(s[i] - '0') <= 9) {
+          x = x * 10 + static_cast<uint64_t>(s[i] - '0');
+          ++i;
+        }
+        const size_t digits = i - digits_from;
+        is_plain = digits >= 1 && digits <= 15 && (i == len || is_space(s[i]));
+      }
+      while (i < len && !is_space(s[i])) ++i;
+      if (n < 21) f[n] = s.substr(start, i - start);
+      if (n < 18) {
+        plain[n] = is_plain;
+        if (is_plain) {
+          iv[n] = neg ? -static_cast<int64_t>(x) : static_cast<int64_t>(x);
+          v[n] = neg ? -static_cast<double>(x) : static_cast<double>(x);
+        }
+      }
+      ++n;
+    }
+    return n;
+  }
+
   bool parse_job(std::string_view line, Job& job) {
     std::string_view f[21];
-    const size_t n = split_ws(line, f);
+    double v[18];
+    int64_t iv[18];
+    bool plain[18];
+    const size_t n = scan_fields(line, f, v, iv, plain);
     if (n != 18 && n != 19 && n != 21) {
       reject("line",
              "expected 18 whitespace-separated SWF fields (or the 19/21-column extended "
@@ -94,8 +138,8 @@ class SwfReader final : public ReaderBase {
                  std::to_string(n));
       return false;
     }
-    double v[18];
     for (int i = 0; i < 18; ++i) {
+      if (plain[i]) continue;
       auto d = parse_double(f[i]);
       if (!d || !std::isfinite(*d)) {
         reject("field " + field_label(i),
@@ -116,7 +160,11 @@ class SwfReader final : public ReaderBase {
     bool ok = true;
     const auto integer = [&](int i, int64_t lo, int64_t hi, const char* expected) -> int64_t {
       if (!ok) return 0;
-      if (const auto x = to_integer<int64_t>(v[i], lo, hi)) return *x;
+      if (plain[i]) {  // to_integer() of the same value, without the double
+        if (iv[i] >= lo && iv[i] <= hi) return iv[i];
+      } else if (const auto x = to_integer<int64_t>(v[i], lo, hi)) {
+        return *x;
+      }
       reject("field " + field_label(i), "'" + std::string(f[i]) + "' is out of range; expected " +
                                             expected + " in " + range_text(lo, hi));
       ok = false;
