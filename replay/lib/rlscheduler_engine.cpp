@@ -10,6 +10,7 @@
 // the profile.
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <string>
 #include <vector>
@@ -261,7 +262,7 @@ class RlschedulerEngine {
       std::stable_sort(queue_.begin(), queue_.end(), [&](int32_t a, int32_t b) {
         return all_[static_cast<size_t>(a)].job->submit < all_[static_cast<size_t>(b)].job->submit;
       });
-      const std::vector<int32_t> snapshot = queue_;
+      const std::vector<int32_t> snapshot(queue_.begin(), queue_.end());
       for (int32_t k : snapshot) {
         if (now_ + all_[static_cast<size_t>(k)].r < shadow && fits(k)) {
           start(k);
@@ -299,7 +300,9 @@ class RlschedulerEngine {
   QueuePolicy& policy_;
   MetricsAccumulator metrics_;
   std::vector<RJob> all_;
-  std::vector<int32_t> queue_, running_;
+  // A deque: the head leaves from the front at every start, and the queue holds thousands.
+  std::deque<int32_t> queue_;
+  std::vector<int32_t> running_;
   size_t next_ = 0;
   int64_t total_nodes_ = 0, ppn_ = 1, free_nodes_ = 0, skipped_ = 0;
   double now_ = 0;
