@@ -850,9 +850,16 @@ class StandardEngine {
           continue;
         }
         profile_.unbook(old, old + j.estimate, j.need);
-        place(j);
-        MLPRIO_REPLAY_CHECK(j.res_start == to,
-                            "a reservation moved elsewhere than the read-only probe found");
+        if (cfg_.check_invariants) {
+          place(j);
+          MLPRIO_REPLAY_CHECK(j.res_start == to,
+                              "a reservation moved elsewhere than the read-only probe found");
+        } else {
+          // The probe's answer is earliest_fit() after the unbook (see earliest_fit_before):
+          // book there without scanning the profile again.
+          profile_.book(to, to + j.estimate, j.need);
+          j.res_start = to;
+        }
       }
     }
     if (unplaced_) {
