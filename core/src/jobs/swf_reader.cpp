@@ -125,6 +125,13 @@ class SwfReader final : public ReaderBase {
     return n;
   }
 
+  // Out of line, so that the checks above it stay small enough to inline.
+  [[gnu::noinline]] void reject_range(int i, std::string_view field, int64_t lo, int64_t hi,
+                                      const char* expected) {
+    reject("field " + field_label(i), "'" + std::string(field) + "' is out of range; expected " +
+                                          expected + " in " + range_text(lo, hi));
+  }
+
   bool parse_job(std::string_view line, Job& job) {
     std::string_view f[21];
     double v[18];
@@ -165,9 +172,8 @@ class SwfReader final : public ReaderBase {
       } else if (const auto x = to_integer<int64_t>(v[i], lo, hi)) {
         return *x;
       }
-      reject("field " + field_label(i), "'" + std::string(f[i]) + "' is out of range; expected " +
-                                            expected + " in " + range_text(lo, hi));
       ok = false;
+      reject_range(i, f[i], lo, hi, expected);
       return 0;
     };
     constexpr int64_t I32_MIN = std::numeric_limits<int32_t>::min();
