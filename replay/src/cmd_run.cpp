@@ -2,6 +2,7 @@
 // over the whole trace or over windows of it, and reports per-run metrics as a table, as JSON
 // (--json, a contract with scripts) and/or as an HDF5 file (--out). All the work is in the replay
 // library (simulate(), output.hpp); this file only turns options into a SimConfig.
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -117,8 +118,9 @@ void emit_runs(const RunArgs& a, const replay::ReplaySetup& setup, const replay:
 // One policy over the whole trace in the standard profile with estimates fixed in advance: the
 // jobs go from the reader straight into the engine, so memory follows the queue (and the
 // per-job figures the metrics keep), not the trace. The header is complete with the first job.
-// Returns false, with nothing written, when the trace turns out not to be sorted by submit time:
-// the loading path then sorts it as before.
+// Returns false, with nothing written, when the trace turns out not to be sorted by submit time
+// (the loading path then sorts it as before) or its header comes late. Only regular files
+// stream: the fallback reads the file again.
 bool streamed_run(const RunArgs& a, const replay::ReplaySetup& setup, replay::Profile profile,
                   replay::Backfill backfill) {
   using namespace mlprio::replay;
@@ -129,6 +131,9 @@ bool streamed_run(const RunArgs& a, const replay::ReplaySetup& setup, replay::Pr
   head.path = a.trace.path;
   head.format = reader->format();
   head.header = reader->header();
+  // No machine in the header before the first job: let the loading path decide (a later header
+  // line, or its error).
+  if (head.header.max_nodes < 0 && head.header.max_procs < 0) return false;
   SimConfig cfg = setup.base(head, profile);
   cfg.backfill = backfill;
   cfg.policy_options = a.prio;
@@ -138,24 +143,35 @@ bool streamed_run(const RunArgs& a, const replay::ReplaySetup& setup, replay::Pr
   bool unsorted = false;
   double last_submit = -std::numeric_limits<double>::infinity();
   int64_t count = 0;
-  SimResult result = simulate_stream(
-      [&](Job& out) {
-        if (pending) {
-          out = std::move(first);
-          pending = false;
-        } else if (!reader->next(out)) {
-          return false;
-        }
-        if (out.submit < last_submit) {
-          unsorted = true;
-          return false;
-        }
-        last_submit = out.submit;
-        ++count;
-        return true;
-      },
-      cfg);
-  if (unsorted) return false;
+  // A header line after the first job would have changed the machine the loading path sees.
+  const auto header_moved = [&]() {
+    const TraceHeader& h = reader->header();
+    return h.max_nodes != head.header.max_nodes || h.max_procs != head.header.max_procs;
+  };
+  SimResult result;
+  try {
+    result = simulate_stream(
+        [&](Job& out) {
+          if (pending) {
+            out = std::move(first);
+            pending = false;
+          } else if (!reader->next(out)) {
+            return false;
+          }
+          if (out.submit < last_submit) {
+            unsorted = true;
+            return false;
+          }
+          last_submit = out.submit;
+          ++count;
+          return true;
+        },
+        cfg);
+  } catch (const std::exception&) {
+    if (header_moved()) return false;  // e.g. a job too large for the early machine
+    throw;
+  }
+  if (unsorted || header_moved()) return false;
   print_read_report(a.trace, reader->report(), a.json ? TraceReport::QUIET : TraceReport::DETAILED);
   RunRecord r;
   r.policy = cfg.policy;
@@ -187,7 +203,7 @@ void run_run(const RunArgs& a) {
   for (const auto& w : a.windows) windows.push_back(replay::dist::parse_window_arg(w));
   if (profile == Profile::STANDARD && backfill != Backfill::RLSCHEDULER && a.policies.size() == 1 &&
       windows.empty() && !a.time_parallel && !setup.online() &&
-      streamed_run(a, setup, profile, backfill))
+      std::filesystem::is_regular_file(a.trace.path) && streamed_run(a, setup, profile, backfill))
     return;
 
   const Trace trace = load_trace_reporting(a.trace, a.json);
