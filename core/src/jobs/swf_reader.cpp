@@ -4,6 +4,7 @@
 // ignored) and 21 columns (MetaCentrum as converted for the Alea simulator: a `{node list}`, the
 // queue name and the PBS resource string; there the memory fields are bytes per job, not KB per
 // processor).
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -91,28 +92,38 @@ class SwfReader final : public ReaderBase {
   // parse_double(). Returns the number of fields (f holds the first 21).
   size_t scan_fields(std::string_view s, std::string_view (&f)[21], double (&v)[18],
                      int64_t (&iv)[18], bool (&plain)[18]) {
-    size_t n = 0, i = 0;
-    const size_t len = s.size();
-    while (i < len) {
-      while (i < len && is_space(s[i])) ++i;
-      if (i >= len) break;
-      const size_t start = i;
+    // util::is_space as a table: one load per character.
+    static constexpr auto SPACE = [] {
+      std::array<bool, 256> t{};
+      for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = is_space(static_cast<char>(c));
+      return t;
+    }();
+    const auto space = [](char c) { return SPACE[static_cast<unsigned char>(c)]; };
+    size_t n = 0;
+    const char* p = s.data();
+    const char* const end = p + s.size();
+    for (;;) {
+      while (p != end && space(*p)) ++p;
+      if (p == end) break;
+      const char* const start = p;
       bool is_plain = false;
       uint64_t x = 0;
       bool neg = false;
       if (n < 18) {
-        neg = s[i] == '-';
-        if (neg) ++i;
-        const size_t digits_from = i;
-        while (i < len && static_cast<unsigned>(s[i] - '0') <= 9) {
-          x = x * 10 + static_cast<uint64_t>(s[i] - '0');
-          ++i;
+        neg = *p == '-';
+        if (neg) ++p;
+        const char* const digits_from = p;
+        unsigned d = 0;
+        while (p != end && (d = static_cast<unsigned char>(*p) - static_cast<unsigned>('0')) <= 9) {
+          x = x * 10 + d;
+          ++p;
         }
-        const size_t digits = i - digits_from;
-        is_plain = digits >= 1 && digits <= 15 && (i == len || is_space(s[i]));
+        const auto digits = static_cast<size_t>(p - digits_from);
+        is_plain = digits >= 1 && digits <= 15 && (p == end || space(*p));
       }
-      while (i < len && !is_space(s[i])) ++i;
-      if (n < 21) f[n] = s.substr(start, i - start);
+      if (!is_plain)
+        while (p != end && !space(*p)) ++p;
+      if (n < 21) f[n] = std::string_view(start, static_cast<size_t>(p - start));
       if (n < 18) {
         plain[n] = is_plain;
         if (is_plain) {
