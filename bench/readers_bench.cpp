@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "mlprio/jobs/lublin.hpp"
 #include "mlprio/jobs/trace.hpp"
 
 namespace {
@@ -63,6 +64,29 @@ void BM_swf_synthetic_100k(benchmark::State& state) {
 }
 BENCHMARK(BM_swf_synthetic_100k)->Unit(benchmark::kMillisecond);
 
+// Issue 14: a Lublin-generated trace (1024 nodes, requested time = 2 x run), the shape of the
+// 1M-job file bench/issue14_ratios.sh times against awk.
+std::string lublin_swf(int64_t n) {
+  const std::string path =
+      "/tmp/mlprio_bench_" + std::to_string(::getpid()) + "_lublin_" + std::to_string(n) + ".swf";
+  if (std::filesystem::exists(path)) return path;
+  mlprio::LublinOptions o;
+  o.nodes = 1024;
+  o.seed = 1;
+  o.req_time = mlprio::LublinReqTime::FACTOR;
+  mlprio::TraceHeader h;
+  h.max_nodes = h.max_procs = 1024;
+  std::ofstream out(path);
+  mlprio::write_swf(out, h, mlprio::generate_lublin(o, n));
+  return path;
+}
+
+void BM_swf_lublin_200k(benchmark::State& state) {
+  static const std::string path = lublin_swf(200000);
+  read_and_check(state, path, 200000);
+}
+BENCHMARK(BM_swf_lublin_200k)->Unit(benchmark::kMillisecond);
+
 void BM_swf_lcg_gzip(benchmark::State& state) {
   const std::string path = std::string(MLPRIO_SHARED_DATA) + "/swf/LCG-2005.swf.gz";
   if (!std::filesystem::exists(path)) {
@@ -95,5 +119,6 @@ int main(int argc, char** argv) {
         ("/tmp/mlprio_bench_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".swf")
             .c_str());
   }
+  std::remove(("/tmp/mlprio_bench_" + std::to_string(::getpid()) + "_lublin_200000.swf").c_str());
   return 0;
 }

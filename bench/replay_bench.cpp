@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "mlprio/jobs/lublin.hpp"
 #include "mlprio/replay/simulator.hpp"
@@ -124,6 +125,52 @@ void BM_generate_only(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
+// Issue 14, conservative against EASY on a deep queue: 10k jobs at load scale 2.5 (the queue
+// grows to hundreds of jobs); the two rows' ratio is the figure bench/issue14_ratios.sh records
+// on 50k.
+void BM_deep_queue(benchmark::State& state, Backfill b) {
+  const int64_t n = state.range(0);
+  const SimConfig c = config(b);
+  for (auto _ : state) {
+    const SimResult r = replay_generated(n, c, 2.5);
+    if (r.summary.jobs != n || !(r.summary.utilization <= 1.0 + 1e-12)) {
+      std::fprintf(stderr, "replay_bench: WRONG deep-queue run (%lld jobs)\n",
+                   static_cast<long long>(r.summary.jobs));
+      std::exit(1);
+    }
+    state.counters["util"] = r.summary.utilization;
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+// Issue 14, the rlscheduler profile without backfilling on an overloaded typeless Lublin trace
+// (256 nodes): the time per job must not grow with the trace (the queue does).
+void BM_rlscheduler_fcfs_none(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  LublinOptions o;
+  o.nodes = 256;
+  o.seed = 1;
+  o.types = LublinJobTypes::TYPELESS;
+  const std::vector<Job> jobs = generate_lublin(o, n);
+  SimConfig c;
+  c.machine = {256, 1, 0, Allocation::NODES};
+  c.profile = Profile::RLSCHEDULER;
+  c.backfill = Backfill::NONE;
+  c.policy = "fcfs";
+  c.record_jobs = false;
+  c.record_series = false;
+  for (auto _ : state) {
+    const SimResult r = simulate(jobs, c);
+    if (r.summary.jobs + r.summary.skipped > n || r.summary.jobs < n / 2) {
+      std::fprintf(stderr, "replay_bench: WRONG rlscheduler run (%lld of %lld jobs)\n",
+                   static_cast<long long>(r.summary.jobs), static_cast<long long>(n));
+      std::exit(1);
+    }
+    benchmark::DoNotOptimize(r.summary.avg_bsld);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
 }  // namespace
 
 BENCHMARK(BM_generate_only)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
@@ -153,6 +200,16 @@ BENCHMARK_CAPTURE(BM_replay_load, conservative, Backfill::CONSERVATIVE)
     ->Arg(15)
     ->Arg(18)
     ->Arg(20)
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK_CAPTURE(BM_deep_queue, easy, Backfill::EASY)->Arg(10000)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_deep_queue, conservative, Backfill::CONSERVATIVE)
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_rlscheduler_fcfs_none)
+    ->Arg(17500)
+    ->Arg(35000)
+    ->Arg(70000)
     ->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {

@@ -36,23 +36,36 @@ void report_detailed(const std::string& path, const ReadReport& r) {
 
 }  // namespace
 
-Trace load_trace_reporting(const TraceOptions& opts, TraceReport report) {
+namespace {
+ReadOptions read_options(const TraceOptions& opts) {
   ReadOptions ro;
   ro.format = parse_trace_format(opts.format);
   ro.strict = opts.strict;
-  Trace t = load_trace(opts.path, ro);
+  return ro;
+}
+}  // namespace
+
+std::unique_ptr<JobReader> open_trace_reader(const TraceOptions& opts) {
+  return open_job_reader(opts.path, read_options(opts));
+}
+
+void print_read_report(const TraceOptions& opts, const ReadReport& r, TraceReport report) {
   switch (report) {
     case TraceReport::QUIET:
       break;
     case TraceReport::DETAILED:
-      report_detailed(opts.path, t.report);
+      report_detailed(opts.path, r);
       break;
     case TraceReport::BRIEF:
-      if (t.report.skipped > 0)
-        std::cerr << "note: " << t.report.skipped << " malformed lines skipped in " << opts.path
-                  << "\n";
+      if (r.skipped > 0)
+        std::cerr << "note: " << r.skipped << " malformed lines skipped in " << opts.path << "\n";
       break;
   }
+}
+
+Trace load_trace_reporting(const TraceOptions& opts, TraceReport report) {
+  Trace t = load_trace(opts.path, read_options(opts));
+  print_read_report(opts, t.report, report);
   return t;
 }
 

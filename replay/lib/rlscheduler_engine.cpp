@@ -10,6 +10,7 @@
 // the profile.
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <string>
 #include <vector>
@@ -86,6 +87,7 @@ class RlschedulerEngine {
     if (total_nodes_ <= 0 || ppn_ <= 0) throw ConfigError("the machine needs nodes and cores");
     free_nodes_ = total_nodes_;
     backfill_ = c.backfill == Backfill::RLSCHEDULER;
+    by_submit_ = p.submit_breaks_ties();
     all_.reserve(jobs.size());
     for (const Job& j : jobs) {
       if (!(j.run >= 0)) {  // standard job handling: no run time, nothing to replay
@@ -113,7 +115,7 @@ class RlschedulerEngine {
     SimResult res;
     if (!all_.empty()) {
       now_ = all_[0].job->submit;
-      queue_.push_back(0);
+      enqueue(0);
       next_ = 1;
       for (;;) {
         sort_queue_by_policy();
@@ -162,24 +164,53 @@ class RlschedulerEngine {
     return v;
   }
 
-  void sort_queue_by_policy() {
+  ClusterState cluster_state() const {
     ClusterState s;
     s.now = now_;
     s.total_cores = total_nodes_ * ppn_;
     s.free_cores = free_nodes_ * ppn_;
     s.queued = static_cast<int64_t>(queue_.size());
     s.running = static_cast<int64_t>(running_.size());
+    return s;
+  }
+
+  // RLScheduler's order: by score, then (for some policies) by submit time; stable.
+  bool ranks_before(int32_t a, int32_t b) const {
+    const RJob& x = all_[static_cast<size_t>(a)];
+    const RJob& y = all_[static_cast<size_t>(b)];
+    if (x.score != y.score) return x.score < y.score;
+    return by_submit_ && x.job->submit < y.job->submit;
+  }
+
+  // A job joins the queue. While the queue is in policy order and the order is static (a job's
+  // score never changes, QueuePolicy::dynamic()), it goes where the next stable sort would put
+  // it: after every job that does not rank after it. Otherwise it is appended, as RLScheduler
+  // appends, for the next sort.
+  void enqueue(int32_t k) {
+    if (!in_policy_order_) {
+      queue_.push_back(k);
+      return;
+    }
+    RJob& j = all_[static_cast<size_t>(k)];
+    j.score = policy_.score(view(j), cluster_state());
+    const auto at = std::upper_bound(queue_.begin(), queue_.end(), k,
+                                     [this](int32_t a, int32_t b) { return ranks_before(a, b); });
+    queue_.insert(at, k);
+  }
+
+  // RLScheduler re-scores and stably re-sorts the whole queue before every pick. With a static
+  // order and the queue kept in that order by enqueue(), the sort would change nothing: skip it
+  // (it made the no-backfill loop quadratic in the queue length).
+  void sort_queue_by_policy() {
+    if (in_policy_order_) return;
+    const ClusterState s = cluster_state();
     for (int32_t k : queue_) {
       RJob& j = all_[static_cast<size_t>(k)];
       j.score = policy_.score(view(j), s);
     }
-    const bool by_submit = policy_.submit_breaks_ties();
-    std::stable_sort(queue_.begin(), queue_.end(), [&](int32_t a, int32_t b) {
-      const RJob& x = all_[static_cast<size_t>(a)];
-      const RJob& y = all_[static_cast<size_t>(b)];
-      if (x.score != y.score) return x.score < y.score;
-      return by_submit && x.job->submit < y.job->submit;
-    });
+    std::stable_sort(queue_.begin(), queue_.end(),
+                     [this](int32_t a, int32_t b) { return ranks_before(a, b); });
+    in_policy_order_ = !policy_.dynamic();
   }
 
   void start(int32_t k) {
@@ -203,7 +234,7 @@ class RlschedulerEngine {
     const double release = end_of(running_.front());
     if (next_ < all_.size() && all_[next_].job->submit <= release) {
       now_ = std::max(now_, all_[next_].job->submit);
-      queue_.push_back(static_cast<int32_t>(next_++));
+      enqueue(static_cast<int32_t>(next_++));
     } else {
       now_ = std::max(now_, release);
       free_nodes_ += all_[static_cast<size_t>(running_.front())].nodes;
@@ -227,10 +258,11 @@ class RlschedulerEngine {
       if (free_procs >= h.procs) break;
     }
     while (!fits(head)) {
+      in_policy_order_ = false;  // re-sorted by submit time here
       std::stable_sort(queue_.begin(), queue_.end(), [&](int32_t a, int32_t b) {
         return all_[static_cast<size_t>(a)].job->submit < all_[static_cast<size_t>(b)].job->submit;
       });
-      const std::vector<int32_t> snapshot = queue_;
+      const std::vector<int32_t> snapshot(queue_.begin(), queue_.end());
       for (int32_t k : snapshot) {
         if (now_ + all_[static_cast<size_t>(k)].r < shadow && fits(k)) {
           start(k);
@@ -255,7 +287,7 @@ class RlschedulerEngine {
       }
       if (all_[next_].job->submit <= release) {
         now_ = std::max(now_, all_[next_].job->submit);
-        queue_.push_back(static_cast<int32_t>(next_++));
+        enqueue(static_cast<int32_t>(next_++));
         return true;
       }
       now_ = std::max(now_, release);
@@ -268,12 +300,16 @@ class RlschedulerEngine {
   QueuePolicy& policy_;
   MetricsAccumulator metrics_;
   std::vector<RJob> all_;
-  std::vector<int32_t> queue_, running_;
+  // A deque: the head leaves from the front at every start, and the queue holds thousands.
+  std::deque<int32_t> queue_;
+  std::vector<int32_t> running_;
   size_t next_ = 0;
   int64_t total_nodes_ = 0, ppn_ = 1, free_nodes_ = 0, skipped_ = 0;
   double now_ = 0;
   bool backfill_ = false;
   bool quirk_wait_ = true;
+  bool by_submit_ = true;         // policy_.submit_breaks_ties()
+  bool in_policy_order_ = false;  // queue_ sorted by ranks_before() and the order is static
 };
 
 }  // namespace

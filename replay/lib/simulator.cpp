@@ -199,18 +199,9 @@ class FreeProfile {
   // Earliest t >= now at which `need` fits for `duration` seconds: one pass, restarting the
   // candidate after every step that is too full.
   double earliest_fit(double now, double duration, const Res& need) const {
-    double cand = -INF;
-    for (size_t i = 0; i < steps_.size(); ++i) {
-      const double next_t = i + 1 < steps_.size() ? steps_[i + 1].t : INF;
-      if (next_t <= now) continue;
-      if (!need.fits_in(steps_[i].free)) {
-        cand = -INF;
-        continue;
-      }
-      if (cand == -INF) cand = std::max(steps_[i].t, now);
-      if (next_t >= cand + duration) return cand;
-    }
-    return INF;  // cannot happen for jobs that fit the machine: the last step is all free
+    // INF when nowhere, which cannot happen for jobs that fit the machine: the last step is all
+    // free.
+    return scan_fit(now, INF, duration, need);
   }
 
   // For a job booked at [s, s + duration): the earliest t in [now, s) at which it would fit if its
@@ -222,24 +213,36 @@ class FreeProfile {
   // unbook, so when it returns s the unbook/re-book pair can be skipped without changing the
   // profile.
   double earliest_fit_before(double now, double s, double duration, const Res& need) const {
-    double cand = -INF;
-    for (size_t i = 0; i < steps_.size() && steps_[i].t < s; ++i) {
-      const double next_t = std::min(i + 1 < steps_.size() ? steps_[i + 1].t : INF, s);
-      if (next_t <= now) continue;
-      if (!need.fits_in(steps_[i].free)) {
-        cand = -INF;
-        continue;
-      }
-      if (cand == -INF) cand = std::max(steps_[i].t, now);
-      if (next_t >= cand + duration) return cand;
-    }
-    return cand == -INF ? s : cand;
+    return scan_fit(now, s, duration, need);
   }
 
   void book(double t0, double t1, const Res& need) { add(t0, t1, need, -1); }
   void unbook(double t0, double t1, const Res& need) { add(t0, t1, need, +1); }
 
   size_t size() const { return steps_.size(); }
+
+  // Both queries in one scan over the steps before s (s = INF: all): skip the steps that end by
+  // `now`; then, alternately, find the first step that fits (none before s: s) and follow its run
+  // of fitting steps until it reaches cand + duration or s (a start: cand) or a step blocks (start
+  // over after it). Each phase is a tight loop with one kind of test; the answers are those of a
+  // single pass restarting the candidate at every blocking step, rounding included (cand +
+  // duration is formed once per run, as that pass did).
+  double scan_fit(double now, double s, double duration, const Res& need) const {
+    const Step* st = steps_.data();
+    const size_t n = steps_.size();
+    size_t i = 0;
+    while (i < n && st[i].t < s && std::min(i + 1 < n ? st[i + 1].t : INF, s) <= now) ++i;
+    for (;;) {
+      while (i < n && st[i].t < s && !need.fits_in(st[i].free)) ++i;
+      if (i == n || !(st[i].t < s)) return s;
+      const double cand = std::max(st[i].t, now);
+      const double limit = std::min(s, cand + duration);
+      size_t k = i + 1;
+      while (k < n && st[k].t < limit && need.fits_in(st[k].free)) ++k;
+      if (k == n || !(st[k].t < limit)) return cand;
+      i = k + 1;  // step k blocks
+    }
+  }
 
   // The plan from `t` on, for a segment boundary (steps before t cannot matter any more: the
   // engine advances the profile to the current time before every use).
@@ -881,9 +884,16 @@ class StandardEngine {
           continue;
         }
         profile_.unbook(old, old + j.estimate, j.need);
-        place(j);
-        MLPRIO_REPLAY_CHECK(j.res_start == to,
-                            "a reservation moved elsewhere than the read-only probe found");
+        if (cfg_.check_invariants) {
+          place(j);
+          MLPRIO_REPLAY_CHECK(j.res_start == to,
+                              "a reservation moved elsewhere than the read-only probe found");
+        } else {
+          // The probe's answer is earliest_fit() after the unbook (see earliest_fit_before):
+          // book there without scanning the profile again.
+          profile_.book(to, to + j.estimate, j.need);
+          j.res_start = to;
+        }
       }
     }
     if (unplaced_) {

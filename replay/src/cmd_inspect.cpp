@@ -85,11 +85,15 @@ std::string duration_text(double s) {
   return buf;
 }
 
-void run_inspect(const InspectArgs& a) {
-  const Trace t = load_trace_reporting(a.trace, a.json);
-  int64_t no_req_time = 0, no_procs = 0, no_run = 0, nonpositive_run = 0, with_gpus = 0;
+// What inspect prints about the jobs, gathered one job at a time.
+struct JobCounts {
+  int64_t jobs = 0, no_req_time = 0, no_procs = 0, no_run = 0, nonpositive_run = 0, with_gpus = 0;
   double first = 0, last = 0, max_procs_job = 0, cpu_seconds = 0;
-  for (const Job& j : t.jobs) {
+  void add(const Job& j) {
+    // The first and last submit of the trace sorted by submit time (load_trace's order).
+    first = jobs == 0 ? j.submit : std::min(first, j.submit);
+    last = jobs == 0 ? j.submit : std::max(last, j.submit);
+    ++jobs;
     if (j.req_time <= 0) ++no_req_time;
     if (j.procs() <= 0) ++no_procs;
     if (j.run < 0)
@@ -100,15 +104,36 @@ void run_inspect(const InspectArgs& a) {
     max_procs_job = std::max(max_procs_job, static_cast<double>(j.procs()));
     if (j.run > 0 && j.procs() > 0) cpu_seconds += j.run * static_cast<double>(j.procs());
   }
-  if (!t.jobs.empty()) {
-    first = t.jobs.front().submit;
-    last = t.jobs.back().submit;
+};
+
+void run_inspect(const InspectArgs& a) {
+  // --user-stats needs the whole trace in submit order; the rest streams the jobs, so memory
+  // does not grow with the trace.
+  Trace t;
+  JobCounts c;
+  if (a.user_stats) {
+    t = load_trace_reporting(a.trace, a.json);
+    for (const Job& j : t.jobs) c.add(j);
+  } else {
+    auto reader = open_trace_reader(a.trace);
+    Job job;
+    while (reader->next(job)) c.add(job);
+    t.path = a.trace.path;
+    t.format = reader->format();
+    t.header = reader->header();
+    t.report = reader->report();
+    t.names = std::move(reader->names());
+    print_read_report(a.trace, t.report, a.json ? TraceReport::QUIET : TraceReport::DETAILED);
   }
+  const int64_t no_req_time = c.no_req_time, no_procs = c.no_procs, no_run = c.no_run,
+                nonpositive_run = c.nonpositive_run, with_gpus = c.with_gpus;
+  const double first = c.first, last = c.last, max_procs_job = c.max_procs_job,
+               cpu_seconds = c.cpu_seconds;
   const auto& r = t.report;
   nlohmann::json j = {
       {"trace", t.path},
       {"format", std::string(trace_format_name(t.format))},
-      {"jobs", static_cast<int64_t>(t.jobs.size())},
+      {"jobs", c.jobs},
       {"first_submit", first},
       {"last_submit", last},
       {"span_seconds", last - first},
@@ -144,7 +169,7 @@ void run_inspect(const InspectArgs& a) {
   }
   std::cout << std::fixed << std::setprecision(0);
   std::cout << "trace        " << t.path << " (" << trace_format_name(t.format) << ")\n"
-            << "jobs         " << t.jobs.size() << "\n"
+            << "jobs         " << c.jobs << "\n"
             << "time span    " << duration_text(last - first) << " (submit " << first << " .. "
             << last << " s)\n"
             << "machine      "

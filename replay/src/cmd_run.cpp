@@ -2,7 +2,9 @@
 // over the whole trace or over windows of it, and reports per-run metrics as a table, as JSON
 // (--json, a contract with scripts) and/or as an HDF5 file (--out). All the work is in the replay
 // library (simulate(), output.hpp); this file only turns options into a SimConfig.
+#include <filesystem>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -102,6 +104,96 @@ std::string config_text(const RunArgs& a, const replay::ReplaySetup& setup,
   return s.str();
 }
 
+// Writes the runs as --out, --json or the table ask.
+void emit_runs(const RunArgs& a, const replay::ReplaySetup& setup, const replay::Machine& machine,
+               const std::string& trace_path, const std::vector<replay::RunRecord>& runs,
+               const std::string& config_suffix) {
+  using namespace mlprio::replay;
+  if (!a.out.empty()) {
+    h5::Provenance prov;
+    prov.kind = "replay";
+    prov.command_line = command_line();
+    prov.config = config_text(a, setup, machine) + config_suffix;
+    prov.input_sha256 = file_sha256(trace_path);
+    write_runs_hdf5(a.out, runs, prov, machine);
+  }
+  if (a.json)
+    std::cout << runs_json(runs) << "\n";
+  else
+    print_runs_table(std::cout, runs);
+}
+
+// One policy over the whole trace in the standard profile with estimates fixed in advance: the
+// jobs go from the reader straight into the engine, so memory follows the queue (and the
+// per-job figures the metrics keep), not the trace. The header is complete with the first job.
+// Returns false, with nothing written, when the trace turns out not to be sorted by submit time
+// (the loading path then sorts it as before) or its header comes late. Only regular files
+// stream: the fallback reads the file again.
+bool streamed_run(const RunArgs& a, const replay::ReplaySetup& setup, replay::Profile profile,
+                  replay::Backfill backfill) {
+  using namespace mlprio::replay;
+  auto reader = open_trace_reader(a.trace);
+  Job first;
+  bool pending = reader->next(first);
+  Trace head;  // the header only, for the machine
+  head.path = a.trace.path;
+  head.format = reader->format();
+  head.header = reader->header();
+  // No machine in the header before the first job: let the loading path decide (a later header
+  // line, or its error).
+  if (head.header.max_nodes < 0 && head.header.max_procs < 0) return false;
+  SimConfig cfg = setup.base(head, profile);
+  cfg.backfill = backfill;
+  cfg.policy_options = a.prio;
+  cfg.record_series = !a.no_series;
+  cfg.record_jobs = !a.out.empty();
+  cfg.policy = a.policies.front();
+  bool unsorted = false;
+  double last_submit = -std::numeric_limits<double>::infinity();
+  int64_t count = 0;
+  // A header line after the first job would have changed the machine the loading path sees.
+  const auto header_moved = [&]() {
+    const TraceHeader& h = reader->header();
+    return h.max_nodes != head.header.max_nodes || h.max_procs != head.header.max_procs;
+  };
+  SimResult result;
+  try {
+    result = simulate_stream(
+        [&](Job& out) {
+          if (pending) {
+            out = std::move(first);
+            pending = false;
+          } else if (!reader->next(out)) {
+            return false;
+          }
+          if (out.submit < last_submit) {
+            unsorted = true;
+            return false;
+          }
+          last_submit = out.submit;
+          ++count;
+          return true;
+        },
+        cfg);
+  } catch (const std::exception&) {
+    if (header_moved()) return false;  // e.g. a job too large for the early machine
+    throw;
+  }
+  if (unsorted || header_moved()) return false;
+  print_read_report(a.trace, reader->report(), a.json ? TraceReport::QUIET : TraceReport::DETAILED);
+  RunRecord r;
+  r.policy = cfg.policy;
+  r.backfill = cfg.backfill;
+  r.profile = cfg.profile;
+  r.window_start = 0;
+  r.window_len = count;
+  r.result = std::move(result);
+  std::vector<RunRecord> runs;
+  runs.push_back(std::move(r));
+  emit_runs(a, setup, cfg.machine, a.trace.path, runs, "");
+  return true;
+}
+
 void run_run(const RunArgs& a) {
   using namespace mlprio::replay;
   const Profile profile = parse_profile(a.profile);
@@ -117,6 +209,10 @@ void run_run(const RunArgs& a) {
 
   std::vector<std::pair<int64_t, int64_t>> windows;
   for (const auto& w : a.windows) windows.push_back(replay::dist::parse_window_arg(w));
+  if (profile == Profile::STANDARD && backfill != Backfill::RLSCHEDULER && a.policies.size() == 1 &&
+      windows.empty() && !a.time_parallel && !setup.online() &&
+      std::filesystem::is_regular_file(a.trace.path) && streamed_run(a, setup, profile, backfill))
+    return;
 
   const Trace trace = load_trace_reporting(a.trace, a.json);
   std::vector<Job> prepared;
@@ -160,18 +256,7 @@ void run_run(const RunArgs& a) {
     if (!cfg.record_jobs) r.result.jobs.clear();
     std::vector<RunRecord> one;
     one.push_back(std::move(r));
-    if (!a.out.empty()) {
-      h5::Provenance prov;
-      prov.kind = "replay";
-      prov.command_line = command_line();
-      prov.config = config_text(a, setup, cfg.machine) + " time_parallel=1";
-      prov.input_sha256 = file_sha256(trace.path);
-      write_runs_hdf5(a.out, one, prov, cfg.machine);
-    }
-    if (a.json)
-      std::cout << runs_json(one) << "\n";
-    else
-      print_runs_table(std::cout, one);
+    emit_runs(a, setup, cfg.machine, trace.path, one, " time_parallel=1");
     return;
   }
 
@@ -195,18 +280,7 @@ void run_run(const RunArgs& a) {
       runs.push_back(std::move(r));
     }
   }
-  if (!a.out.empty()) {
-    h5::Provenance prov;
-    prov.kind = "replay";
-    prov.command_line = command_line();
-    prov.config = config_text(a, setup, cfg.machine);
-    prov.input_sha256 = file_sha256(trace.path);
-    write_runs_hdf5(a.out, runs, prov, cfg.machine);
-  }
-  if (a.json)
-    std::cout << runs_json(runs) << "\n";
-  else
-    print_runs_table(std::cout, runs);
+  emit_runs(a, setup, cfg.machine, trace.path, runs, "");
 }
 
 }  // namespace

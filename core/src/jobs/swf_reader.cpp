@@ -4,7 +4,9 @@
 // ignored) and 21 columns (MetaCentrum as converted for the Alea simulator: a `{node list}`, the
 // queue name and the PBS resource string; there the memory fields are bytes per job, not KB per
 // processor).
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -84,9 +86,69 @@ class SwfReader final : public ReaderBase {
       header_.unix_start_time = as_int();
   }
 
+  // Splits the line into fields and reads the 18 numeric ones in the same pass. A field of at
+  // most 15 digits with an optional '-' (nearly every field of every trace) is read here,
+  // exactly (below 2^53) and as std::from_chars reads it, -0 included; any other goes to
+  // parse_double(). Returns the number of fields (f holds the first 21).
+  size_t scan_fields(std::string_view s, std::string_view (&f)[21], double (&v)[18],
+                     int64_t (&iv)[18], bool (&plain)[18]) {
+    // util::is_space as a table: one load per character.
+    static constexpr auto SPACE = [] {
+      std::array<bool, 256> t{};
+      for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = is_space(static_cast<char>(c));
+      return t;
+    }();
+    const auto space = [](char c) { return SPACE[static_cast<unsigned char>(c)]; };
+    size_t n = 0;
+    const char* p = s.data();
+    const char* const end = p + s.size();
+    for (;;) {
+      while (p != end && space(*p)) ++p;
+      if (p == end) break;
+      const char* const start = p;
+      bool is_plain = false;
+      uint64_t x = 0;
+      bool neg = false;
+      if (n < 18) {
+        neg = *p == '-';
+        if (neg) ++p;
+        const char* const digits_from = p;
+        unsigned d = 0;
+        while (p != end && (d = static_cast<unsigned char>(*p) - static_cast<unsigned>('0')) <= 9) {
+          x = x * 10 + d;
+          ++p;
+        }
+        const auto digits = static_cast<size_t>(p - digits_from);
+        is_plain = digits >= 1 && digits <= 15 && (p == end || space(*p));
+      }
+      if (!is_plain)
+        while (p != end && !space(*p)) ++p;
+      if (n < 21) f[n] = std::string_view(start, static_cast<size_t>(p - start));
+      if (n < 18) {
+        plain[n] = is_plain;
+        if (is_plain) {
+          iv[n] = neg ? -static_cast<int64_t>(x) : static_cast<int64_t>(x);
+          v[n] = neg ? -static_cast<double>(x) : static_cast<double>(x);
+        }
+      }
+      ++n;
+    }
+    return n;
+  }
+
+  // Out of line, so that the checks above it stay small enough to inline.
+  [[gnu::noinline]] void reject_range(int i, std::string_view field, int64_t lo, int64_t hi,
+                                      const char* expected) {
+    reject("field " + field_label(i), "'" + std::string(field) + "' is out of range; expected " +
+                                          expected + " in " + range_text(lo, hi));
+  }
+
   bool parse_job(std::string_view line, Job& job) {
     std::string_view f[21];
-    const size_t n = split_ws(line, f);
+    double v[18];
+    int64_t iv[18];
+    bool plain[18];
+    const size_t n = scan_fields(line, f, v, iv, plain);
     if (n != 18 && n != 19 && n != 21) {
       reject("line",
              "expected 18 whitespace-separated SWF fields (or the 19/21-column extended "
@@ -94,8 +156,8 @@ class SwfReader final : public ReaderBase {
                  std::to_string(n));
       return false;
     }
-    double v[18];
     for (int i = 0; i < 18; ++i) {
+      if (plain[i]) continue;
       auto d = parse_double(f[i]);
       if (!d || !std::isfinite(*d)) {
         reject("field " + field_label(i),
@@ -116,10 +178,13 @@ class SwfReader final : public ReaderBase {
     bool ok = true;
     const auto integer = [&](int i, int64_t lo, int64_t hi, const char* expected) -> int64_t {
       if (!ok) return 0;
-      if (const auto x = to_integer<int64_t>(v[i], lo, hi)) return *x;
-      reject("field " + field_label(i), "'" + std::string(f[i]) + "' is out of range; expected " +
-                                            expected + " in " + range_text(lo, hi));
+      if (plain[i]) {  // to_integer() of the same value, without the double
+        if (iv[i] >= lo && iv[i] <= hi) return iv[i];
+      } else if (const auto x = to_integer<int64_t>(v[i], lo, hi)) {
+        return *x;
+      }
       ok = false;
+      reject_range(i, f[i], lo, hi, expected);
       return 0;
     };
     constexpr int64_t I32_MIN = std::numeric_limits<int32_t>::min();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 
 #include "mlprio/jobs/trace.hpp"
@@ -28,6 +29,10 @@ enum class TraceReport {
 // Loads the trace (opts.format parsed by parse_trace_format; a bad name is std::invalid_argument)
 // and reports what the reader skipped or sorted.
 Trace load_trace_reporting(const TraceOptions& opts, TraceReport report);
+// For commands that stream the jobs instead of loading them: the reader for opts, and the same
+// report printed once it has read everything.
+std::unique_ptr<JobReader> open_trace_reader(const TraceOptions& opts);
+void print_read_report(const TraceOptions& opts, const ReadReport& r, TraceReport report);
 // DETAILED, or QUIET when `quiet`.
 inline Trace load_trace_reporting(const TraceOptions& opts, bool quiet = false) {
   return load_trace_reporting(opts, quiet ? TraceReport::QUIET : TraceReport::DETAILED);

@@ -1,0 +1,83 @@
+#!/bin/sh
+# Issue 14's ratios, each measured within one run of this script: every command is pinned to one
+# core (taskset -c CORE) and timed three times, the best time kept; ratios compare times taken
+# here, one after the other, so that a machine shared with other work skews both sides alike.
+#
+#   bench/issue14_ratios.sh BUILD_DIR [WORK_DIR]
+#
+# BUILD_DIR holds bin/mlprio-replay (a release build); WORK_DIR (default: a fresh temporary
+# folder) receives the generated traces, about 70 MB, plus 690 MB with TEN_MILLION=1. Set
+# CONSERVATIVE=0 to skip the 50k-job conservative replay (tens of seconds per try), CORE to pin
+# another core. Prints one line per figure: name, best seconds, and the ratios the issue sets
+# goals for.
+set -eu
+BUILD=${1:?usage: bench/issue14_ratios.sh BUILD_DIR [WORK_DIR]}
+WORK=${2:-$(mktemp -d)}
+CORE=${CORE:-1}
+BIN="$BUILD/bin/mlprio-replay"
+[ -x "$BIN" ] || { echo "issue14_ratios: $BIN not found" >&2; exit 2; }
+mkdir -p "$WORK"
+
+gen() {  # gen FILE ARGS...: generate once
+  f=$1
+  shift
+  [ -s "$WORK/$f" ] || "$BIN" generate --model lublin --seed 1 "$@" -o "$WORK/$f" >/dev/null 2>&1
+}
+gen m1.swf --jobs 1000000 --nodes 1024 --req-time factor
+gen deep50k.swf --jobs 50000 --nodes 1024 --req-time factor --load-scale 2.5
+gen tl35k.swf --jobs 35000 --nodes 256 --types typeless
+gen tl70k.swf --jobs 70000 --nodes 256 --types typeless
+
+# best3 NAME CMD...: best of three wall times in seconds, printed and kept in $best
+best3() {
+  name=$1
+  shift
+  best=
+  for _ in 1 2 3; do
+    t0=$(date +%s%N)
+    taskset -c "$CORE" "$@" >/dev/null 2>&1
+    t1=$(date +%s%N)
+    t=$(( (t1 - t0) / 1000 ))
+    if [ -z "$best" ] || [ "$t" -lt "$best" ]; then best=$t; fi
+  done
+  best=$(awk -v us="$best" 'BEGIN { printf "%.3f", us / 1e6 }')
+  echo "$name $best s"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+# shellcheck disable=SC2016 # awk's own $4, not the shell's
+best3 awk_1M awk '{s+=$4} END{print s}' "$WORK/m1.swf"
+awk_t=$best
+best3 inspect_1M "$BIN" inspect --trace "$WORK/m1.swf"
+inspect_t=$best
+best3 easy_replay_1M "$BIN" run --trace "$WORK/m1.swf" --backfill easy --policy fcfs --json
+replay_t=$best
+echo "ratio inspect/awk $(ratio "$inspect_t" "$awk_t") (goal <= 0.35)"
+echo "ratio easy_replay/awk $(ratio "$replay_t" "$awk_t") (goal <= 1)"
+
+best3 easy_deep50k "$BIN" run --trace "$WORK/deep50k.swf" --backfill easy --policy fcfs --json
+easy_t=$best
+if [ "${CONSERVATIVE:-1}" != 0 ]; then
+  best3 conservative_deep50k "$BIN" run --trace "$WORK/deep50k.swf" --backfill conservative \
+    --policy fcfs --json
+  echo "ratio conservative/easy $(ratio "$best" "$easy_t") (goal <= 8)"
+fi
+
+rl="--profile rlscheduler --backfill none --policy fcfs --json"
+# shellcheck disable=SC2086
+best3 rlscheduler_35k "$BIN" run --trace "$WORK/tl35k.swf" $rl
+rl35=$best
+# shellcheck disable=SC2086
+best3 rlscheduler_70k "$BIN" run --trace "$WORK/tl70k.swf" $rl
+echo "ratio rlscheduler 70k/35k $(ratio "$best" "$rl35") (goal <= 2.6)"
+
+if [ "${TEN_MILLION:-0}" = 1 ]; then
+  gen m10.swf --jobs 10000000 --nodes 1024 --req-time factor
+  for extra in "" "--no-series"; do
+    # shellcheck disable=SC2086
+    /usr/bin/time -v taskset -c "$CORE" "$BIN" run --trace "$WORK/m10.swf" --backfill easy \
+      --policy fcfs --json $extra 2>"$WORK/time10.txt" >/dev/null
+    echo "easy_replay_10M${extra:+ $extra}: $(grep -E 'Elapsed' "$WORK/time10.txt" | sed 's/.*: //') wall," \
+      "$(grep -E 'Maximum resident' "$WORK/time10.txt" | sed 's/.*: //') KB peak RSS"
+  done
+fi
