@@ -691,19 +691,28 @@ std::optional<int64_t> gres_count(std::string_view s) {
   return total;
 }
 
+// The next entry of a GRES/TRES list ("gres:gpu:a100:2,gres/gpu=1;..."), trimmed and without its
+// "gres:" or "gres/" prefix; false at the end. `pos` is the walk's position, 0 at the start.
+bool next_gres_entry(std::string_view tres, size_t& pos, std::string_view& entry) {
+  if (pos > tres.size()) return false;
+  size_t end = tres.find_first_of(",;", pos);
+  if (end == std::string_view::npos) end = tres.size();
+  entry = trim(tres.substr(pos, end - pos));
+  pos = end + 1;
+  if (entry.size() >= 5 &&
+      (lower(entry.substr(0, 5)) == "gres:" || lower(entry.substr(0, 5)) == "gres/"))
+    entry.remove_prefix(5);
+  return true;
+}
+
 }  // namespace
 
 double tres_gpus(std::string_view tres) {
   int64_t total = 0;
   bool any = false;
   size_t pos = 0;
-  while (pos <= tres.size()) {
-    size_t end = tres.find_first_of(",;", pos);
-    if (end == std::string_view::npos) end = tres.size();
-    std::string_view e = trim(tres.substr(pos, end - pos));
-    pos = end + 1;
-    if (e.size() >= 5 && (lower(e.substr(0, 5)) == "gres:" || lower(e.substr(0, 5)) == "gres/"))
-      e.remove_prefix(5);
+  std::string_view e;
+  while (next_gres_entry(tres, pos, e)) {
     const size_t name_end = std::min(e.find(':'), e.find('='));
     if (e.substr(0, name_end) != "gpu") continue;  // another GRES or TRES: not ours
     any = true;
@@ -746,13 +755,8 @@ double tres_gpus(std::string_view tres) {
 
 std::string tres_gpu_type(std::string_view tres) {
   size_t pos = 0;
-  while (pos <= tres.size()) {
-    size_t end = tres.find_first_of(",;", pos);
-    if (end == std::string_view::npos) end = tres.size();
-    std::string_view e = trim(tres.substr(pos, end - pos));
-    pos = end + 1;
-    if (e.size() >= 5 && (lower(e.substr(0, 5)) == "gres:" || lower(e.substr(0, 5)) == "gres/"))
-      e.remove_prefix(5);
+  std::string_view e;
+  while (next_gres_entry(tres, pos, e)) {
     if (e.substr(0, 4) != "gpu:") continue;  // no type, another GRES or a TRES
     std::string_view rest = e.substr(4);
     const size_t cut = rest.find_first_of(":=");
