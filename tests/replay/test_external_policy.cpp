@@ -13,7 +13,7 @@
 
 #include "../support/process.hpp"
 #include "../support/skip.hpp"
-#include "mlprio/jobs/lublin.hpp"
+#include "agent_support.hpp"
 #include "mlprio/replay/simulator.hpp"
 #include "mlprio/util/errors.hpp"
 
@@ -31,23 +31,8 @@ std::string sjf_agent() {
   return "python3 '" + (fs::path(MLPRIO_REPLAY_EXAMPLES) / "sjf_agent.py").string() + "'";
 }
 
-std::vector<Job> workload(int n, uint64_t seed) {
-  LublinOptions o;
-  o.nodes = 64;
-  o.seed = seed;
-  o.load_scale = 1.5;
-  o.req_time = LublinReqTime::FACTOR;
-  std::vector<Job> jobs = generate_lublin(o, n);
-  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].user = static_cast<int32_t>(i % 5);
-  return jobs;
-}
-
 SimConfig config(const std::string& policy, Backfill b) {
-  SimConfig cfg;
-  cfg.machine = {64, 1, 0, Allocation::NODES};
-  cfg.policy = policy;
-  cfg.backfill = b;
-  cfg.check_invariants = true;
+  SimConfig cfg = mlprio_test::agent_config(policy, b);
   cfg.policy_options.agent.timeout = 30;
   return cfg;
 }
@@ -61,13 +46,7 @@ std::string agent_script(const std::string& name, const std::string& body) {
 }
 
 void require_same_schedule(const SimResult& a, const SimResult& b) {
-  REQUIRE(a.jobs.size() == b.jobs.size());
-  for (size_t k = 0; k < a.jobs.size(); ++k) {
-    INFO("outcome " << k << " job " << a.jobs[k].id);
-    REQUIRE(a.jobs[k].id == b.jobs[k].id);
-    REQUIRE(a.jobs[k].start == b.jobs[k].start);
-    REQUIRE(a.jobs[k].end == b.jobs[k].end);
-  }
+  mlprio_test::require_same_schedule(a, b);
   CHECK(a.summary.avg_bsld == b.summary.avg_bsld);
 }
 
@@ -76,7 +55,7 @@ void require_same_schedule(const SimResult& a, const SimResult& b) {
 TEST_CASE("an external agent answering SJF's order gives --policy sjf's schedule job by job",
           "[replay][external]") {
   if (!have_python()) MLPRIO_SKIP("python3 is not installed");
-  const std::vector<Job> jobs = workload(2000, 11);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(2000, 11);
   for (Backfill b : {Backfill::EASY, Backfill::CONSERVATIVE, Backfill::NONE}) {
     INFO("backfill " << backfill_name(b));
     const SimResult ref = simulate(jobs, config("sjf", b));
@@ -103,7 +82,7 @@ TEST_CASE("an external agent answering SJF's order gives --policy sjf's schedule
 TEST_CASE("jobs an answer leaves out keep their base order after the listed ones",
           "[replay][external]") {
   if (!have_python()) MLPRIO_SKIP("python3 is not installed");
-  const std::vector<Job> jobs = workload(600, 5);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(600, 5);
   // Lists nothing: the base order (fcfs) runs, and that is a valid answer, not a fall-back.
   const std::string none = agent_script("empty", R"(
 for line in sys.stdin:
@@ -122,7 +101,7 @@ for line in sys.stdin:
 
 TEST_CASE("malformed answers fall back to the base order and are counted", "[replay][external]") {
   if (!have_python()) MLPRIO_SKIP("python3 is not installed");
-  const std::vector<Job> jobs = workload(600, 5);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(600, 5);
   // Every answer is unusable in a different way; the run goes on, on the base order (fcfs).
   const std::string bad = agent_script("bad", R"(
 n = 0
@@ -152,7 +131,7 @@ for line in sys.stdin:
 TEST_CASE("a late answer falls back, is counted, and is skipped so later answers stay in step",
           "[replay][external]") {
   if (!have_python()) MLPRIO_SKIP("python3 is not installed");
-  const std::vector<Job> jobs = workload(300, 9);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(300, 9);
   // SJF, except that the answer to request 3 comes after 1.2 s (past the 0.5 s time-out). The
   // agent then owes answers to the requests sent while it slept: those passes time out too (at
   // most ceil(1.2 / 0.5) = 3 in all), after which every answer matches its request again (a
@@ -182,7 +161,7 @@ for line in sys.stdin:
 TEST_CASE("a crashed agent stops the run with a message naming the event time",
           "[replay][external]") {
   if (!have_python()) MLPRIO_SKIP("python3 is not installed");
-  const std::vector<Job> jobs = workload(300, 9);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(300, 9);
   const std::string dies = agent_script("dies", R"(
 n = 0
 for line in sys.stdin:
@@ -215,7 +194,7 @@ for line in sys.stdin:
 TEST_CASE("external-every K asks at every K-th pass and reuses the last answer between",
           "[replay][external]") {
   if (!have_python()) MLPRIO_SKIP("python3 is not installed");
-  const std::vector<Job> jobs = workload(800, 13);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(800, 13);
   SimConfig c = config("external:" + sjf_agent(), Backfill::EASY);
   c.policy_options.agent.every = 4;
   const SimResult r = simulate(jobs, c);
@@ -227,7 +206,7 @@ TEST_CASE("external-every K asks at every K-th pass and reuses the last answer b
 }
 
 TEST_CASE("agent orders refuse settings they cannot honour, naming them", "[replay][external]") {
-  const std::vector<Job> jobs = workload(50, 3);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(50, 3);
   auto message = [&](SimConfig c) -> std::string {
     try {
       simulate(jobs, c);
@@ -285,7 +264,7 @@ TEST_CASE("mlprio-replay run --policy external:CMD reports the agent's counts, e
 
 TEST_CASE("any order an agent gives keeps the schedule invariants", "[replay][external]") {
   if (!have_python()) MLPRIO_SKIP("python3 is not installed");
-  const std::vector<Job> jobs = workload(1500, 17);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(1500, 17);
   // A seeded random permutation of part of the queue (the rest in base order), new every pass.
   const std::string shuffle = agent_script("shuffle", R"(
 import random

@@ -13,7 +13,7 @@
 
 #include "../support/process.hpp"
 #include "../support/skip.hpp"
-#include "mlprio/jobs/lublin.hpp"
+#include "agent_support.hpp"
 #include "mlprio/replay/simulator.hpp"
 
 #ifdef MLPRIO_HAVE_CURL
@@ -29,24 +29,10 @@ namespace {
 using mlprio_test::FakeLlmServer;
 using mlprio_test::json;
 using mlprio_test::Reply;
-
-std::vector<Job> workload(int n, uint64_t seed) {
-  LublinOptions o;
-  o.nodes = 64;
-  o.seed = seed;
-  o.load_scale = 1.5;
-  o.req_time = LublinReqTime::FACTOR;
-  std::vector<Job> jobs = generate_lublin(o, n);
-  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].user = static_cast<int32_t>(i % 5);
-  return jobs;
-}
+using mlprio_test::require_same_schedule;
 
 SimConfig config(const std::string& policy, Backfill b) {
-  SimConfig cfg;
-  cfg.machine = {64, 1, 0, Allocation::NODES};
-  cfg.policy = policy;
-  cfg.backfill = b;
-  cfg.check_invariants = true;
+  SimConfig cfg = mlprio_test::agent_config(policy, b);
   cfg.policy_options.agent.timeout = 10;
   cfg.policy_options.agent.llm_top = 100000;  // the whole queue: SJF needs to see every job
   return cfg;
@@ -82,16 +68,6 @@ Reply sjf_reply(const std::string& body) {
   return Reply{200, chat_with_usage(json{{"order", order}}.dump())};
 }
 
-void require_same_schedule(const SimResult& a, const SimResult& b) {
-  REQUIRE(a.jobs.size() == b.jobs.size());
-  for (size_t k = 0; k < a.jobs.size(); ++k) {
-    INFO("outcome " << k << " job " << a.jobs[k].id);
-    REQUIRE(a.jobs[k].id == b.jobs[k].id);
-    REQUIRE(a.jobs[k].start == b.jobs[k].start);
-    REQUIRE(a.jobs[k].end == b.jobs[k].end);
-  }
-}
-
 }  // namespace
 #endif
 
@@ -101,7 +77,7 @@ TEST_CASE("an LLM endpoint answering SJF's order gives --policy sjf's schedule j
   MLPRIO_SKIP("built without libcurl: no llm:URL");
 #else
   FakeLlmServer server(sjf_reply);
-  const std::vector<Job> jobs = workload(500, 21);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(500, 21);
   for (Backfill b : {Backfill::EASY, Backfill::CONSERVATIVE}) {
     INFO("backfill " << backfill_name(b));
     const SimResult ref = simulate(jobs, config("sjf", b));
@@ -135,7 +111,7 @@ TEST_CASE("llm: only the first --llm-top jobs are shown, the rest keep their bas
     CHECK(state["queued"].get<int64_t>() >= static_cast<int64_t>(state["queue"].size()));
     return sjf_reply(body);
   });
-  const std::vector<Job> jobs = workload(400, 4);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(400, 4);
   SimConfig c = config("llm:" + server.base_url(), Backfill::EASY);
   c.policy_options.agent.llm_top = 3;
   const SimResult r = simulate(jobs, c);
@@ -150,7 +126,7 @@ TEST_CASE("llm: unusable answers, a late answer and a dead endpoint fall back an
 #ifndef MLPRIO_HAVE_CURL
   MLPRIO_SKIP("built without libcurl: no llm:URL");
 #else
-  const std::vector<Job> jobs = workload(300, 8);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(300, 8);
   const SimResult fcfs = simulate(jobs, config("fcfs", Backfill::EASY));
   {
     // Prose instead of the schema: the base order, every pass counted.
@@ -201,7 +177,7 @@ TEST_CASE("llm: the prompt template and the settings are checked", "[replay][llm
   namespace fs = std::filesystem;
   const fs::path dir = mlprio::test::scratch("mlprio_llm_policy_", "prompt");
   FakeLlmServer server(sjf_reply);
-  const std::vector<Job> jobs = workload(200, 3);
+  const std::vector<Job> jobs = mlprio_test::agent_workload(200, 3);
   {
     std::ofstream(dir / "p.txt") << "SCHEDULE THIS\n{{state}}\nThanks.";
     SimConfig c = config("llm:" + server.base_url(), Backfill::EASY);
