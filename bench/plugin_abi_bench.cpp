@@ -212,4 +212,50 @@ BENCHMARK(BM_history_scan_10k)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
+// job_submit's FSDP advice (mlprio_fsdp_advise): a plain #MLPRIO script (Arg 0) and the worst
+// case, 64 KiB of #MLPRIO lines (Arg 1), against a one-entry table.
+void BM_fsdp_advise(benchmark::State& state) {
+  char tmpl[] = "/tmp/mlprio-bench-fsdp-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string table = dir + "/fsdp_table.json";
+  {
+    std::FILE* f = std::fopen(table.c_str(), "w");
+    std::fputs(
+        "{\"format\": \"mlprio-fsdp-table\", \"version\": 1, \"generator\": {}, \"entries\": "
+        "[{\"model\": \"t5-3b-s128-t128\", \"dims\": \"24/24/1024/32/16384/32128\", \"gpu\": "
+        "\"g\", \"gpu_memory_gib\": 80, \"world_size\": 8, \"sharding\": \"FULL_SHARD\", "
+        "\"precision\": \"bf16\", \"activation_checkpointing\": false, \"seq_len\": 128, "
+        "\"tgt_len\": 128, \"default_lengths\": true, \"expandable_segments\": false, "
+        "\"mbs_hi\": 256, \"max_safe_mbs\": 60, \"first_retry_mbs\": 61, \"oom_mbs\": 64, "
+        "\"retry_points\": [[61, 0.04], [62, 0.12]]}]}",
+        f);
+    std::fclose(f);
+    ::chmod(table.c_str(), 0644);
+  }
+  mlprio_ctx_t* ctx = nullptr;
+  // No model: the context is neutral (create says so) but advises from the table all the same.
+  mlprio_ctx_create(("fsdp_table=" + table).c_str(), 1, &ctx);
+  if (!ctx) {
+    state.SkipWithError(mlprio_last_error());
+    return;
+  }
+  std::string script = "#!/bin/bash\n#MLPRIO model=t5-3b-s128-t128 world_size=8 minibatch=64\n";
+  if (state.range(0))
+    while (script.size() < 70000) script += "#MLPRIO model_size=7e9 epochs=1 minibatch=64 ac=0\n";
+  mlprio_job_t j{};
+  j.time_limit_s = -1;
+  j.script = script.c_str();
+  mlprio_fsdp_advice_t a;
+  if (mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a) != MLPRIO_OK || a.verdict != MLPRIO_FSDP_OOM)
+    state.SkipWithError("the table did not advise");
+  for (auto _ : state) {
+    mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a);
+    benchmark::DoNotOptimize(a.verdict);
+  }
+  mlprio_ctx_free(ctx);
+  std::remove(table.c_str());
+  ::rmdir(dir.c_str());
+}
+BENCHMARK(BM_fsdp_advise)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
 BENCHMARK_MAIN();

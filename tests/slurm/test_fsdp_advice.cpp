@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -347,27 +346,14 @@ TEST_CASE("mlprio_fsdp_advise: good, corrupt and missing tables; reload on chang
   CHECK(a.refuse == 0);
   CHECK(std::string(a.note) == "mlprio_fsdp=oom:64>60 mlprio_override=1");
   j.comment = nullptr;
-  // A lookup is microseconds: 10000 of them well under a second even unoptimised.
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 10000; ++i) mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a);
-  const double us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-      10000;
-  WARN("mlprio_fsdp_advise: " << us << " us per call");
-  CHECK(us < 1000);
-  // The worst a script can do: 64 KiB (all that is read) of #MLPRIO lines.
+  // The worst a script can do: 64 KiB (all that is read) of #MLPRIO lines. (What a lookup
+  // costs, for this and for a plain script, is measured by bench_plugin_abi's BM_fsdp_advise.)
   std::string big = script;
   while (big.size() < 70000) big += "#MLPRIO model_size=7e9 epochs=1 minibatch=64 ac=0\n";
   j.script = big.c_str();
-  const auto t1 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 1000; ++i) mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a);
-  const double big_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t1).count() /
-      1000;
-  WARN("mlprio_fsdp_advise, 64 KiB of #MLPRIO lines: " << big_us << " us per call");
+  REQUIRE(mlprio_fsdp_advise(ctx, &j, nullptr, 8, &a) == MLPRIO_OK);
   CHECK(a.verdict == MLPRIO_FSDP_OOM);
   CHECK(std::string(a.problems) == "more than 64 #MLPRIO lines; the rest are ignored");
-  CHECK(big_us < 50000);
   mlprio_ctx_free(ctx);
   std::filesystem::remove_all(dir);
 }
