@@ -158,6 +158,7 @@ ReplaySetup::ReplaySetup(ReplaySpec spec) : spec_(std::move(spec)) {
   if (spec_.ml_starvation_limit) policy_.score.starvation_limit = *spec_.ml_starvation_limit;
   if (spec_.ml_size_weight) policy_.score.size_weight = *spec_.ml_size_weight;
   if (spec_.ml_fail_weight) policy_.score.fail_weight = *spec_.ml_fail_weight;
+  if (spec_.ml_request_weight) policy_.score.request_weight = *spec_.ml_request_weight;
   resolve();
 }
 
@@ -177,10 +178,12 @@ void ReplaySetup::resolve() {
   const auto& s = policy_.score;
   if (!(s.age_weight >= 0 && s.age_weight <= 64) || !(s.starvation_limit > 0) ||
       !std::isfinite(s.starvation_limit) || !(std::abs(s.size_weight) <= 64) ||
-      !(s.fail_weight >= 0 && s.fail_weight <= 64))
+      !(s.fail_weight >= 0 && s.fail_weight <= 64) ||
+      !(s.request_weight >= 0 && s.request_weight <= 1))
     throw ConfigError(
         "ml score: age weight and fail weight must lie in [0, 64], size weight in "
-        "[-64, 64] and the starvation limit be a positive number of seconds");
+        "[-64, 64], request weight in [0, 1] and the starvation limit be a positive number of "
+        "seconds");
   if (spec_.nodes < 0 || spec_.cores_per_node < 0 || spec_.gpus_per_node < 0)
     throw ConfigError("--nodes, --cores-per-node and --gpus-per-node must not be negative");
   if (!(spec_.bsld_threshold > 0) || !std::isfinite(spec_.bsld_threshold))
@@ -244,6 +247,9 @@ std::string ReplaySetup::describe() const {
       << " ml_starvation_limit=" << num(policy_.score.starvation_limit)
       << " ml_size_weight=" << num(policy_.score.size_weight)
       << " ml_fail_weight=" << num(policy_.score.fail_weight);
+    // Only when set, so that the description of every run before the option stays the same.
+    if (policy_.score.request_weight != 0)
+      s << " ml_request_weight=" << num(policy_.score.request_weight);
   }
   s << " correction=" << policy_.correction << " backfill_order=" << policy_.backfill_order
     << " allocation=" << spec_.allocation << " kill_at_limit=" << (spec_.kill_at_limit ? 1 : 0)

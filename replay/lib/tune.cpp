@@ -34,24 +34,36 @@ std::vector<Job> scaled_window(std::span<const Job> jobs, const TuneWindow& w) {
   return out;
 }
 
-std::vector<model::PolicyParams> tune_stage1(const model::PolicyParams& base) {
+std::vector<model::PolicyParams> tune_stage1(const model::PolicyParams& base,
+                                             const std::vector<double>& request_weights) {
+  if (request_weights.empty()) throw ConfigError("tune: at least one request weight is needed");
+  for (double r : request_weights)
+    if (!(r >= 0.0 && r <= 1.0))
+      throw ConfigError(
+          "tune: a request weight must lie in [0, 1] (0 = rank by the prediction, "
+          "1 = by the requested time)");
   // Prediction against waiting (a = 0: pure predicted-SJF; larger: closer to FCFS), the
-  // starvation bound (1 s: everyone starved at once, i.e. FCFS with the EASY++ parts), and which
-  // prediction backfills.
+  // starvation bound (1 s: everyone starved at once, i.e. FCFS with the EASY++ parts), which run
+  // time the order ranks by (`request_weights`: the prediction, and where asked the request or
+  // halfway, the family SJF and UNICEP belong to), and which prediction backfills.
   std::vector<model::PolicyParams> c;
   for (double limit : {1.0, 6 * 3600.0, 12 * 3600.0, 86400.0, 2 * 86400.0, 4 * 86400.0, 1e9})
     for (double age : {0.0, 0.25, 0.5, 1.0, 2.0})
-      for (const char* q : {"upper", "point"}) {
-        if (limit == 1.0 && age != 0.0) continue;  // all starved: the age weight is moot
-        model::PolicyParams p = base;
-        p.score.starvation_limit = limit;
-        p.score.age_weight = age;
-        p.score.size_weight = 0;
-        p.backfill_estimate = q;
-        p.correction = "tsafrir";
-        p.backfill_order = "sjbf";
-        c.push_back(p);
-      }
+      for (double request : request_weights)
+        for (const char* q : {"upper", "point"}) {
+          // All starved: the order is FCFS, whatever the age and request weights (one
+          // candidate, with the first request weight).
+          if (limit == 1.0 && (age != 0.0 || request != request_weights.front())) continue;
+          model::PolicyParams p = base;
+          p.score.starvation_limit = limit;
+          p.score.age_weight = age;
+          p.score.request_weight = request;
+          p.score.size_weight = 0;
+          p.backfill_estimate = q;
+          p.correction = "tsafrir";
+          p.backfill_order = "sjbf";
+          c.push_back(p);
+        }
   return c;
 }
 

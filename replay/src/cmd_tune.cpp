@@ -34,6 +34,7 @@ struct TuneArgs {
   double max_wait_floor = replay::DEFAULT_MAX_WAIT_FLOOR;
   std::string max_wait_stat = "mean";
   std::vector<double> loads = {1.0};
+  std::vector<double> request_weights = replay::DEFAULT_REQUEST_WEIGHTS;
   bool json = false;
   replay::ReplaySpec spec;
 };
@@ -100,7 +101,7 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   for (size_t w = 0; w < windows.size(); ++w) base[w] = baseline_replay(setup, trace, windows[w]);
 
   const bool quiet = a.json;
-  const auto c1 = tune_stage1(setup.policy());
+  const auto c1 = tune_stage1(setup.policy(), a.request_weights);
   const auto o1 =
       stage("stage 1 (score, starvation, estimate)", setup, trace, c1, windows, comm, quiet);
   const TuneVerdict v1 =
@@ -140,6 +141,7 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   j["max_wait_ratio"] = a.max_wait_ratio;
   j["max_wait_stat"] = a.max_wait_stat;
   j["loads"] = a.loads;
+  j["request_weights"] = a.request_weights;
   j["max_wait_floor"] = a.max_wait_floor;
   j["candidates"] = c1.size() + c2.size();
   nlohmann::ordered_json ws = nlohmann::ordered_json::array();
@@ -223,6 +225,12 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--loads", args->loads,
                   "Load factors each window is replayed at (inter-arrival gaps divided by the "
                   "factor; 1 = as recorded), comma separated, each in [1, 4]")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--request-weights", args->request_weights,
+                  "Stage 1's run-time keys, comma separated, each in [0, 1]: 0 ranks by the "
+                  "model's prediction, 1 by the requested time (SJF's key), between blends them "
+                  "(default 0: the prediction's order only)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--max-wait-stat", args->max_wait_stat,

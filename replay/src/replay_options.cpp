@@ -35,6 +35,8 @@ void add_replay_spec_options(CLI::App& cmd, replay::ReplaySpec& spec) {
                  "ml: favour (>0) or penalise (<0) wide jobs, per doubling of processors");
   cmd.add_option("--ml-fail-weight", spec.ml_fail_weight,
                  "ml: how much a predicted failure lowers the score, 0..64");
+  cmd.add_option("--ml-request-weight", spec.ml_request_weight,
+                 "ml: rank by the predicted run time (0), the requested time (1) or between");
   cmd.add_option("--nodes", spec.nodes, "Nodes (default: trace header MaxNodes)");
   cmd.add_option("--cores-per-node", spec.cores_per_node,
                  "Cores per node (default: MaxProcs / MaxNodes, or 1 with --nodes)");
@@ -89,7 +91,8 @@ void merge_given(const CLI::App& cmd, const replay::ReplaySpec& given, replay::R
   for (auto [from, to] : {std::pair{&given.ml_age_weight, &dst.ml_age_weight},
                           std::pair{&given.ml_starvation_limit, &dst.ml_starvation_limit},
                           std::pair{&given.ml_size_weight, &dst.ml_size_weight},
-                          std::pair{&given.ml_fail_weight, &dst.ml_fail_weight}})
+                          std::pair{&given.ml_fail_weight, &dst.ml_fail_weight},
+                          std::pair{&given.ml_request_weight, &dst.ml_request_weight}})
     if (*from) *to = *from;
   if (has("--nodes")) dst.nodes = given.nodes;
   if (has("--cores-per-node")) dst.cores_per_node = given.cores_per_node;

@@ -198,14 +198,18 @@ void add_model_terms(const mlprio::plugin::Params& prm, const mlprio_job_t& j,
   const double w = 0, r = std::isfinite(mp.runtime) && mp.runtime > 0 ? mp.runtime : 0;
   const double procs = static_cast<double>(std::max<int64_t>(cj.procs(), 1));
   const double pf = std::isfinite(mp.fail_prob) ? mp.fail_prob : 0;
+  double run = std::log2(1 + r / 60);
+  if (cfg.request_weight > 0 && cj.req_time > 0 && std::isfinite(cj.req_time))
+    run = (1 - cfg.request_weight) * run + cfg.request_weight * std::log2(1 + cj.req_time / 60);
   out["score_terms"] = {{"age", cfg.age_weight * std::log2(1 + w / 60)},
-                        {"run", -std::log2(1 + r / 60)},
+                        {"run", -run},
                         {"size", cfg.size_weight * std::log2(procs)},
                         {"failure", -8 * cfg.fail_weight * pf},
                         {"sum_log2", model::score_log_ratio(cj, mp, cj.submit, cfg)},
                         {"score", model::score(cj, mp, cj.submit, model::ClusterState{}, cfg)},
                         {"size_weight", cfg.size_weight},
                         {"fail_weight", cfg.fail_weight},
+                        {"request_weight", cfg.request_weight},
                         {"tuned_by", p->policy().tuned_by}};
 }
 
@@ -276,11 +280,12 @@ void print_text(const nlohmann::json& out, const slurm_job_info_t& sj, const std
     const auto& t = out["score_terms"];
     std::printf(
         "score terms (log2 units, at submission): run %s + size %s + failure %s = %s\n"
-        "score = 1 / (1 + 2^(-sum/4)) = %s (policy: size_weight %s, fail_weight %s%s)\n",
+        "score = 1 / (1 + 2^(-sum/4)) = %s (policy: size_weight %s, fail_weight %s, "
+        "request_weight %s%s)\n",
         fmt(t["run"].get<double>(), 3).c_str(), fmt(t["size"].get<double>(), 3).c_str(),
         fmt(t["failure"].get<double>(), 3).c_str(), fmt(t["sum_log2"].get<double>(), 3).c_str(),
         fmt(t["score"].get<double>(), 4).c_str(), fmt(t["size_weight"].get<double>()).c_str(),
-        fmt(t["fail_weight"].get<double>()).c_str(),
+        fmt(t["fail_weight"].get<double>()).c_str(), fmt(t["request_weight"].get<double>()).c_str(),
         t["tuned_by"].get<std::string>().empty()
             ? ", untuned defaults"
             : (", tuned by " + t["tuned_by"].get<std::string>()).c_str());

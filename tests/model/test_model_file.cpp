@@ -298,3 +298,25 @@ TEST_CASE("predict/explain --job sizes out of range are refused, not wrapped", "
   CHECK_THROWS_WITH(job_from_spec("req_mem=9e18"), Catch::Contains("--job req_mem"));
   CHECK_THROWS_WITH(job_from_spec("req_gpus=1e300"), Catch::Contains("--job req_gpus"));
 }
+
+TEST_CASE("the policy object round-trips, request weight included, and refuses out of range",
+          "[model][file]") {
+  PolicyParams p;
+  p.score.age_weight = 0.25;
+  p.score.request_weight = 0.5;
+  p.backfill_order = "fcfs";
+  const PolicyParams back = policy_from_json(policy_to_json(p));
+  CHECK(back.score.age_weight == 0.25);
+  CHECK(back.score.request_weight == 0.5);
+  CHECK(back.backfill_order == "fcfs");
+  // A policy written before the request weight existed ranks by the prediction.
+  nlohmann::json old = policy_to_json(p);
+  old.erase("request_weight");
+  CHECK(policy_from_json(old).score.request_weight == 0.0);
+  for (const nlohmann::json& bad :
+       {nlohmann::json(1.5), nlohmann::json(-0.1), nlohmann::json("1")}) {
+    nlohmann::json j = policy_to_json(p);
+    j["request_weight"] = bad;
+    CHECK_THROWS_WITH(policy_from_json(j), Catch::Contains("policy.request_weight"));
+  }
+}

@@ -112,3 +112,41 @@ TEST_CASE("a likely failure ranks below a reliable job three times as long", "[m
   cfg.fail_weight = 0;
   CHECK(score(job_at(0), steady, 100, CLUSTER, cfg) < score(job_at(0), flaky, 100, CLUSTER, cfg));
 }
+
+TEST_CASE("request weight: 1 ranks by the request, 0 by the prediction, between blends",
+          "[model][score]") {
+  // Two jobs that disagree: a long request predicted short, a short request predicted long.
+  const Job long_req = job_at(0, 1, 86400), short_req = job_at(0, 1, 600);
+  const Prediction short_pred = pred(300), long_pred = pred(20000);
+  ScoreConfig cfg;
+  cfg.request_weight = 0;  // the prediction's order
+  CHECK(score(long_req, short_pred, 100, CLUSTER, cfg) >
+        score(short_req, long_pred, 100, CLUSTER, cfg));
+  cfg.request_weight = 1;  // SJF's key: the request, whatever the prediction says
+  CHECK(score(long_req, short_pred, 100, CLUSTER, cfg) <
+        score(short_req, long_pred, 100, CLUSTER, cfg));
+  CHECK(score(short_req, pred(1), 100, CLUSTER, cfg) ==
+        score(short_req, pred(1e6), 100, CLUSTER, cfg));
+  // Halfway: the run-time term is the mean of the two log terms.
+  cfg.request_weight = 0.5;
+  ScoreConfig by_pred = cfg, by_req = cfg;
+  by_pred.request_weight = 0;
+  by_req.request_weight = 1;
+  const double mid = score_log_ratio(long_req, short_pred, 100, cfg);
+  CHECK(mid == Approx((score_log_ratio(long_req, short_pred, 100, by_pred) +
+                       score_log_ratio(long_req, short_pred, 100, by_req)) /
+                      2));
+  // No request: the prediction alone, at any weight; out-of-range or NaN weights stay finite
+  // and within [0, 1].
+  cfg.request_weight = 1;
+  const Job no_req = job_at(0, 1, -1);
+  CHECK(score(no_req, pred(600), 100, CLUSTER, cfg) ==
+        score(no_req, pred(600), 100, CLUSTER, by_pred));
+  for (double w : {-5.0, 7.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    cfg.request_weight = w;
+    CHECK(std::isfinite(score(long_req, short_pred, 100, CLUSTER, cfg)));
+  }
+  cfg.request_weight = 7;
+  CHECK(score(long_req, short_pred, 100, CLUSTER, cfg) ==
+        score(long_req, short_pred, 100, CLUSTER, by_req));
+}

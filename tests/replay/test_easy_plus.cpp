@@ -246,6 +246,24 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
   CHECK(max_wait_stat_name(MaxWaitStat::WORST) == "worst");
   CHECK_THROWS_AS(parse_max_wait_stat("p99"), ConfigError);
 
+  // Stage 1 ranks by the prediction (the default) or, asked, also by the request and halfway;
+  // FCFS order (the 1 s limit) once.
+  const auto c1 = tune_stage1(model::PolicyParams{}, {0.0, 0.5, 1.0});
+  std::set<double> requests;
+  size_t fcfs_order = 0;
+  for (const auto& p : c1) {
+    requests.insert(p.score.request_weight);
+    fcfs_order += p.score.starvation_limit == 1.0 ? 1 : 0;
+  }
+  CHECK(requests == std::set<double>{0.0, 0.5, 1.0});
+  CHECK(fcfs_order == 2);  // upper and point estimates
+  CHECK(c1.size() == 2 + 6 * 5 * 3 * 2);
+  const auto c1_pred = tune_stage1(model::PolicyParams{});
+  CHECK(c1_pred.size() == 2 + 6 * 5 * 2);
+  for (const auto& p : c1_pred) CHECK(p.score.request_weight == 0.0);
+  CHECK_THROWS_AS(tune_stage1(model::PolicyParams{}, {}), ConfigError);
+  CHECK_THROWS_AS(tune_stage1(model::PolicyParams{}, {1.5}), ConfigError);
+
   // Stage 2 searches the failure weight too (the hazard of likely failures jumping the queue),
   // the model file's value first so that ties keep it.
   model::PolicyParams b1;

@@ -348,6 +348,7 @@ age_weight = 0.5
 starvation_limit = 86400
 size_weight = -1.5
 fail_weight = 2
+request_weight = 0.5
 
 [multifactor]
 weight_age = [100, 200]
@@ -380,6 +381,7 @@ favor_small = true
   CHECK(spec.replay.ml_starvation_limit == std::optional<double>(86400));
   CHECK(spec.replay.ml_size_weight == std::optional<double>(-1.5));
   CHECK(spec.replay.ml_fail_weight == std::optional<double>(2));
+  CHECK(spec.replay.ml_request_weight == std::optional<double>(0.5));
   CHECK(spec.weight_age == std::vector<double>{100, 200});
   CHECK(spec.weight_job_size == std::vector<double>{300});
   CHECK(spec.weight_fairshare == std::vector<double>{10000});

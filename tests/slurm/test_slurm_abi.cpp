@@ -769,6 +769,36 @@ TEST_CASE("site factor follows the model: shorter predicted run, higher factor; 
   mlprio_ctx_free(ctx);
 }
 
+TEST_CASE("a tuned request weight in the model's policy orders by the time limit") {
+  // alice's history predicts 3300 s whatever her limit; with the policy's request weight 0 two
+  // limits above that get the same SITE, with 1 (what tune writes when the request order
+  // replayed better) the shorter limit ranks higher, as site_at() computes with that config.
+  TempDir d;
+  write_formula_users(d.file("m.json"), {{"alice", 3300, 0.0}});
+  const auto with_request_weight = [&](double c) {
+    nlohmann::json doc = m::read_model_document(d.file("m.json"));
+    m::PolicyParams p;
+    p.score.request_weight = c;
+    doc["policy"] = m::policy_to_json(p);
+    m::write_model_document(d.file("m.json"), doc);
+    mlprio_ctx_t* ctx = nullptr;
+    REQUIRE(mlprio_ctx_create(("model=" + d.file("m.json") + ",weight=10000").c_str(), 0, &ctx) ==
+            MLPRIO_OK);
+    std::pair<int64_t, int64_t> f{0, 0};
+    auto a = job(1, 7200), b = job(2, 86400);
+    REQUIRE(mlprio_site_factor(ctx, &a, &f.first) == MLPRIO_OK);
+    REQUIRE(mlprio_site_factor(ctx, &b, &f.second) == MLPRIO_OK);
+    mlprio_ctx_free(ctx);
+    return f;
+  };
+  const auto by_pred = with_request_weight(0);
+  CHECK(by_pred.first == by_pred.second);
+  const auto by_req = with_request_weight(1);
+  CHECK(by_req.first > by_req.second);
+  // Both limits are longer than the prediction: ranked by them, both score lower.
+  CHECK(by_req.first < by_pred.first);
+}
+
 TEST_CASE("predictions: history gives the run time and failure probability") {
   TempDir d;
   write_formula(d.file("h.json"), "alice", 3300, 0.9);

@@ -31,9 +31,13 @@ double score_log_ratio(const Job& job, const Prediction& p, double now, const Sc
   const double age_weight = std::clamp(finite_or(cfg.age_weight, 0.0), 0.0, 64.0);
   const double size_weight = std::clamp(finite_or(cfg.size_weight, 0.0), -64.0, 64.0);
   const double fail_weight = std::clamp(finite_or(cfg.fail_weight, 0.0), 0.0, 64.0);
+  const double request_weight = std::clamp(finite_or(cfg.request_weight, 0.0), 0.0, 1.0);
   const double wait = std::max(0.0, finite_or(now - job.submit, 0.0));
-  double u =
-      age_weight * std::log2(1.0 + wait / TIME_SCALE) - std::log2(1.0 + runtime / TIME_SCALE);
+  double run_term = std::log2(1.0 + runtime / TIME_SCALE);
+  if (request_weight > 0.0 && job.req_time > 0 && std::isfinite(job.req_time))
+    run_term = (1.0 - request_weight) * run_term +
+               request_weight * std::log2(1.0 + job.req_time / TIME_SCALE);
+  double u = age_weight * std::log2(1.0 + wait / TIME_SCALE) - run_term;
   if (size_weight != 0.0 && job.procs() > 1)
     u += size_weight * std::log2(static_cast<double>(job.procs()));
   const double fail = std::clamp(finite_or(p.fail_prob, 0.0), 0.0, 1.0);

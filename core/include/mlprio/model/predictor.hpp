@@ -44,6 +44,11 @@ struct ScoreConfig {
   double starvation_limit = 86400.0;  // L: wait (s) after which a job outranks any fresh job
   double size_weight = 0.0;           // b: favour (>0) or penalise (<0) wide jobs, per doubling
   double fail_weight = 1.0;           // g: lowers jobs the model predicts will fail
+  // c in [0, 1]: which run time the order ranks by, the prediction (0), the user's request (1),
+  // or between (the run-time term blended in log space); a job without a request uses the
+  // prediction. Lets `tune` choose the request-ordered family (SJF by request) where it replays
+  // better than the model's order.
+  double request_weight = 0.0;
 };
 
 // What the policy runs with beyond the score: which prediction backfilling uses and how EASY
