@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "mlprio/model/features.hpp"
@@ -295,21 +296,25 @@ TEST_CASE("similar-job columns do not see the future", "[model][features]") {
   CHECK(moved);
 }
 
-TEST_CASE("the online store and build_features give the same similar-job columns",
-          "[model][features]") {
-  // The replayer and the plugin feed OnlineHistory finish by finish; training feeds it through
-  // build_features. Same finishes in the same order, same rows.
+TEST_CASE("the online store and build_features give the same rows", "[model][features]") {
+  // The replayer feeds OnlineHistory start by start and finish by finish; training feeds it
+  // through build_features. Same events in the same order (a start before a finish at the same
+  // time), same rows: the similar-job and the running-jobs columns alike.
   const Trace t = testing::synthetic_trace(600, 37);
   const FeatureMatrix X = build_features(t.jobs, t.names);
   OnlineHistory store(t.names);
-  std::vector<std::pair<double, size_t>> pending;
+  std::vector<std::tuple<double, int, size_t>> pending;  // (time, 0 start / 1 finish, job)
   std::vector<float> row(N_FEATURES);
+  bool running_seen = false;
   for (size_t i = 0; i < t.jobs.size(); ++i) {
     std::sort(pending.begin(), pending.end());
     size_t done = 0;
-    while (done < pending.size() && pending[done].first <= t.jobs[i].submit) {
-      const Job& f = t.jobs[pending[done].second];
-      store.record_finish(f, f.run, pending[done].first);
+    while (done < pending.size() && std::get<0>(pending[done]) <= t.jobs[i].submit) {
+      const auto [time, finish, k] = pending[done];
+      if (finish != 0)
+        store.record_finish(t.jobs[k], t.jobs[k].run, time);
+      else
+        store.record_start(t.jobs[k], time);
       ++done;
     }
     pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(done));
@@ -317,6 +322,119 @@ TEST_CASE("the online store and build_features give the same similar-job columns
     INFO("job " << i);
     for (int f = 0; f < N_FEATURES; ++f)
       REQUIRE(same_float(row[static_cast<size_t>(f)], X.row(i)[f]));
-    pending.emplace_back(finish_time(t.jobs[i]), i);
+    running_seen = running_seen || X.row(i)[F_RUN_COUNT] > 0;
+    const double fin = finish_time(t.jobs[i]);
+    pending.emplace_back(fin - t.jobs[i].run, 0, i);
+    pending.emplace_back(fin, 1, i);
   }
+  CHECK(running_seen);
+}
+
+TEST_CASE("running-jobs columns: a user's job counts from its start until it ends",
+          "[model][features]") {
+  Trace t;
+  auto add = [&](const char* user, double submit, double wait, double run, int64_t procs) {
+    Job j = make_job(t, user, submit, wait, run);
+    j.req_procs = procs;
+    t.jobs.push_back(j);
+  };
+  add("a", 0, 10, 100, 4);   // 0: runs 10 .. 110
+  add("a", 5, 0, 300, 2);    // 1: submitted before job 0 starts; runs 5 .. 305
+  add("a", 8, 0, 1, 1);      // 2: sees job 1 only (job 0 starts at 10, after this submit)
+  add("a", 50, 0, 1000, 8);  // 3: sees jobs 0 and 1 (job 2 ran 8 .. 9)
+  add("b", 60, 0, 5, 1);     // 4: another user, nothing running
+  add("a", 110, 0, 5, 1);    // 5: job 0 ended at 110: sees jobs 1 and 3
+  add("a", 2000, 0, 5, 1);   // 6: all ended
+  Job anon = make_job(t, "a", 2001, 0, 5);
+  anon.user = -1;
+  t.jobs.push_back(anon);  // 7: no user, no columns
+  const FeatureMatrix X = build_features(t.jobs, t.names);
+  CHECK(X.row(0)[F_RUN_COUNT] == 0.0f);
+  CHECK(X.row(0)[F_RUN_PROCS] == 0.0f);
+  CHECK(std::isnan(X.row(0)[F_RUN_MEAN_ELAPSED]));
+  CHECK(X.row(1)[F_RUN_COUNT] == 0.0f);  // job 0 is submitted but has not started
+  CHECK(X.row(2)[F_RUN_COUNT] == 1.0f);
+  CHECK(X.row(2)[F_RUN_PROCS] == 2.0f);
+  CHECK(X.row(2)[F_RUN_MEAN_ELAPSED] == 3.0f);  // 8 - 5
+  CHECK(X.row(3)[F_RUN_COUNT] == 2.0f);         // it STARTED: job 0 is counted now
+  CHECK(X.row(3)[F_RUN_PROCS] == 6.0f);
+  CHECK(X.row(3)[F_RUN_MEAN_ELAPSED] == Approx(((50 - 10) + (50 - 5)) / 2.0));
+  CHECK(X.row(4)[F_RUN_COUNT] == 0.0f);
+  CHECK(X.row(5)[F_RUN_COUNT] == 2.0f);  // it ENDED: job 0 is gone, job 3 came
+  CHECK(X.row(5)[F_RUN_PROCS] == 10.0f);
+  CHECK(X.row(5)[F_RUN_MEAN_ELAPSED] == Approx(((110 - 5) + (110 - 50)) / 2.0));
+  CHECK(X.row(6)[F_RUN_COUNT] == 0.0f);
+  CHECK(X.row(6)[F_RUN_PROCS] == 0.0f);
+  CHECK(std::isnan(X.row(6)[F_RUN_MEAN_ELAPSED]));
+  CHECK(std::isnan(X.row(7)[F_RUN_COUNT]));
+  CHECK(std::isnan(X.row(7)[F_RUN_PROCS]));
+  // Every job has ended in the final snapshot (what a model file stores).
+  UserHistory final_history;
+  build_features(t.jobs, t.names, 0.0, &final_history);
+  for (const auto& [key, st] : final_history.by_user) CHECK(st.running_n == 0);
+}
+
+TEST_CASE("running-jobs columns match a brute-force causal recount", "[model][features]") {
+  const Trace t = testing::synthetic_trace(1500, 23);
+  const FeatureMatrix X = build_features(t.jobs, t.names);
+  int busy = 0;
+  for (size_t i = 0; i < t.jobs.size(); i += 3) {
+    const Job& j = t.jobs[i];
+    if (j.user < 0) continue;
+    int n = 0;
+    double procs = 0, elapsed = 0;
+    for (size_t k = 0; k < i; ++k) {  // jobs submitted before this one, in submit order
+      const Job& o = t.jobs[k];
+      if (o.user != j.user) continue;
+      const double start = o.submit + (o.wait >= 0 ? o.wait : 0);
+      if (start <= j.submit && !(finish_time(o) <= j.submit)) {
+        ++n;
+        procs += requested_procs(o) > 0 ? static_cast<double>(requested_procs(o)) : 0;
+        elapsed += j.submit - start;
+      }
+    }
+    INFO("job " << i);
+    REQUIRE(X.row(i)[F_RUN_COUNT] == static_cast<float>(n));
+    CHECK(X.row(i)[F_RUN_PROCS] == Approx(procs));
+    if (n > 0) {
+      CHECK(X.row(i)[F_RUN_MEAN_ELAPSED] == Approx(elapsed / n).margin(1e-2));
+      ++busy;
+    }
+  }
+  CHECK(busy > 20);
+}
+
+TEST_CASE("OnlineHistory: a user's next row changes when their job starts and when it ends",
+          "[model][features]") {
+  Trace t;
+  const Job running = [&] {
+    Job j = make_job(t, "a", 100, 0, 500);
+    j.req_procs = 16;
+    return j;
+  }();
+  Job next = make_job(t, "a", 400, 0, 10);
+  Job other = make_job(t, "b", 400, 0, 10);
+  OnlineHistory store(t.names);
+  std::vector<float> row(N_FEATURES);
+  store.encode(next, row);
+  CHECK(row[F_RUN_COUNT] == 0.0f);
+  CHECK(row[F_HIST_COUNT] == 0.0f);
+
+  store.record_start(running, 100);
+  store.encode(next, row);
+  CHECK(row[F_RUN_COUNT] == 1.0f);
+  CHECK(row[F_RUN_PROCS] == 16.0f);
+  CHECK(row[F_RUN_MEAN_ELAPSED] == 300.0f);
+  CHECK(row[F_HIST_COUNT] == 0.0f);  // started, not finished
+  store.encode(other, row);
+  CHECK(row[F_RUN_COUNT] == 0.0f);
+
+  store.record_finish(running, 500, 600);
+  next.submit = 700;
+  store.encode(next, row);
+  CHECK(row[F_RUN_COUNT] == 0.0f);
+  CHECK(row[F_RUN_PROCS] == 0.0f);
+  CHECK(std::isnan(row[F_RUN_MEAN_ELAPSED]));
+  CHECK(row[F_HIST_COUNT] == 1.0f);
+  CHECK(row[F_HIST_LAST_RUN] == 500.0f);
 }
