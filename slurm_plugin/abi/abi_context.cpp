@@ -816,10 +816,9 @@ int mlprio_observe_running(mlprio_ctx_t* ctx, const mlprio_start_t* jobs, size_t
     if (!user || !*user || !(in.start_time > 0) || !std::isfinite(in.start_time)) continue;
     LiveHistory::Start it;
     it.job_id = in.job.job_id;
-    // The user key and size as mlprio_observe_finished and the encoder take them.
+    // The user key as mlprio_observe_finished and the encoder take it.
     it.user = model::stable_hash(std::string_view(user, ::strnlen(user, 256)));
     if (it.user == 0) it.user = 1;
-    it.procs = in.job.req_cpus > 0 ? in.job.req_cpus : -1;
     it.start = in.start_time;
     items.push_back(it);
   }

@@ -107,7 +107,7 @@ void LiveHistory::reseed(const model::Predictor& p) {
     std::lock_guard<std::mutex> g(mu_);
     for (const LiveFinish& f : log_)
       if (f.seq >= seq0 && f.end > until) live_apply(h, f);
-    for (const auto& [id, r] : running_) h.by_user[r.user].start_running(r.procs, r.start);
+    for (const auto& [id, r] : running_) h.by_user[r.user].start_running(r.start);
     hist_.by_user.swap(h.by_user);
     trained_until_ = until;
   }  // the old history is freed here, outside the lock
@@ -138,7 +138,7 @@ size_t LiveHistory::learn(std::vector<Finish>& items) {
   std::lock_guard<std::mutex> g(mu_);
   for (Finish& it : items) {
     if (auto r = running_.find(it.job_id); r != running_.end()) {
-      hist_.by_user[r->second.user].stop_running(r->second.procs, r->second.start);
+      hist_.by_user[r->second.user].stop_running(r->second.start);
       running_.erase(r);
     }
     if (!(it.f.end > trained_until_)) continue;  // the model's snapshot has it
@@ -164,14 +164,14 @@ size_t LiveHistory::observe_running(std::span<const Start> items) {
   for (const Start& it : items) {
     const auto [r, added] = running_.try_emplace(it.job_id);
     Running& run = r->second;
-    if (!added && run.start == it.start && run.user == it.user && run.procs == it.procs) {
+    if (!added && run.start == it.start && run.user == it.user) {
       run.scan = scan_;
       continue;
     }
     // New, or requeued and started again between two scans: counted once, as it runs now.
-    if (!added) hist_.by_user[run.user].stop_running(run.procs, run.start);
-    run = {it.user, it.procs, it.start, scan_};
-    hist_.by_user[it.user].start_running(it.procs, it.start);
+    if (!added) hist_.by_user[run.user].stop_running(run.start);
+    run = {it.user, it.start, scan_};
+    hist_.by_user[it.user].start_running(it.start);
     if (added) ++k;
   }
   return k;
@@ -185,7 +185,7 @@ size_t LiveHistory::end_scan() {
       ++r;
       continue;
     }
-    hist_.by_user[r->second.user].stop_running(r->second.procs, r->second.start);
+    hist_.by_user[r->second.user].stop_running(r->second.start);
     r = running_.erase(r);
     ++k;
   }

@@ -175,7 +175,6 @@ class LiveHistory {
   struct Start {
     uint32_t job_id = 0;
     uint64_t user = 0;
-    int64_t procs = -1;
     double start = 0;
   };
 
@@ -211,7 +210,6 @@ class LiveHistory {
   // running jobs, since every scan forgets the ones it did not see.
   struct Running {
     uint64_t user = 0;
-    int64_t procs = -1;
     double start = 0;
     uint64_t scan = 0;  // the latest scan that reported it
   };

@@ -203,8 +203,8 @@ int mlprio_observe_finished(mlprio_ctx_t *ctx, const mlprio_finish_t *jobs,
 			    size_t n, size_t *learned);
 
 /*
- * The user's running jobs are model columns too (how many, their cpus, their
- * mean elapsed time at a job's submission). Each scan of the job list reports
+ * The user's running jobs are a model column too (their mean elapsed time at
+ * a job's submission). Each scan of the job list reports
  * every running job here, then calls mlprio_end_scan(), which forgets the
  * running jobs that scan did not report (requeued, suspended, gone unseen);
  * an ended job reported to mlprio_observe_finished leaves the running set.
@@ -214,7 +214,7 @@ int mlprio_observe_finished(mlprio_ctx_t *ctx, const mlprio_finish_t *jobs,
  * were not running before; *forgotten (may be NULL): how many left.
  */
 typedef struct {
-	mlprio_job_t job;         /* job_id, user, cpus matter */
+	mlprio_job_t job;         /* job_id and user matter */
 	double start_time;        /* Unix seconds */
 } mlprio_start_t;
 

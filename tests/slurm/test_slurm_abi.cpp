@@ -957,15 +957,13 @@ TEST_CASE("live history: the scan's running jobs count until they end or leave t
   const uint64_t alice = m::stable_hash("alice");
   const uint64_t v0 = live.version("alice");
   std::vector<float> row = live_row(live, "alice", 1.7e9);
-  CHECK(row[m::F_RUN_COUNT] == 0.0f);
-  const std::vector<p::LiveHistory::Start> starts = {{31, alice, 8, 1.7e9 - 100},
-                                                     {32, alice, 4, 1.7e9 - 300}};
+  CHECK(std::isnan(row[m::F_RUN_MEAN_ELAPSED]));
+  const std::vector<p::LiveHistory::Start> starts = {{31, alice, 1.7e9 - 100},
+                                                     {32, alice, 1.7e9 - 300}};
   CHECK(live.observe_running(starts) == 2);
   row = live_row(live, "alice", 1.7e9);
-  CHECK(row[m::F_RUN_COUNT] == 2.0f);
-  CHECK(row[m::F_RUN_PROCS] == 12.0f);
-  CHECK(row[m::F_RUN_MEAN_ELAPSED] == 200.0f);
-  CHECK(live_row(live, "bob", 1.7e9)[m::F_RUN_COUNT] == 0.0f);
+  CHECK(row[m::F_RUN_MEAN_ELAPSED] == 200.0f);  // two jobs, 100 s and 300 s in
+  CHECK(std::isnan(live_row(live, "bob", 1.7e9)[m::F_RUN_MEAN_ELAPSED]));
   const uint64_t v1 = live.version("alice");
   CHECK(v1 != v0);  // a pending job's cached factor is recomputed
   CHECK(live.end_scan() == 0);
@@ -975,9 +973,7 @@ TEST_CASE("live history: the scan's running jobs count until they end or leave t
   fin[0].f = {alice, 150, 1.7e9 + 50, 7200, 8, mlprio::JobStatus::COMPLETED, 0};
   CHECK(live.learn(fin) == 1);
   row = live_row(live, "alice", 1.7e9 + 100);
-  CHECK(row[m::F_RUN_COUNT] == 1.0f);
-  CHECK(row[m::F_RUN_PROCS] == 4.0f);
-  CHECK(row[m::F_RUN_MEAN_ELAPSED] == 400.0f);
+  CHECK(row[m::F_RUN_MEAN_ELAPSED] == 400.0f);  // job 32 only
   CHECK(row[m::F_HIST_COUNT] == 1.0f);
   CHECK(live.version("alice") != v1);
 
@@ -985,13 +981,11 @@ TEST_CASE("live history: the scan's running jobs count until they end or leave t
   TempDir d2;
   write_formula(d2.file("h.json"), "alice", 3300);
   live.reseed(*m::load_predictor(d2.file("h.json")));
-  row = live_row(live, "alice", 1.7e9 + 100);
-  CHECK(row[m::F_RUN_COUNT] == 1.0f);
-  CHECK(row[m::F_RUN_PROCS] == 4.0f);
+  CHECK(live_row(live, "alice", 1.7e9 + 100)[m::F_RUN_MEAN_ELAPSED] == 400.0f);
   // Job 32 leaves the list unseen to end: the next scan that does not report it forgets it.
   CHECK(live.observe_running({}) == 0);
   CHECK(live.end_scan() == 1);
-  CHECK(live_row(live, "alice", 1.7e9 + 100)[m::F_RUN_COUNT] == 0.0f);
+  CHECK(std::isnan(live_row(live, "alice", 1.7e9 + 100)[m::F_RUN_MEAN_ELAPSED]));
 }
 
 TEST_CASE("live history: jobs the model's snapshot already holds are not learned twice; off") {

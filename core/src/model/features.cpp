@@ -150,8 +150,6 @@ const std::array<std::string_view, N_FEATURES>& feature_names() {
                                                                  "same_as_last",
                                                                  "last_ratio_times_req",
                                                                  "last2_capped",
-                                                                 "run_count",
-                                                                 "run_procs",
                                                                  "run_mean_elapsed"};
   return names;
 }
@@ -198,23 +196,16 @@ void UserStats::record_run(const Job& finished, double run, double end) {
   if (is_failure(finished.status)) ++failures;
 }
 
-void UserStats::start_running(int64_t procs, double start) {
+void UserStats::start_running(double start) {
   ++running_n;
-  running_procs += procs > 0 ? static_cast<double>(procs) : 0.0;
   running_start_sum += start;
   ++running_changes;
 }
 
-void UserStats::stop_running(int64_t procs, double start) {
+void UserStats::stop_running(double start) {
   if (running_n == 0) return;  // a finish whose start was not seen
-  if (--running_n == 0) {
-    // Exact zeros when nothing runs, so rounding in the sums never outlives a busy period.
-    running_procs = 0;
-    running_start_sum = 0;
-  } else {
-    running_procs -= procs > 0 ? static_cast<double>(procs) : 0.0;
-    running_start_sum -= start;
-  }
+  // An exact zero when nothing runs, so rounding in the sum never outlives a busy period.
+  running_start_sum = --running_n == 0 ? 0.0 : running_start_sum - start;
   ++running_changes;
 }
 
@@ -304,19 +295,13 @@ void FeatureEncoder::encode(const Job& job, const UserStats* hist, std::span<flo
   }
   encode_similar(job, job.user >= 0 ? hist : nullptr, job.user >= 0, row);
 
-  row[F_RUN_COUNT] = MISSING;
-  row[F_RUN_PROCS] = MISSING;
   row[F_RUN_MEAN_ELAPSED] = MISSING;
-  if (job.user >= 0) {
-    const int64_t n = hist != nullptr ? hist->running_n : 0;
-    row[F_RUN_COUNT] = static_cast<float>(n);
-    row[F_RUN_PROCS] = n > 0 ? static_cast<float>(hist->running_procs) : 0.0f;
-    if (n > 0 && job.submit >= 0) {
-      // sum(submit - start_i) / n without a per-job list. Training never sees a start after the
-      // submit, but the plugin re-encodes a pending job later, so its mean is clamped at 0.
-      const double elapsed = job.submit - hist->running_start_sum / static_cast<double>(n);
-      row[F_RUN_MEAN_ELAPSED] = static_cast<float>(std::max(elapsed, 0.0));
-    }
+  if (job.user >= 0 && hist != nullptr && hist->running_n > 0 && job.submit >= 0) {
+    // sum(submit - start_i) / n without a per-job list. Training never sees a start after the
+    // submit, but the plugin re-encodes a pending job later, so the mean is clamped at 0.
+    const double elapsed =
+        job.submit - hist->running_start_sum / static_cast<double>(hist->running_n);
+    row[F_RUN_MEAN_ELAPSED] = static_cast<float>(std::max(elapsed, 0.0));
   }
 
   // Time of day/week in UTC; 1970-01-01 was a Thursday, so day 0 of the epoch is dow 3 (Mon=0).

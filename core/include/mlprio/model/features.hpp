@@ -74,11 +74,10 @@ enum Feature : int {
   F_LAST_RATIO_TIMES_REQ,  // (latest job's run / its request) x this job's request
   F_LAST2_CAPPED,          // the last-two baseline itself: last-two mean capped by the request
   // Schema 4 (Gaussier et al., SC15): the user's jobs running when this one is submitted (started
-  // and not yet finished). Missing for unknown users; count and processors are 0, the elapsed
-  // mean missing, when the user has none running.
-  F_RUN_COUNT,         // how many of the user's jobs are running
-  F_RUN_PROCS,         // their requested processors, summed (jobs of unknown size add 0)
-  F_RUN_MEAN_ELAPSED,  // the mean of (this submit - their start), seconds (negatives count as 0)
+  // and not yet finished). Of the count, their processors and their mean elapsed time, the
+  // development splits kept the last (model/README.md). Missing for unknown users and when the
+  // user has nothing running.
+  F_RUN_MEAN_ELAPSED,  // the mean of (this submit - their start), seconds (clamped at 0)
   N_FEATURES
 };
 
@@ -128,18 +127,17 @@ struct UserStats {
   std::array<RecentJob, RECENT_JOBS> recent{};
   int recent_n = 0;
   int recent_head = 0;
-  // The user's jobs running now, as sums so that the memory per user stays fixed: the mean
-  // elapsed time at t is t - running_start_sum / running_n. Fed by start_running/stop_running
-  // (OnlineHistory, the plugin's live store); not saved in model files, where every job of the
-  // training trace has finished. running_changes counts both calls (a live cache key).
+  // The user's jobs running now, as a count and a sum so that the memory per user stays fixed:
+  // their mean elapsed time at t is t - running_start_sum / running_n. Fed by
+  // start_running/stop_running (OnlineHistory, the plugin's live store); not saved in model
+  // files, where every job of the training trace has finished. running_changes counts both
+  // calls (a live cache key).
   int64_t running_n = 0;
-  double running_procs = 0;
   double running_start_sum = 0;
   int64_t running_changes = 0;
-  // A job of `procs` processors (requested_procs(); < 0: unknown, counted as 0) started at
-  // `start`; stop_running() takes the same two values when it ends.
-  void start_running(int64_t procs, double start);
-  void stop_running(int64_t procs, double start);
+  // A job started at `start`; stop_running() takes the same value when it ends.
+  void start_running(double start);
+  void stop_running(double start);
   // The k-th newest remembered job (k = 0: the latest); k < recent_n.
   const RecentJob& recent_at(int k) const {
     return recent[static_cast<size_t>((recent_head + 2 * RECENT_JOBS - 1 - k) % RECENT_JOBS)];
@@ -213,7 +211,7 @@ class OnlineHistory {
   // The job started at `start`: it counts as its user's running job until record_finish().
   void record_start(const Job& job, double start) {
     const uint64_t key = enc_.user_of(job);
-    if (key != 0) hist_.by_user[key].start_running(requested_procs(job), start);
+    if (key != 0) hist_.by_user[key].start_running(start);
   }
   // The job ran `run` seconds and ended at `end`; jobs of unknown users are not recorded. It
   // leaves the running set, so every finish must follow its job's record_start().
@@ -221,7 +219,7 @@ class OnlineHistory {
     const uint64_t key = enc_.user_of(job);
     if (key == 0) return;
     UserStats& s = hist_.by_user[key];
-    s.stop_running(requested_procs(job), end - run);
+    s.stop_running(end - run);
     s.record_run(job, run, end);
   }
   // The row for a job submitted now (Job::submit), from what has been recorded so far.
