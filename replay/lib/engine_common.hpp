@@ -65,7 +65,13 @@ class MetricsAccumulator {
     sum_turn_ += wait + run;
     core_seconds_ += run * static_cast<double>(procs);
     killed_ += killed ? 1 : 0;
-    auto& u = users_[j.user];
+    // Consecutive jobs are often the same user's: look the user up only when it changes (the
+    // map's elements do not move when it grows).
+    if (user_ == nullptr || j.user != user_id_) {
+      user_ = &users_[j.user];
+      user_id_ = j.user;
+    }
+    UserSummary& u = *user_;
     ++u.jobs;
     u.mean_wait += wait;  // sums until finish()
     u.mean_bsld += bsld;
@@ -146,6 +152,8 @@ class MetricsAccumulator {
   double sum_wait_ = 0, sum_bsld_ = 0, sum_turn_ = 0, core_seconds_ = 0;
   double first_submit_ = 0, last_end_ = 0, last_start_ = 0;
   std::unordered_map<int32_t, UserSummary> users_;
+  UserSummary* user_ = nullptr;  // users_[user_id_], the last job's user
+  int32_t user_id_ = 0;
   std::vector<JobOutcome> jobs_;
   std::vector<double> waits_;  // every job's wait, for the percentiles
 };
