@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "mlprio/replay/simulator.hpp"
 
@@ -45,6 +46,17 @@ inline double job_estimate(const Job& j, const SimConfig& c) {
   }
 }
 
+// push_back for the vectors that grow with the whole run (the waits, the time series): when full,
+// reserve four times the capacity instead of twice. Pages that are reserved but not yet written
+// are never touched, and each reallocation of a large vector is a fresh mapping that faults in
+// page by page: growing by 4 touches about 1.33x the final size instead of 2x, and copies less.
+template <typename T>
+[[gnu::always_inline]] inline void append_growing(std::vector<T>& v, const T& x) {
+  if (v.size() == v.capacity()) [[unlikely]]
+    v.reserve(std::max<size_t>(1024, 4 * v.capacity()));
+  v.emplace_back(x);
+}
+
 class MetricsAccumulator {
  public:
   explicit MetricsAccumulator(const SimConfig& c) : cfg_(c) {}
@@ -61,7 +73,7 @@ class MetricsAccumulator {
     ++n_;
     sum_wait_ += wait;
     sum_bsld_ += bsld;
-    waits_.push_back(wait);
+    append_growing(waits_, wait);
     sum_turn_ += wait + run;
     core_seconds_ += run * static_cast<double>(procs);
     killed_ += killed ? 1 : 0;

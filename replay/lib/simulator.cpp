@@ -156,9 +156,10 @@ struct Res {
   }
 };
 
-// The fields a scheduling pass reads for every queued or running job come first, together in one
-// cache line; the trace record, read at submit, start and end, comes last.
-struct SimJob {
+// What the engine keeps about a queued or running job besides its trace record: the fields a
+// scheduling pass reads come first, together in one cache line. A slot is reset by assigning a
+// fresh SimState, which leaves the record (and its storage) to be overwritten.
+struct SimState {
   Res need;
   double estimate = 0;  // seconds, for backfilling and the policy
   double score = 0;
@@ -170,7 +171,10 @@ struct SimJob {
   int64_t seq = 0;        // start order, to order simultaneous completions
   bool killed = false;
   model::Prediction pred;  // the online estimator's or the fixed predictions' (ml order)
-  Job job;                 // the trace record (kept for the estimate hook and the outcome)
+};
+
+struct SimJob : SimState {
+  Job job;  // the trace record (kept for the estimate hook and the outcome)
 };
 
 // Free resources over time: a step function, free[i] holding from t[i] until t[i+1] (the last step
@@ -466,7 +470,7 @@ class StandardEngine {
                           "a carried state names a job outside the trace");
       const int32_t slot = alloc_slot();
       SimJob& j = slab_[static_cast<size_t>(slot)];
-      j = SimJob{};
+      static_cast<SimState&>(j) = SimState{};
       j.job = all[static_cast<size_t>(s.index)];
       j.index = s.index;
       j.need = Res{s.units, s.gpus};
@@ -721,7 +725,7 @@ class StandardEngine {
     }
     const int32_t slot = alloc_slot();
     SimJob& j = slab_[static_cast<size_t>(slot)];
-    j = SimJob{};
+    static_cast<SimState&>(j) = SimState{};
     j.job = job;
     j.index = index;
     j.need = need;
@@ -886,10 +890,7 @@ class StandardEngine {
     // reservation?
     auto may_backfill = [&](const SimJob& j) {
       if (shadow == -INF) reserve(head, shadow, extra);
-      if (now_ + j.estimate <= shadow) return true;
-      if (!j.need.fits_in(extra)) return false;
-      extra -= j.need;
-      return true;
+      return backfills(j, shadow, extra);
     };
     // Every job needs at least one unit: once none is free, no later candidate can start.
     const auto cand = queue_.begin() + static_cast<std::ptrdiff_t>(i + 1);
@@ -921,24 +922,37 @@ class StandardEngine {
     }
     // Compact the queue in place as it is scanned: the head first, then the candidates that do not
     // start, in queue order. The scan also finds the smallest need left.
-    queue_[0] = queue_[i];
+    // start() moves neither the queue nor the slab: keep their addresses in registers.
+    int32_t* const queue = queue_.data();
+    const SimJob* const slab = slab_.data();
+    const size_t n = queue_.size();
+    queue[0] = queue[i];
     int64_t min_units = head.need.units;
     size_t w = 1, k = i + 1;
-    for (; k < queue_.size() && free_.units > 0; ++k) {
-      const int32_t slot = queue_[k];
-      const SimJob& j = slab_[static_cast<size_t>(slot)];
+    for (; k < n && free_.units > 0; ++k) {
+      const int32_t slot = queue[k];
+      const SimJob& j = slab[static_cast<size_t>(slot)];
       if (j.need.fits_in(free_) && may_backfill(j)) {
         start(slot);
       } else {
-        queue_[w++] = slot;
+        queue[w++] = slot;
         min_units = std::min(min_units, j.need.units);
       }
     }
     // A scan cut short leaves the bound as it was: still a lower bound.
-    if (k == queue_.size()) min_queued_units_ = min_units;
+    if (k == n) min_queued_units_ = min_units;
     const auto rest = std::copy(queue_.begin() + static_cast<std::ptrdiff_t>(k), queue_.end(),
                                 queue_.begin() + static_cast<std::ptrdiff_t>(w));
     queue_.erase(rest, queue_.end());
+  }
+
+  // Whether a candidate that fits the free resources backfills: it ends by the shadow time, or
+  // it fits in the resources the reservation leaves over (which it then takes).
+  bool backfills(const SimJob& j, double shadow, Res& extra) const {
+    if (now_ + j.estimate <= shadow) return true;
+    if (!j.need.fits_in(extra)) return false;
+    extra -= j.need;
+    return true;
   }
 
   // EASY's reservation for the blocked job `head`: the estimated end at which enough running jobs
@@ -1037,8 +1051,11 @@ class StandardEngine {
     if (!cfg_.record_series) return;
     const auto q = static_cast<int64_t>(queue_.size());
     const int64_t busy = (total_.units - free_.units) * unit_cores_;
-    const double bsld = done_ > 0 ? done_bsld_sum_ / static_cast<double>(done_)
-                                  : std::numeric_limits<double>::quiet_NaN();
+    if (done_ != mean_bsld_done_) {  // divide only when a job finished since the last pass
+      mean_bsld_ = done_bsld_sum_ / static_cast<double>(done_);
+      mean_bsld_done_ = done_;
+    }
+    const double bsld = mean_bsld_;
     const auto same_bsld = [&](double b) {
       return b == bsld || (std::isnan(b) && std::isnan(bsld));
     };
@@ -1051,10 +1068,10 @@ class StandardEngine {
       series_.mean_bsld.back() = bsld;
       return;
     }
-    series_.time.push_back(now_);
-    series_.queue_length.push_back(q);
-    series_.busy_cores.push_back(busy);
-    series_.mean_bsld.push_back(bsld);
+    detail::append_growing(series_.time, now_);
+    detail::append_growing(series_.queue_length, q);
+    detail::append_growing(series_.busy_cores, busy);
+    detail::append_growing(series_.mean_bsld, bsld);
   }
 
   const SimConfig& cfg_;
@@ -1097,6 +1114,8 @@ class StandardEngine {
   std::vector<int32_t> reordered_;
   double done_bsld_sum_ = 0;  // bounded slowdowns of the jobs finished so far (series)
   int64_t done_ = 0;
+  double mean_bsld_ = std::numeric_limits<double>::quiet_NaN();  // the series' value for ...
+  int64_t mean_bsld_done_ = 0;                                     // ... this many finished jobs
   std::unique_ptr<OnlineEstimator> online_;
   FreeProfile profile_;
   TimeSeries series_;
