@@ -315,13 +315,14 @@ class RunningByEnd {
     double est_end;
     int64_t seq;
     int32_t slot;  // -1: erased
+    Res need;      // the job's, so that a walk reads one array
     bool operator<(const Entry& o) const { return std::tie(est_end, seq) < std::tie(o.est_end, o.seq); }
   };
 
   size_t size() const { return live_; }
 
-  void insert(double est_end, int64_t seq, int32_t slot) {
-    const Entry e{est_end, seq, slot};
+  void insert(double est_end, int64_t seq, int32_t slot, const Res& need) {
+    const Entry e{est_end, seq, slot, need};
     ++live_;
     if (v_.empty() || v_.back() < e) {
       v_.push_back(e);
@@ -339,7 +340,7 @@ class RunningByEnd {
   }
 
   void erase(double est_end, int64_t seq) {
-    const Entry key{est_end, seq, 0};
+    const Entry key{est_end, seq, 0, {}};
     const auto first = v_.begin() + static_cast<std::ptrdiff_t>(begin_);
     const auto at = first != v_.end() && first->seq == seq ? first  // the usual case
                                                             : std::lower_bound(first, v_.end(), key);
@@ -488,7 +489,7 @@ class StandardEngine {
       const int32_t slot = fill(s);
       free_ -= Res{s.units, s.gpus};
       completions_.push({s.end, s.seq, slot});
-      running_by_est_.insert(s.est_end, s.seq, slot);
+      running_by_est_.insert(s.est_end, s.seq, slot, Res{s.units, s.gpus});
       watch_expiry(slab_[static_cast<size_t>(slot)], slot);
       next_seq_ = std::max(next_seq_, s.seq + 1);
     }
@@ -671,7 +672,7 @@ class StandardEngine {
       if (!(next > j.est_end)) continue;  // REQUEST past the request: EASY's "ends now" rule
       running_by_est_.erase(j.est_end, j.seq);
       j.est_end = next;
-      running_by_est_.insert(j.est_end, j.seq, e.slot);
+      running_by_est_.insert(j.est_end, j.seq, e.slot, j.need);
       ++corrections_;
       watch_expiry(j, e.slot);
     }
@@ -774,7 +775,7 @@ class StandardEngine {
     j.est_end = now_ + j.estimate;
     j.seq = next_seq_++;
     completions_.push({now_ + j.duration, j.seq, slot});
-    running_by_est_.insert(j.est_end, j.seq, slot);
+    running_by_est_.insert(j.est_end, j.seq, slot, j.need);
     watch_expiry(j, slot);
     ++next_seq_started_;
     metrics_.started(j.job, now_, now_ + j.duration, j.estimate, j.job.procs(), j.killed);
@@ -961,7 +962,7 @@ class StandardEngine {
     Res avail = free_;
     double s = INF;
     running_by_est_.walk([&](const RunningByEnd::Entry& e) {
-      avail += slab_[static_cast<size_t>(e.slot)].need;
+      avail += e.need;
       if (!head.need.fits_in(avail)) return false;
       s = std::max(e.est_end, now_);
       return true;
