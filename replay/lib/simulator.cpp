@@ -887,9 +887,9 @@ class StandardEngine {
     const SimJob& head = slab_[static_cast<size_t>(queue_[i])];
     double shadow = -INF;  // not worked out yet
     Res extra;
-    // May this candidate, which fits the free resources, start now without delaying the head's
-    // reservation?
+    // May this candidate start now without delaying the head's reservation?
     auto may_backfill = [&](const SimJob& j) {
+      if (!j.need.fits_in(free_)) return false;
       if (shadow == -INF) reserve(head, shadow, extra);
       return backfills(j, shadow, extra);
     };
@@ -908,8 +908,7 @@ class StandardEngine {
         });
         for (int32_t slot : order_) {
           if (free_.units <= 0) break;
-          const SimJob& j = slab_[static_cast<size_t>(slot)];
-          if (j.need.fits_in(free_) && may_backfill(j)) start(slot);
+          if (may_backfill(slab_[static_cast<size_t>(slot)])) start(slot);
         }
         // start() set start >= 0; the queue holds only jobs not started before this pass.
         auto started = [this](int32_t slot) { return slab_[static_cast<size_t>(slot)].start >= 0; };
@@ -933,7 +932,7 @@ class StandardEngine {
     for (; k < n && free_.units > 0; ++k) {
       const int32_t slot = queue[k];
       const SimJob& j = slab[static_cast<size_t>(slot)];
-      if (j.need.fits_in(free_) && may_backfill(j)) {
+      if (may_backfill(j)) {
         start(slot);
       } else {
         queue[w++] = slot;
@@ -956,9 +955,9 @@ class StandardEngine {
     return true;
   }
 
-  // EASY's reservation for the blocked job `head`: the estimated end at which enough running jobs
+  // EASY's reservation for the blocked job `head` (once a pass at most, out of the scan loop): the estimated end at which enough running jobs
   // have finished (an overrunning job is taken to end now), and what is left over at that time.
-  void reserve(const SimJob& head, double& shadow, Res& extra) const {
+  [[gnu::noinline]] void reserve(const SimJob& head, double& shadow, Res& extra) const {
     Res avail = free_;
     double s = INF;
     running_by_est_.walk([&](const RunningByEnd::Entry& e) {
