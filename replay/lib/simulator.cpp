@@ -305,10 +305,10 @@ class FreeProfile {
 
 // The running jobs ordered by (estimated end, start order), which EASY walks from the earliest
 // estimated end to find the blocked job's shadow time. A sorted flat vector instead of a node
-// set: no allocation per start, and the walk reads consecutive memory. Jobs mostly end near the
-// front (the earliest estimated ends), where an erase only advances `begin_`; an erase elsewhere
-// leaves a dead entry (slot -1, key kept, so the order holds) that walks skip. An insert moves the shorter side: the entries
-// before it into the space freed at the front, or those after it (new jobs mostly end last).
+// set: no allocation per start, and the walk reads consecutive memory. An erase at the front (the
+// earliest estimated end, where jobs tend to end) only advances `begin_`; an erase elsewhere
+// leaves a dead entry (slot -1, key kept, so the order holds) that walks skip. An insert moves the
+// shorter side: the entries before it into the space freed at the front, or those after it.
 class RunningByEnd {
  public:
   struct Entry {
@@ -316,7 +316,9 @@ class RunningByEnd {
     int64_t seq;
     int32_t slot;  // -1: erased
     Res need;      // the job's, so that a walk reads one array
-    bool operator<(const Entry& o) const { return std::tie(est_end, seq) < std::tie(o.est_end, o.seq); }
+    bool operator<(const Entry& o) const {
+      return std::tie(est_end, seq) < std::tie(o.est_end, o.seq);
+    }
   };
 
   size_t size() const { return live_; }
@@ -343,7 +345,7 @@ class RunningByEnd {
     const Entry key{est_end, seq, 0, {}};
     const auto first = v_.begin() + static_cast<std::ptrdiff_t>(begin_);
     const auto at = first != v_.end() && first->seq == seq ? first  // the usual case
-                                                            : std::lower_bound(first, v_.end(), key);
+                                                           : std::lower_bound(first, v_.end(), key);
     MLPRIO_REPLAY_CHECK(at != v_.end() && at->seq == seq && at->est_end == est_end && at->slot >= 0,
                         "a running job is missing from the estimated-end order");
     at->slot = -1;
@@ -373,7 +375,7 @@ class RunningByEnd {
 
  private:
   std::vector<Entry> v_;
-  size_t begin_ = 0;  // entries before it are erased
+  size_t begin_ = 0;            // entries before it are erased
   size_t live_ = 0, dead_ = 0;  // dead_: erased entries at or after begin_
 };
 
@@ -917,7 +919,8 @@ class StandardEngine {
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i));
       min_queued_units_ = std::numeric_limits<int64_t>::max();
       for (int32_t slot : queue_)
-        min_queued_units_ = std::min(min_queued_units_, slab_[static_cast<size_t>(slot)].need.units);
+        min_queued_units_ =
+            std::min(min_queued_units_, slab_[static_cast<size_t>(slot)].need.units);
       return;
     }
     // Compact the queue in place as it is scanned: the head first, then the candidates that do not
@@ -955,8 +958,9 @@ class StandardEngine {
     return true;
   }
 
-  // EASY's reservation for the blocked job `head` (once a pass at most, out of the scan loop): the estimated end at which enough running jobs
-  // have finished (an overrunning job is taken to end now), and what is left over at that time.
+  // EASY's reservation for the blocked job `head` (once a pass at most, out of the scan loop): the
+  // estimated end at which enough running jobs have finished (an overrunning job is taken to end
+  // now), and what is left over at that time.
   [[gnu::noinline]] void reserve(const SimJob& head, double& shadow, Res& extra) const {
     Res avail = free_;
     double s = INF;
@@ -1115,7 +1119,7 @@ class StandardEngine {
   double done_bsld_sum_ = 0;  // bounded slowdowns of the jobs finished so far (series)
   int64_t done_ = 0;
   double mean_bsld_ = std::numeric_limits<double>::quiet_NaN();  // the series' value for ...
-  int64_t mean_bsld_done_ = 0;                                     // ... this many finished jobs
+  int64_t mean_bsld_done_ = 0;                                   // ... this many finished jobs
   std::unique_ptr<OnlineEstimator> online_;
   FreeProfile profile_;
   TimeSeries series_;

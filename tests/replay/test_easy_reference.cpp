@@ -118,12 +118,14 @@ TEST_CASE("EASY starts every job when a plain reference does, on random deep wor
     for (int64_t id = 1; id <= 3000; ++id) {
       submit += uniform(0, 3);  // many jobs arrive at the same instant
       const int size_class = uniform(0, 9);
-      const int64_t need = size_class < 7 ? 1 : (size_class < 9 ? uniform(2, 16) : uniform(17, 256));
+      const int64_t need =
+          size_class < 7 ? 1 : (size_class < 9 ? uniform(2, 16) : uniform(17, 256));
       const double run = uniform(1, 600);
       // Estimates above the run time, equal to it, or below it (the job overruns its estimate).
       const int est_class = uniform(0, 3);
-      const double est = est_class == 0 ? run : (est_class == 1 ? run * 2 + uniform(0, 100)
-                                                                : (est_class == 2 ? 600 : run / 2));
+      const double est = est_class == 0 ? run
+                                        : (est_class == 1 ? run * 2 + uniform(0, 100)
+                                                          : (est_class == 2 ? 600 : run / 2));
       ref.push_back({id, submit, run, est, need});
       Job j;
       j.id = id;
