@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "mlprio/replay/simulator.hpp"
 
@@ -45,6 +46,17 @@ inline double job_estimate(const Job& j, const SimConfig& c) {
   }
 }
 
+// push_back for the vectors that grow with the whole run (the waits, the time series): when full,
+// reserve four times the capacity instead of twice. Pages that are reserved but not yet written
+// are never touched, and each reallocation of a large vector is a fresh mapping that faults in
+// page by page: growing by 4 touches about 1.33x the final size instead of 2x, and copies less.
+template <typename T>
+[[gnu::always_inline]] inline void append_growing(std::vector<T>& v, const T& x) {
+  if (v.size() == v.capacity()) [[unlikely]]
+    v.reserve(std::max<size_t>(1024, 4 * v.capacity()));
+  v.emplace_back(x);
+}
+
 class MetricsAccumulator {
  public:
   explicit MetricsAccumulator(const SimConfig& c) : cfg_(c) {}
@@ -61,11 +73,17 @@ class MetricsAccumulator {
     ++n_;
     sum_wait_ += wait;
     sum_bsld_ += bsld;
-    waits_.push_back(wait);
+    append_growing(waits_, wait);
     sum_turn_ += wait + run;
     core_seconds_ += run * static_cast<double>(procs);
     killed_ += killed ? 1 : 0;
-    auto& u = users_[j.user];
+    // Consecutive jobs are often the same user's: look the user up only when it changes (the
+    // map's elements do not move when it grows).
+    if (user_ == nullptr || j.user != user_id_) {
+      user_ = &users_[j.user];
+      user_id_ = j.user;
+    }
+    UserSummary& u = *user_;
     ++u.jobs;
     u.mean_wait += wait;  // sums until finish()
     u.mean_bsld += bsld;
@@ -146,6 +164,8 @@ class MetricsAccumulator {
   double sum_wait_ = 0, sum_bsld_ = 0, sum_turn_ = 0, core_seconds_ = 0;
   double first_submit_ = 0, last_end_ = 0, last_start_ = 0;
   std::unordered_map<int32_t, UserSummary> users_;
+  UserSummary* user_ = nullptr;  // users_[user_id_], the last job's user
+  int32_t user_id_ = 0;
   std::vector<JobOutcome> jobs_;
   std::vector<double> waits_;  // every job's wait, for the percentiles
 };

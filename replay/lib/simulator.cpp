@@ -13,7 +13,6 @@
 #include <cmath>
 #include <limits>
 #include <queue>
-#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -157,19 +156,25 @@ struct Res {
   }
 };
 
-struct SimJob {
-  Job job;  // the trace record (kept for the estimate hook and the outcome)
-  int64_t index = 0;
+// What the engine keeps about a queued or running job besides its trace record: the fields a
+// scheduling pass reads come first, together in one cache line. A slot is reset by assigning a
+// fresh SimState, which leaves the record (and its storage) to be overwritten.
+struct SimState {
   Res need;
   double estimate = 0;  // seconds, for backfilling and the policy
-  double duration = 0;  // seconds it will actually run (run, or cut at the limit)
-  bool killed = false;
   double score = 0;
-  model::Prediction pred;  // the online estimator's or the fixed predictions' (ml order)
+  int64_t index = 0;
   double start = -1;
   double est_end = 0;     // start + estimate, moved later by --correction
   double res_start = -1;  // conservative reservation start; -1 when none yet
+  double duration = 0;    // seconds it will actually run (run, or cut at the limit)
   int64_t seq = 0;        // start order, to order simultaneous completions
+  bool killed = false;
+  model::Prediction pred;  // the online estimator's or the fixed predictions' (ml order)
+};
+
+struct SimJob : SimState {
+  Job job;  // the trace record (kept for the estimate hook and the outcome)
 };
 
 // Free resources over time: a step function, free[i] holding from t[i] until t[i+1] (the last step
@@ -298,6 +303,82 @@ class FreeProfile {
   std::vector<Step> steps_;
 };
 
+// The running jobs ordered by (estimated end, start order), which EASY walks from the earliest
+// estimated end to find the blocked job's shadow time. A sorted flat vector instead of a node
+// set: no allocation per start, and the walk reads consecutive memory. An erase at the front (the
+// earliest estimated end, where jobs tend to end) only advances `begin_`; an erase elsewhere
+// leaves a dead entry (slot -1, key kept, so the order holds) that walks skip. An insert moves the
+// shorter side: the entries before it into the space freed at the front, or those after it.
+class RunningByEnd {
+ public:
+  struct Entry {
+    double est_end;
+    int64_t seq;
+    int32_t slot;  // -1: erased
+    Res need;      // the job's, so that a walk reads one array
+    bool operator<(const Entry& o) const {
+      return std::tie(est_end, seq) < std::tie(o.est_end, o.seq);
+    }
+  };
+
+  size_t size() const { return live_; }
+
+  void insert(double est_end, int64_t seq, int32_t slot, const Res& need) {
+    const Entry e{est_end, seq, slot, need};
+    ++live_;
+    if (v_.empty() || v_.back() < e) {
+      v_.push_back(e);
+      return;
+    }
+    const auto first = v_.begin() + static_cast<std::ptrdiff_t>(begin_);
+    const auto at = std::lower_bound(first, v_.end(), e);
+    if (begin_ > 0 && at - first <= v_.end() - at) {
+      std::move(first, at, first - 1);
+      *(at - 1) = e;
+      --begin_;
+    } else {
+      v_.insert(at, e);
+    }
+  }
+
+  void erase(double est_end, int64_t seq) {
+    const Entry key{est_end, seq, 0, {}};
+    const auto first = v_.begin() + static_cast<std::ptrdiff_t>(begin_);
+    const auto at = first != v_.end() && first->seq == seq ? first  // the usual case
+                                                           : std::lower_bound(first, v_.end(), key);
+    MLPRIO_REPLAY_CHECK(at != v_.end() && at->seq == seq && at->est_end == est_end && at->slot >= 0,
+                        "a running job is missing from the estimated-end order");
+    at->slot = -1;
+    --live_;
+    ++dead_;
+    while (begin_ < v_.size() && v_[begin_].slot < 0) {
+      ++begin_;
+      --dead_;
+    }
+    // Compact once the erased entries (front and dead) outnumber the live ones, past a small
+    // floor that leaves room at the front for inserts: walks then read at most about twice the
+    // live entries, memory follows the running jobs, and the cost spreads over the erases.
+    if (begin_ + dead_ > std::max<size_t>(live_, 32)) {
+      v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(begin_));
+      v_.erase(std::remove_if(v_.begin(), v_.end(), [](const Entry& x) { return x.slot < 0; }),
+               v_.end());
+      begin_ = dead_ = 0;
+    }
+  }
+
+  // Calls f(entry) for the running jobs in order until f returns true.
+  template <typename F>
+  void walk(F&& f) const {
+    for (size_t k = begin_; k < v_.size(); ++k)
+      if (v_[k].slot >= 0 && f(v_[k])) return;
+  }
+
+ private:
+  std::vector<Entry> v_;
+  size_t begin_ = 0;            // entries before it are erased
+  size_t live_ = 0, dead_ = 0;  // dead_: erased entries at or after begin_
+};
+
 class StandardEngine {
  public:
   StandardEngine(const SimConfig& c, QueuePolicy& p) : cfg_(c), policy_(p), metrics_(c) {
@@ -331,7 +412,8 @@ class StandardEngine {
       if (have_next) t = std::min(t, incoming.submit);
       if (wakeup_ > now_) t = std::min(t, wakeup_);
       if (!expiries_.empty()) t = std::min(t, expiries_.top().end);
-      if (at_instant(t)) break;  // a repair re-run rejoined its recorded path: the rest is known
+      // Segment mode only: a repair re-run rejoined its recorded path, the rest is known.
+      if ((recorded_ != nullptr || checkpoint_every_ > 0) && at_instant(t)) break;
       if (stop_ < INF && t >= stop_) break;  // a segment ends before its boundary's events
       MLPRIO_REPLAY_CHECK(t < INF, "queued jobs but nothing running and nothing to arrive");
       MLPRIO_REPLAY_CHECK(t >= now_, "time went backwards");
@@ -391,7 +473,7 @@ class StandardEngine {
                           "a carried state names a job outside the trace");
       const int32_t slot = alloc_slot();
       SimJob& j = slab_[static_cast<size_t>(slot)];
-      j = SimJob{};
+      static_cast<SimState&>(j) = SimState{};
       j.job = all[static_cast<size_t>(s.index)];
       j.index = s.index;
       j.need = Res{s.units, s.gpus};
@@ -409,7 +491,7 @@ class StandardEngine {
       const int32_t slot = fill(s);
       free_ -= Res{s.units, s.gpus};
       completions_.push({s.end, s.seq, slot});
-      running_by_est_.insert({s.est_end, s.seq, slot});
+      running_by_est_.insert(s.est_end, s.seq, slot, Res{s.units, s.gpus});
       watch_expiry(slab_[static_cast<size_t>(slot)], slot);
       next_seq_ = std::max(next_seq_, s.seq + 1);
     }
@@ -451,7 +533,10 @@ class StandardEngine {
       return s;
     };
     std::vector<std::pair<int64_t, int32_t>> by_seq;
-    for (const auto& [est_end, seq, slot] : running_by_est_) by_seq.emplace_back(seq, slot);
+    running_by_est_.walk([&](const RunningByEnd::Entry& e) {
+      by_seq.emplace_back(e.seq, e.slot);
+      return false;
+    });
     std::sort(by_seq.begin(), by_seq.end());
     for (size_t k = 0; k < by_seq.size(); ++k) {
       st.running.push_back(item(by_seq[k].second));
@@ -587,9 +672,9 @@ class StandardEngine {
         continue;
       const double next = corrected_end(j);
       if (!(next > j.est_end)) continue;  // REQUEST past the request: EASY's "ends now" rule
-      running_by_est_.erase({j.est_end, j.seq, e.slot});
+      running_by_est_.erase(j.est_end, j.seq);
       j.est_end = next;
-      running_by_est_.insert({j.est_end, j.seq, e.slot});
+      running_by_est_.insert(j.est_end, j.seq, e.slot, j.need);
       ++corrections_;
       watch_expiry(j, e.slot);
     }
@@ -643,7 +728,7 @@ class StandardEngine {
     }
     const int32_t slot = alloc_slot();
     SimJob& j = slab_[static_cast<size_t>(slot)];
-    j = SimJob{};
+    static_cast<SimState&>(j) = SimState{};
     j.job = job;
     j.index = index;
     j.need = need;
@@ -671,14 +756,15 @@ class StandardEngine {
       ++raised_;
     }
     j.score = policy_.score(view(j), state());
-    if (policy_.dynamic()) {
-      queue_.push_back(slot);
+    if (policy_.dynamic() || queue_.empty() || !before(slot, queue_.back())) {
+      queue_.push_back(slot);  // static orders: the usual case under fcfs, after every queued job
     } else {
       auto it = std::upper_bound(queue_.begin(), queue_.end(), slot,
                                  [this](int32_t a, int32_t b) { return before(a, b); });
       queue_.insert(it, slot);
     }
     if (cfg_.backfill == Backfill::CONSERVATIVE) unplaced_ = true;
+    min_queued_units_ = std::min(min_queued_units_, need.units);
   }
 
   void start(int32_t slot) {
@@ -691,7 +777,7 @@ class StandardEngine {
     j.est_end = now_ + j.estimate;
     j.seq = next_seq_++;
     completions_.push({now_ + j.duration, j.seq, slot});
-    running_by_est_.insert({j.est_end, j.seq, slot});
+    running_by_est_.insert(j.est_end, j.seq, slot, j.need);
     watch_expiry(j, slot);
     ++next_seq_started_;
     metrics_.started(j.job, now_, now_ + j.duration, j.estimate, j.job.procs(), j.killed);
@@ -704,7 +790,7 @@ class StandardEngine {
     free_ += j.need;
     MLPRIO_REPLAY_CHECK(free_.units <= total_.units && free_.gpus <= total_.gpus,
                         "more resources free than exist");
-    running_by_est_.erase({j.est_end, j.seq, slot});
+    running_by_est_.erase(j.est_end, j.seq);
     if (cfg_.record_series) {
       done_bsld_sum_ +=
           detail::bounded_slowdown(j.start - j.job.submit, now_ - j.start, cfg_.bsld_threshold);
@@ -740,7 +826,10 @@ class StandardEngine {
     for (int32_t slot : queue_) queue_views_.push_back(view(slab_[static_cast<size_t>(slot)]));
     running_views_.clear();
     running_seq_.clear();
-    for (const auto& [est_end, seq, slot] : running_by_est_) running_seq_.emplace_back(seq, slot);
+    running_by_est_.walk([&](const RunningByEnd::Entry& e) {
+      running_seq_.emplace_back(e.seq, e.slot);
+      return false;
+    });
     std::sort(running_seq_.begin(), running_seq_.end());
     for (const auto& [seq, slot] : running_seq_) {
       const SimJob& j = slab_[static_cast<size_t>(slot)];
@@ -789,60 +878,103 @@ class StandardEngine {
     size_t i = 0;
     while (i < queue_.size() && slab_[static_cast<size_t>(queue_[i])].need.fits_in(free_))
       start(queue_[i++]);
-    if (i == queue_.size() || free_.units == 0) {
+    // Nothing else can start when fewer units are free than any queued job needs (most passes
+    // that start nothing): the queue stays as it is.
+    if (i == queue_.size() || free_.units < min_queued_units_) {
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (queue_.empty()) min_queued_units_ = std::numeric_limits<int64_t>::max();
       return;
     }
-    // Reservation of the first blocked job: the estimated end at which enough running jobs have
-    // finished (an overrunning job is taken to end now), and what is left over at that time.
+    // The head's reservation, worked out at the first candidate that fits the free resources,
+    // before any backfills (in many passes none fits, and the walk is skipped).
     const SimJob& head = slab_[static_cast<size_t>(queue_[i])];
-    Res avail = free_;
-    double shadow = INF;
-    for (const auto& [est_end, seq, slot] : running_by_est_) {
-      avail += slab_[static_cast<size_t>(slot)].need;
-      if (head.need.fits_in(avail)) {
-        shadow = std::max(est_end, now_);
-        break;
-      }
-    }
-    MLPRIO_REPLAY_CHECK(shadow < INF, "the blocked job fits nowhere on the machine");
-    Res extra = avail;
-    extra -= head.need;
+    double shadow = -INF;  // not worked out yet
+    Res extra;
     // May this candidate start now without delaying the head's reservation?
     auto may_backfill = [&](const SimJob& j) {
-      if (free_.units <= 0 || !j.need.fits_in(free_)) return false;
-      if (now_ + j.estimate <= shadow) return true;
-      if (!j.need.fits_in(extra)) return false;
-      extra -= j.need;
-      return true;
+      if (!j.need.fits_in(free_)) return false;
+      if (shadow == -INF) reserve(head, shadow, extra);
+      return backfills(j, shadow, extra);
     };
+    // Every job needs at least one unit: once none is free, no later candidate can start.
+    const auto cand = queue_.begin() + static_cast<std::ptrdiff_t>(i + 1);
     if (cfg_.backfill_order == BackfillOrder::SJBF) {
       // Candidates by increasing estimate (stable: ties keep queue order); the ones that start
-      // leave the queue, the rest keep their queue order.
-      order_.assign(queue_.begin() + static_cast<std::ptrdiff_t>(i + 1), queue_.end());
-      std::stable_sort(order_.begin(), order_.end(), [this](int32_t a, int32_t b) {
-        return slab_[static_cast<size_t>(a)].estimate < slab_[static_cast<size_t>(b)].estimate;
-      });
-      for (int32_t slot : order_)
-        if (may_backfill(slab_[static_cast<size_t>(slot)])) start(slot);
-      // start() set start >= 0; the queue holds only jobs not started before this pass.
-      auto started = [this](int32_t slot) { return slab_[static_cast<size_t>(slot)].start >= 0; };
-      queue_.erase(std::remove_if(queue_.begin() + static_cast<std::ptrdiff_t>(i + 1), queue_.end(),
-                                  started),
-                   queue_.end());
+      // leave the queue, the rest keep their queue order. Nothing to sort when none fits now.
+      const auto fits_now = [this](int32_t slot) {
+        return slab_[static_cast<size_t>(slot)].need.fits_in(free_);
+      };
+      if (std::any_of(cand, queue_.end(), fits_now)) {
+        order_.assign(cand, queue_.end());
+        std::stable_sort(order_.begin(), order_.end(), [this](int32_t a, int32_t b) {
+          return slab_[static_cast<size_t>(a)].estimate < slab_[static_cast<size_t>(b)].estimate;
+        });
+        for (int32_t slot : order_) {
+          if (free_.units <= 0) break;
+          if (may_backfill(slab_[static_cast<size_t>(slot)])) start(slot);
+        }
+        // start() set start >= 0; the queue holds only jobs not started before this pass.
+        auto started = [this](int32_t slot) { return slab_[static_cast<size_t>(slot)].start >= 0; };
+        queue_.erase(std::remove_if(cand, queue_.end(), started), queue_.end());
+      }
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      min_queued_units_ = std::numeric_limits<int64_t>::max();
+      for (int32_t slot : queue_)
+        min_queued_units_ =
+            std::min(min_queued_units_, slab_[static_cast<size_t>(slot)].need.units);
       return;
     }
-    size_t w = i + 1;  // compact the queue in place, keeping the not-started in order
-    for (size_t k = i + 1; k < queue_.size(); ++k) {
-      const int32_t slot = queue_[k];
-      if (may_backfill(slab_[static_cast<size_t>(slot)]))
+    // Compact the queue in place as it is scanned: the head first, then the candidates that do not
+    // start, in queue order. The scan also finds the smallest need left.
+    // start() moves neither the queue nor the slab: keep their addresses in registers.
+    int32_t* const queue = queue_.data();
+    const SimJob* const slab = slab_.data();
+    const size_t n = queue_.size();
+    queue[0] = queue[i];
+    int64_t min_units = head.need.units;
+    size_t w = 1, k = i + 1;
+    for (; k < n && free_.units > 0; ++k) {
+      const int32_t slot = queue[k];
+      const SimJob& j = slab[static_cast<size_t>(slot)];
+      if (may_backfill(j)) {
         start(slot);
-      else
-        queue_[w++] = slot;
+      } else {
+        queue[w++] = slot;
+        min_units = std::min(min_units, j.need.units);
+      }
     }
-    queue_.resize(w);
-    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i));
+    // A scan cut short leaves the bound as it was: still a lower bound.
+    if (k == n) min_queued_units_ = min_units;
+    const auto rest = std::copy(queue_.begin() + static_cast<std::ptrdiff_t>(k), queue_.end(),
+                                queue_.begin() + static_cast<std::ptrdiff_t>(w));
+    queue_.erase(rest, queue_.end());
+  }
+
+  // Whether a candidate that fits the free resources backfills: it ends by the shadow time, or
+  // it fits in the resources the reservation leaves over (which it then takes).
+  bool backfills(const SimJob& j, double shadow, Res& extra) const {
+    if (now_ + j.estimate <= shadow) return true;
+    if (!j.need.fits_in(extra)) return false;
+    extra -= j.need;
+    return true;
+  }
+
+  // EASY's reservation for the blocked job `head` (once a pass at most, out of the scan loop): the
+  // estimated end at which enough running jobs have finished (an overrunning job is taken to end
+  // now), and what is left over at that time.
+  [[gnu::noinline]] void reserve(const SimJob& head, double& shadow, Res& extra) const {
+    Res avail = free_;
+    double s = INF;
+    running_by_est_.walk([&](const RunningByEnd::Entry& e) {
+      avail += e.need;
+      if (!head.need.fits_in(avail)) return false;
+      s = std::max(e.est_end, now_);
+      return true;
+    });
+    MLPRIO_REPLAY_CHECK(s < INF, "the blocked job fits nowhere on the machine");
+    shadow = s;
+    extra = avail;
+    extra -= head.need;
   }
 
   void place(SimJob& j) {
@@ -924,8 +1056,11 @@ class StandardEngine {
     if (!cfg_.record_series) return;
     const auto q = static_cast<int64_t>(queue_.size());
     const int64_t busy = (total_.units - free_.units) * unit_cores_;
-    const double bsld = done_ > 0 ? done_bsld_sum_ / static_cast<double>(done_)
-                                  : std::numeric_limits<double>::quiet_NaN();
+    if (done_ != mean_bsld_done_) {  // divide only when a job finished since the last pass
+      mean_bsld_ = done_bsld_sum_ / static_cast<double>(done_);
+      mean_bsld_done_ = done_;
+    }
+    const double bsld = mean_bsld_;
     const auto same_bsld = [&](double b) {
       return b == bsld || (std::isnan(b) && std::isnan(bsld));
     };
@@ -938,10 +1073,10 @@ class StandardEngine {
       series_.mean_bsld.back() = bsld;
       return;
     }
-    series_.time.push_back(now_);
-    series_.queue_length.push_back(q);
-    series_.busy_cores.push_back(busy);
-    series_.mean_bsld.push_back(bsld);
+    detail::append_growing(series_.time, now_);
+    detail::append_growing(series_.queue_length, q);
+    detail::append_growing(series_.busy_cores, busy);
+    detail::append_growing(series_.mean_bsld, bsld);
   }
 
   const SimConfig& cfg_;
@@ -952,6 +1087,9 @@ class StandardEngine {
   double now_ = -INF;
   double wakeup_ = -INF;  // conservative: earliest future reservation start
   bool unplaced_ = false;
+  // EASY: at most the smallest need (units) of the queued jobs; lowered at every submit, made
+  // exact again by a full backfill scan (0 when not known: never skips a pass).
+  int64_t min_queued_units_ = 0;
   bool resumed_ = false;  // started from a carried state (segment mode)
   double stop_ = INF;     // segment mode: stop before the first event at or after this time
   int64_t next_index_ = 0, next_seq_ = 0, skipped_ = 0, raised_ = 0;
@@ -967,7 +1105,7 @@ class StandardEngine {
   std::vector<int32_t> free_slots_;
   std::vector<int32_t> queue_;
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions_;
-  std::set<std::tuple<double, int64_t, int32_t>> running_by_est_;
+  RunningByEnd running_by_est_;
   // --correction: estimated ends of running jobs that will outlive them (min first).
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> expiries_;
   int64_t corrections_ = 0;
@@ -981,6 +1119,8 @@ class StandardEngine {
   std::vector<int32_t> reordered_;
   double done_bsld_sum_ = 0;  // bounded slowdowns of the jobs finished so far (series)
   int64_t done_ = 0;
+  double mean_bsld_ = std::numeric_limits<double>::quiet_NaN();  // the series' value for ...
+  int64_t mean_bsld_done_ = 0;                                   // ... this many finished jobs
   std::unique_ptr<OnlineEstimator> online_;
   FreeProfile profile_;
   TimeSeries series_;
