@@ -145,7 +145,7 @@ bool streamed_run(const RunArgs& a, const replay::ReplaySetup& setup, replay::Pr
   SimConfig cfg = setup.base(head, profile);
   cfg.backfill = backfill;
   cfg.policy_options = a.prio;
-  cfg.record_series = !a.no_series;
+  cfg.record_series = !a.no_series && !a.out.empty();  // only the HDF5 file holds it
   cfg.record_jobs = !a.out.empty();
   cfg.policy = a.policies.front();
   bool unsorted = false;
@@ -229,7 +229,7 @@ void run_run(const RunArgs& a) {
   SimConfig cfg = setup.base(trace, profile);
   cfg.backfill = backfill;
   cfg.policy_options = a.prio;
-  cfg.record_series = !a.no_series;
+  cfg.record_series = !a.no_series && !a.out.empty();  // only the HDF5 file holds it
   cfg.record_jobs = !a.out.empty();
   if (windows.empty()) windows.emplace_back(0, static_cast<int64_t>(jobs.size()));
 
@@ -326,7 +326,8 @@ void add_run_command(CLI::App& app) {
                 "multifactor: PriorityFavorSmall (smaller jobs get the larger size factor)");
   cmd->add_option("--out", args->out, "Write every run to this HDF5 file");
   cmd->add_flag("--json", args->json, "Print {\"runs\":[...]} on stdout instead of the table");
-  cmd->add_flag("--no-series", args->no_series, "Do not record queue-length/busy-core series");
+  cmd->add_flag("--no-series", args->no_series,
+                "Do not record queue-length/busy-core series (recorded only for --out)");
   cmd->add_flag("--time-parallel", args->time_parallel,
                 "Exact replay split in time across MPI ranks (mpirun -np N), repaired until "
                 "every segment boundary matches; equals the sequential schedule");
