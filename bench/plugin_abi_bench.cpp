@@ -210,44 +210,6 @@ void BM_history_scan_10k(benchmark::State& state) {
 }
 BENCHMARK(BM_history_scan_10k)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
-// The running half of the same scan: 10,000 running jobs reported one ABI call each, then
-// mlprio_end_scan. Arg(0): all seen by the previous scan (the steady state); Arg(1): a new set
-// every scan, so each call adds a job and end_scan forgets the previous 10,000.
-void BM_running_scan_10k(benchmark::State& state) {
-  auto& f = fx();
-  const bool fresh = state.range(0) != 0;
-  std::vector<mlprio_start_t> running(10000);
-  uint32_t base = 7000000;
-  auto fill = [&] {
-    for (size_t i = 0; i < running.size(); ++i) {
-      running[i].job = f.jobs[i];
-      running[i].job.job_id = base + static_cast<uint32_t>(i);
-      running[i].start_time = 1.7e9 + static_cast<double>(i);
-    }
-  };
-  fill();
-  size_t total = 0;
-  for (auto _ : state) {
-    if (fresh) {
-      state.PauseTiming();
-      base += static_cast<uint32_t>(running.size());
-      fill();
-      state.ResumeTiming();
-    }
-    for (auto& r : running) {
-      size_t n = 0;
-      mlprio_observe_running(f.ctx, &r, 1, &n);
-      total += n;
-    }
-    mlprio_end_scan(f.ctx, nullptr);
-  }
-  benchmark::DoNotOptimize(total);
-  state.counters["started_per_scan"] =
-      static_cast<double>(total) / static_cast<double>(std::max<int64_t>(state.iterations(), 1));
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(running.size()));
-}
-BENCHMARK(BM_running_scan_10k)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
-
 }  // namespace
 
 // job_submit's FSDP advice (mlprio_fsdp_advise): a plain #MLPRIO script (Arg 0) and the worst

@@ -111,12 +111,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fin.state = r.raw<int>();
     size_t learned = 0;
     mlprio_observe_finished(ctx, &fin, 1, &learned);
-    mlprio_start_t run{};
-    run.job = j;
-    run.start_time = r.num();
-    size_t started = 0, forgotten = 0;
-    mlprio_observe_running(ctx, &run, 1, &started);
-    if (r.raw<uint8_t>() & 1) mlprio_end_scan(ctx, &forgotten);
   }
   return 0;
 }

@@ -286,25 +286,15 @@ static int _end_state(uint32_t job_state)
 }
 
 /*
- * Teaches the live feature store a job that is running or that ran and ended
- * (caller holds the job read or write lock). The ABI learns each ended job id
- * once; the watermark only saves calls for jobs offered by an earlier scan.
- * Running jobs are reported on every scan (mlprio_end_scan forgets the ones a
- * scan no longer reports).
+ * Teaches the live feature store a job that ran and ended (caller holds the
+ * job read or write lock). The ABI learns each job id once; the watermark only
+ * saves calls for jobs offered by an earlier scan.
  */
-static void _learn_job(job_record_t *job_ptr, size_t *learned)
+static void _learn_if_finished(job_record_t *job_ptr, size_t *learned)
 {
 	mlprio_finish_t f;
 	size_t n = 0;
 
-	if (IS_JOB_RUNNING(job_ptr) && job_ptr->start_time) {
-		mlprio_start_t s;
-
-		_fill_job(job_ptr, &s.job);
-		s.start_time = (double) job_ptr->start_time;
-		(void) mlprio_observe_running(ctx, &s, 1, NULL);
-		return;
-	}
 	if (!IS_JOB_FINISHED(job_ptr) || !job_ptr->start_time ||
 	    (job_ptr->end_time < job_ptr->start_time) ||
 	    (job_ptr->end_time + 60 < history_watermark))
@@ -317,19 +307,16 @@ static void _learn_job(job_record_t *job_ptr, size_t *learned)
 		*learned += n;
 }
 
-static int _learn_scanned(void *x, void *arg)
+static int _learn_finished(void *x, void *arg)
 {
-	_learn_job(x, arg);
+	_learn_if_finished(x, arg);
 	return SLURM_SUCCESS;
 }
 
-/* After a whole scan of the job list, the job lock still held (scans never
- * overlap). */
 static void _history_learned(size_t learned, time_t scan_start)
 {
 	time_t now = time(NULL);
 
-	(void) mlprio_end_scan(ctx, NULL);
 	history_watermark = scan_start;
 	if (!learned)
 		return;
@@ -344,10 +331,9 @@ static void _history_learned(size_t learned, time_t scan_start)
 }
 
 /*
- * Scans the job list for running and ended jobs under the job read lock: this
- * is how the live history learns without slurmdbd (site_factor_p_update does
- * the same when it runs). About a microsecond per running or ended job still
- * in the list.
+ * Scans the job list for ended jobs under the job read lock: this is how the
+ * live history learns without slurmdbd (site_factor_p_update does the same
+ * when it runs). About a microsecond per ended job still in the list.
  */
 static void _scan_history(void)
 {
@@ -356,7 +342,7 @@ static void _scan_history(void)
 	time_t start = time(NULL);
 
 	lock_slurmctld(job_read_lock);
-	list_for_each(job_list, _learn_scanned, &learned);
+	list_for_each(job_list, _learn_finished, &learned);
 	_history_learned(learned, start);
 	unlock_slurmctld(job_read_lock);
 }
@@ -582,9 +568,9 @@ extern void site_factor_p_update(void)
 
 	if (!ctx)
 		return;
-	/* Running and ended jobs first, so pending jobs are scored with them. */
+	/* Ended jobs first, so pending jobs are scored with what they taught. */
 	if (mlprio_history_period_ms(ctx) > 0) {
-		list_for_each(job_list, _learn_scanned, &c.learned);
+		list_for_each(job_list, _learn_finished, &c.learned);
 		_history_learned(c.learned, start);
 	}
 	list_for_each(job_list, _update_pending, &c);

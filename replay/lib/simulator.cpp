@@ -781,7 +781,6 @@ class StandardEngine {
     watch_expiry(j, slot);
     ++next_seq_started_;
     metrics_.started(j.job, now_, now_ + j.duration, j.estimate, j.job.procs(), j.killed);
-    if (online_) online_->start(j.job, now_);
   }
 
   // Returns true when the job ended before its estimated end (conservative must replan).

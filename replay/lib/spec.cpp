@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
-#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -23,9 +22,8 @@ std::string num(double v) {
   return b;
 }
 
-// The recorded past of a window: jobs before it, by recorded start (submit + wait) and finish
-// time, handed over as the simulated clock passes them. A job never seen to finish (no run time)
-// is left out.
+// The recorded past of a window: jobs before it, by recorded finish time, handed over as the
+// simulated clock passes them. A job never seen to finish (no run time) is left out.
 class RecordedPast {
  public:
   RecordedPast(std::span<const Job> jobs, int64_t window_start) : jobs_(jobs) {
@@ -33,37 +31,22 @@ class RecordedPast {
         std::clamp<int64_t>(window_start, 0, static_cast<int64_t>(jobs.size())));
     for (size_t i = 0; i < end; ++i) {
       const double fin = model::finish_time(jobs[i]);
-      if (std::isnan(fin)) continue;
-      // The start as build_features() takes it, so that the finish removes the same value.
-      events_.push_back({fin - jobs[i].run, 0, i});
-      events_.push_back({fin, 1, i});
+      if (!std::isnan(fin)) by_finish_.emplace_back(fin, i);
     }
-    std::sort(events_.begin(), events_.end());
+    std::sort(by_finish_.begin(), by_finish_.end());
   }
-  // Calls on_start(job, start) and on_finish(job, run, end) for every past start and finish at
-  // or before `now`, in time order (a start before a finish at the same time).
-  template <typename S, typename F>
-  void drain(double now, S&& on_start, F&& on_finish) {
-    while (next_ < events_.size() && events_[next_].time <= now) {
-      const Event& e = events_[next_++];
-      if (e.finish != 0)
-        on_finish(jobs_[e.i], jobs_[e.i].run, e.time);
-      else
-        on_start(jobs_[e.i], e.time);
+  // Calls fn(job, run, end) for every past job that finished at or before `now`, in time order.
+  template <typename F>
+  void drain(double now, F&& fn) {
+    while (next_ < by_finish_.size() && by_finish_[next_].first <= now) {
+      const auto [fin, i] = by_finish_[next_++];
+      fn(jobs_[i], jobs_[i].run, fin);
     }
   }
 
  private:
-  struct Event {
-    double time;
-    int finish;  // 0 = start, 1 = finish
-    size_t i;
-    bool operator<(const Event& o) const {
-      return std::tie(time, finish, i) < std::tie(o.time, o.finish, o.i);
-    }
-  };
   std::span<const Job> jobs_;
-  std::vector<Event> events_;
+  std::vector<std::pair<double, size_t>> by_finish_;
   size_t next_ = 0;
 };
 
@@ -75,9 +58,7 @@ class LastTwo final : public OnlineEstimator {
  public:
   LastTwo(std::span<const Job> jobs, int64_t start) : past_(jobs, start) {}
   OnlineEstimate submit(const Job& job, int64_t, double now) override {
-    past_.drain(
-        now, [](const Job&, double) {},
-        [this](const Job& j, double run, double end) { learn(j, run, end); });
+    past_.drain(now, [this](const Job& j, double run, double end) { learn(j, run, end); });
     OnlineEstimate e;
     e.estimate = request_or_run(job);
     if (job.user >= 0) {
@@ -116,8 +97,7 @@ class ModelOnline final : public OnlineEstimator {
         row_(model::N_FEATURES) {}
   OnlineEstimate submit(const Job& job, int64_t, double now) override {
     past_.drain(
-        now, [this](const Job& j, double start) { store_.record_start(j, start); },
-        [this](const Job& j, double run, double end) { store_.record_finish(j, run, end); });
+        now, [this](const Job& j, double run, double end) { store_.record_finish(j, run, end); });
     store_.encode(job, row_);
     model::Prediction p;
     predictor_->predict_rows(row_, std::span<const Job>(&job, 1),
@@ -127,7 +107,6 @@ class ModelOnline final : public OnlineEstimator {
     e.estimate = model_estimate(job, p, quantile_);
     return e;
   }
-  void start(const Job& job, double start) override { store_.record_start(job, start); }
   void finish(const Job& job, double start, double end) override {
     store_.record_finish(job, end - start, end);
   }

@@ -802,42 +802,6 @@ int mlprio_observe_finished(mlprio_ctx_t* ctx, const mlprio_finish_t* jobs, size
   MLPRIO_GUARD_END
 }
 
-int mlprio_observe_running(mlprio_ctx_t* ctx, const mlprio_start_t* jobs, size_t n,
-                           size_t* started) {
-  MLPRIO_GUARD_BEGIN
-  if (started) *started = 0;
-  if (!ctx || (n && !jobs)) return fail(MLPRIO_ERR_PARAM, "NULL argument");
-  if (ctx->snapshot()->params.history_period_ms == 0) return MLPRIO_OK;
-  std::vector<LiveHistory::Start> items;
-  items.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const mlprio_start_t& in = jobs[i];
-    const char* user = in.job.user;
-    if (!user || !*user || !(in.start_time > 0) || !std::isfinite(in.start_time)) continue;
-    LiveHistory::Start it;
-    it.job_id = in.job.job_id;
-    // The user key as mlprio_observe_finished and the encoder take it.
-    it.user = model::stable_hash(std::string_view(user, ::strnlen(user, 256)));
-    if (it.user == 0) it.user = 1;
-    it.start = in.start_time;
-    items.push_back(it);
-  }
-  const size_t k = ctx->live.observe_running(items);
-  if (started) *started = k;
-  return MLPRIO_OK;
-  MLPRIO_GUARD_END
-}
-
-int mlprio_end_scan(mlprio_ctx_t* ctx, size_t* forgotten) {
-  MLPRIO_GUARD_BEGIN
-  if (forgotten) *forgotten = 0;
-  if (!ctx) return fail(MLPRIO_ERR_PARAM, "NULL context");
-  const size_t k = ctx->live.end_scan();
-  if (forgotten) *forgotten = k;
-  return MLPRIO_OK;
-  MLPRIO_GUARD_END
-}
-
 int64_t mlprio_history_period_ms(mlprio_ctx_t* ctx) {
   if (!ctx) return 0;
   try {

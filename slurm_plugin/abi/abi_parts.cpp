@@ -102,12 +102,10 @@ void LiveHistory::reseed(const model::Predictor& p) {
   for (const LiveFinish& f : log)
     if (f.end > until) live_apply(h, f);
   {
-    // Finishes learned while the copy was being built are applied at the swap, and the jobs
-    // running now (the snapshot has none running).
+    // Finishes learned while the copy was being built are applied at the swap.
     std::lock_guard<std::mutex> g(mu_);
     for (const LiveFinish& f : log_)
       if (f.seq >= seq0 && f.end > until) live_apply(h, f);
-    for (const auto& [id, r] : running_) h.by_user[r.user].start_running(r.start);
     hist_.by_user.swap(h.by_user);
     trained_until_ = until;
   }  // the old history is freed here, outside the lock
@@ -129,18 +127,13 @@ uint64_t LiveHistory::version(const char* user) const {
   if (key == 0) key = 1;
   std::lock_guard<std::mutex> g(mu_);
   const model::UserStats* s = hist_.find(key);
-  // Both counters only grow: every finish and every start or end of a running job moves it.
-  return s ? static_cast<uint64_t>(s->count + s->running_changes) : 0;
+  return s ? static_cast<uint64_t>(s->count) : 0;
 }
 
 size_t LiveHistory::learn(std::vector<Finish>& items) {
   size_t k = 0;
   std::lock_guard<std::mutex> g(mu_);
   for (Finish& it : items) {
-    if (auto r = running_.find(it.job_id); r != running_.end()) {
-      hist_.by_user[r->second.user].stop_running(r->second.start);
-      running_.erase(r);
-    }
     if (!(it.f.end > trained_until_)) continue;  // the model's snapshot has it
     if (!seen_.insert(it.job_id).second) continue;
     seen_order_.push_back(it.job_id);
@@ -155,41 +148,6 @@ size_t LiveHistory::learn(std::vector<Finish>& items) {
     ++k;
   }
   learned_ += k;
-  return k;
-}
-
-size_t LiveHistory::observe_running(std::span<const Start> items) {
-  size_t k = 0;
-  std::lock_guard<std::mutex> g(mu_);
-  for (const Start& it : items) {
-    const auto [r, added] = running_.try_emplace(it.job_id);
-    Running& run = r->second;
-    if (!added && run.start == it.start && run.user == it.user) {
-      run.scan = scan_;
-      continue;
-    }
-    // New, or requeued and started again between two scans: counted once, as it runs now.
-    if (!added) hist_.by_user[run.user].stop_running(run.start);
-    run = {it.user, it.start, scan_};
-    hist_.by_user[it.user].start_running(it.start);
-    if (added) ++k;
-  }
-  return k;
-}
-
-size_t LiveHistory::end_scan() {
-  size_t k = 0;
-  std::lock_guard<std::mutex> g(mu_);
-  for (auto r = running_.begin(); r != running_.end();) {
-    if (r->second.scan == scan_) {
-      ++r;
-      continue;
-    }
-    hist_.by_user[r->second.user].stop_running(r->second.start);
-    r = running_.erase(r);
-    ++k;
-  }
-  ++scan_;
   return k;
 }
 

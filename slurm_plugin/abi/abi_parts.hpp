@@ -161,21 +161,14 @@ class ModelSlot {
 };
 
 // The live feature store: the model's per-user history kept current with the jobs slurmctld
-// reports as ended (mlprio_observe_finished) and as running (mlprio_observe_running), the same
-// UserStats the replayer feeds from its simulated schedule and training from the recorded one.
-// A leaf: calls nothing while locked.
+// reports as ended (mlprio_observe_finished), the same UserStats the replayer feeds from its
+// simulated schedule and training from the recorded one. A leaf: calls nothing while locked.
 class LiveHistory {
  public:
   static constexpr int RANK = 3;
   struct Finish {
     uint32_t job_id = 0;
     LiveFinish f;
-  };
-  // A job seen running by a scan of slurmctld's job list.
-  struct Start {
-    uint32_t job_id = 0;
-    uint64_t user = 0;
-    double start = 0;
   };
 
   // Seeds the store from a newly loaded model's snapshot, then re-applies the finishes learned
@@ -188,14 +181,8 @@ class LiveHistory {
   // is recomputed once its user's history has moved.
   uint64_t version(const char* user) const;
   // Learns `items` (in the order given; jobs already seen or held by the snapshot are skipped).
-  // Each leaves the running set. Returns how many were learned.
+  // Returns how many were learned.
   size_t learn(std::vector<Finish>& items);
-  // Marks `items` as running in the current scan; returns how many were not running before.
-  size_t observe_running(std::span<const Start> items);
-  // Ends the current scan: running jobs it did not report (requeued, suspended, gone from the
-  // list unseen to end) leave the running set. Returns how many left. Scans must not overlap
-  // (slurmctld's job lock serialises the shim's).
-  size_t end_scan();
 
  private:
   mutable std::mutex mu_;
@@ -206,15 +193,6 @@ class LiveHistory {
   std::unordered_set<uint32_t> seen_;
   std::deque<uint32_t> seen_order_;
   uint64_t learned_ = 0;  // since the context was created
-  // The jobs running now, each counted once in its user's UserStats; bounded by slurmctld's
-  // running jobs, since every scan forgets the ones it did not see.
-  struct Running {
-    uint64_t user = 0;
-    double start = 0;
-    uint64_t scan = 0;  // the latest scan that reported it
-  };
-  std::unordered_map<uint32_t, Running> running_;
-  uint64_t scan_ = 0;
 };
 
 // The predictor gate: serialises predictor calls (XGBoost is not re-entrant) and the interned

@@ -201,28 +201,8 @@ typedef struct {
  * many were new. */
 int mlprio_observe_finished(mlprio_ctx_t *ctx, const mlprio_finish_t *jobs,
 			    size_t n, size_t *learned);
-
-/*
- * The user's running jobs are a model column too (their mean elapsed time at
- * a job's submission). Each scan of the job list reports
- * every running job here, then calls mlprio_end_scan(), which forgets the
- * running jobs that scan did not report (requeued, suspended, gone unseen);
- * an ended job reported to mlprio_observe_finished leaves the running set.
- * Same rules as mlprio_observe_finished (no model call, no I/O, one short
- * lock; nothing when history_period_ms=0); scans must not overlap (the
- * shim's run under slurmctld's job lock). *started (may be NULL): how many
- * were not running before; *forgotten (may be NULL): how many left.
- */
-typedef struct {
-	mlprio_job_t job;         /* job_id and user matter */
-	double start_time;        /* Unix seconds */
-} mlprio_start_t;
-
-int mlprio_observe_running(mlprio_ctx_t *ctx, const mlprio_start_t *jobs,
-			   size_t n, size_t *started);
-int mlprio_end_scan(mlprio_ctx_t *ctx, size_t *forgotten);
 /* history_period_ms in force: how often the shim should scan slurmctld's job
- * list for ended and running jobs (0 = never: the model's snapshot only). */
+ * list for ended jobs (0 = never: the model's snapshot only). */
 int64_t mlprio_history_period_ms(mlprio_ctx_t *ctx);
 
 /* Start/stop the C++ worker: it predicts queued jobs and checks the model

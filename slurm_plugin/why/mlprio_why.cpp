@@ -6,9 +6,8 @@
 // C ABI (mlprio_predict, mlprio_site_factor), so it is the plugins' arithmetic, not a copy.
 //
 // One difference is stated in the output: slurmctld's live history (jobs that ended since the
-// model was trained and the jobs running now, history_period_ms) lives in its memory; this tool
-// sees the model file's snapshot (nothing running), so for users with recent finishes or running
-// jobs the two can differ.
+// model was trained, history_period_ms) lives in its memory; this tool sees the model file's
+// snapshot, so for users with recent finishes the two can differ until the next training.
 #include <pwd.h>
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
@@ -255,8 +254,7 @@ nlohmann::json explanation(const slurm_job_info_t& sj, const std::string& user,
   out["site_applied"] = static_cast<int64_t>(sj.site_factor) - static_cast<int64_t>(NICE_OFFSET);
   out["priority"] = sj.priority;
   out["history_note"] =
-      "user history from the model file's snapshot (nothing running); slurmctld's live store may "
-      "hold newer finishes and running jobs";
+      "user history from the model file's snapshot; slurmctld's live store may hold newer finishes";
   add_advisor(sj.admin_comment, out);
   return out;
 }

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <tuple>
 #include <vector>
 
 #include "mlprio/model/features.hpp"
@@ -296,25 +295,21 @@ TEST_CASE("similar-job columns do not see the future", "[model][features]") {
   CHECK(moved);
 }
 
-TEST_CASE("the online store and build_features give the same rows", "[model][features]") {
-  // The replayer feeds OnlineHistory start by start and finish by finish; training feeds it
-  // through build_features. Same events in the same order (a start before a finish at the same
-  // time), same rows: the similar-job and the running-jobs columns alike.
+TEST_CASE("the online store and build_features give the same similar-job columns",
+          "[model][features]") {
+  // The replayer and the plugin feed OnlineHistory finish by finish; training feeds it through
+  // build_features. Same finishes in the same order, same rows.
   const Trace t = testing::synthetic_trace(600, 37);
   const FeatureMatrix X = build_features(t.jobs, t.names);
   OnlineHistory store(t.names);
-  std::vector<std::tuple<double, int, size_t>> pending;  // (time, 0 start / 1 finish, job)
+  std::vector<std::pair<double, size_t>> pending;
   std::vector<float> row(N_FEATURES);
-  bool running_seen = false;
   for (size_t i = 0; i < t.jobs.size(); ++i) {
     std::sort(pending.begin(), pending.end());
     size_t done = 0;
-    while (done < pending.size() && std::get<0>(pending[done]) <= t.jobs[i].submit) {
-      const auto [time, finish, k] = pending[done];
-      if (finish != 0)
-        store.record_finish(t.jobs[k], t.jobs[k].run, time);
-      else
-        store.record_start(t.jobs[k], time);
+    while (done < pending.size() && pending[done].first <= t.jobs[i].submit) {
+      const Job& f = t.jobs[pending[done].second];
+      store.record_finish(f, f.run, pending[done].first);
       ++done;
     }
     pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(done));
@@ -322,103 +317,6 @@ TEST_CASE("the online store and build_features give the same rows", "[model][fea
     INFO("job " << i);
     for (int f = 0; f < N_FEATURES; ++f)
       REQUIRE(same_float(row[static_cast<size_t>(f)], X.row(i)[f]));
-    running_seen = running_seen || !std::isnan(X.row(i)[F_RUN_MEAN_ELAPSED]);
-    const double fin = finish_time(t.jobs[i]);
-    pending.emplace_back(fin - t.jobs[i].run, 0, i);
-    pending.emplace_back(fin, 1, i);
+    pending.emplace_back(finish_time(t.jobs[i]), i);
   }
-  CHECK(running_seen);
-}
-
-TEST_CASE("running-jobs column: a user's job counts from its start until it ends",
-          "[model][features]") {
-  Trace t;
-  auto add = [&](const char* user, double submit, double wait, double run) {
-    t.jobs.push_back(make_job(t, user, submit, wait, run));
-  };
-  add("a", 0, 10, 100);   // 0: runs 10 .. 110
-  add("a", 5, 0, 300);    // 1: submitted before job 0 starts; runs 5 .. 305
-  add("a", 8, 0, 1);      // 2: sees job 1 only (job 0 starts at 10, after this submit)
-  add("a", 50, 0, 1000);  // 3: sees jobs 0 and 1 (job 2 ran 8 .. 9)
-  add("b", 60, 0, 5);     // 4: another user, nothing running
-  add("a", 110, 0, 5);    // 5: job 0 ended at 110: sees jobs 1 and 3
-  add("a", 2000, 0, 5);   // 6: all ended
-  Job anon = make_job(t, "a", 2001, 0, 5);
-  anon.user = -1;
-  t.jobs.push_back(anon);  // 7: no user, no column
-  const FeatureMatrix X = build_features(t.jobs, t.names);
-  const auto elapsed = [&](size_t i) { return X.row(i)[F_RUN_MEAN_ELAPSED]; };
-  CHECK(std::isnan(elapsed(0)));
-  CHECK(std::isnan(elapsed(1)));  // job 0 is submitted but has not started
-  CHECK(elapsed(2) == 3.0f);      // 8 - 5
-  CHECK(elapsed(3) == Approx(((50 - 10) + (50 - 5)) / 2.0));  // job 0 STARTED: counted now
-  CHECK(std::isnan(elapsed(4)));
-  CHECK(elapsed(5) == Approx(((110 - 5) + (110 - 50)) / 2.0));  // job 0 ENDED: gone
-  CHECK(std::isnan(elapsed(6)));
-  CHECK(std::isnan(elapsed(7)));
-  // Every job has ended in the final snapshot (what a model file stores).
-  UserHistory final_history;
-  build_features(t.jobs, t.names, 0.0, &final_history);
-  for (const auto& [key, st] : final_history.by_user) {
-    CHECK(st.running_n == 0);
-    CHECK(st.running_start_sum == 0.0);
-  }
-}
-
-TEST_CASE("running-jobs column matches a brute-force causal recount", "[model][features]") {
-  const Trace t = testing::synthetic_trace(1500, 23);
-  const FeatureMatrix X = build_features(t.jobs, t.names);
-  int busy = 0;
-  for (size_t i = 0; i < t.jobs.size(); i += 3) {
-    const Job& j = t.jobs[i];
-    if (j.user < 0) continue;
-    int n = 0;
-    double elapsed = 0;
-    for (size_t k = 0; k < i; ++k) {  // jobs submitted before this one, in submit order
-      const Job& o = t.jobs[k];
-      if (o.user != j.user) continue;
-      const double start = o.submit + (o.wait >= 0 ? o.wait : 0);
-      if (start <= j.submit && !(finish_time(o) <= j.submit)) {
-        ++n;
-        elapsed += j.submit - start;
-      }
-    }
-    INFO("job " << i << ", " << n << " running");
-    if (n == 0) {
-      REQUIRE(std::isnan(X.row(i)[F_RUN_MEAN_ELAPSED]));
-    } else {
-      REQUIRE(X.row(i)[F_RUN_MEAN_ELAPSED] == Approx(elapsed / n).margin(1e-2));
-      ++busy;
-    }
-  }
-  CHECK(busy > 20);
-}
-
-TEST_CASE("OnlineHistory: a user's next row changes when their job starts and when it ends",
-          "[model][features]") {
-  Trace t;
-  const Job running = make_job(t, "a", 100, 0, 500);
-  Job next = make_job(t, "a", 400, 0, 10);
-  const Job other = make_job(t, "b", 400, 0, 10);
-  OnlineHistory store(t.names);
-  std::vector<float> row(N_FEATURES);
-  store.encode(next, row);
-  CHECK(std::isnan(row[F_RUN_MEAN_ELAPSED]));
-  CHECK(row[F_HIST_COUNT] == 0.0f);
-
-  store.record_start(running, 100);
-  store.encode(next, row);
-  CHECK(row[F_RUN_MEAN_ELAPSED] == 300.0f);
-  CHECK(row[F_HIST_COUNT] == 0.0f);  // started, not finished
-  CHECK(store.stats_of(next)->running_n == 1);
-  store.encode(other, row);
-  CHECK(std::isnan(row[F_RUN_MEAN_ELAPSED]));
-
-  store.record_finish(running, 500, 600);
-  next.submit = 700;
-  store.encode(next, row);
-  CHECK(std::isnan(row[F_RUN_MEAN_ELAPSED]));
-  CHECK(store.stats_of(next)->running_n == 0);
-  CHECK(row[F_HIST_COUNT] == 1.0f);
-  CHECK(row[F_HIST_LAST_RUN] == 500.0f);
 }

@@ -96,12 +96,6 @@ TEST_CASE("model files are refused with a reason", "[model][file]") {
     write_text(p, d.dump());
     expect_refusal(p, "version 2 is not supported");
   }
-  SECTION("older feature schema (3: no running-jobs columns)") {
-    auto d = doc;
-    d["schema_version"] = 3;
-    write_text(p, d.dump());
-    expect_refusal(p, "feature schema 3 is not this build's (4); retrain");
-  }
   SECTION("schema column renamed") {
     auto d = doc;
     d["schema"][3] = "req_mem_mib";

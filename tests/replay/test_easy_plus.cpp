@@ -161,53 +161,6 @@ TEST_CASE("the model's online history changes a prediction after the job ends",
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("the replayer tells the online history a job's simulated start and end",
-          "[replay][online][model]") {
-  // The same store ModelOnline encodes from, fed through the estimator's start/finish hooks.
-  // One node. User 2's job 10 holds it 0 .. 500, so user 1's job 1 (recorded: runs at 0) starts
-  // at 500 and ends at 600 in this schedule; job 2 waits for it and runs 600 .. 650. User 1's
-  // rows: job 2 (submit 300) sees nothing running, job 3 (550) sees job 1 STARTED (50 s in),
-  // job 4 (700) sees nothing running again: job 1 ENDED, and jobs 2 and 3 ran 600 .. 650 .. 660.
-  class Recorder final : public OnlineEstimator {
-   public:
-    explicit Recorder(const Trace& t) : store_(t.names) {}
-    OnlineEstimate submit(const Job& job, int64_t, double) override {
-      std::vector<float> row(model::N_FEATURES);
-      store_.encode(job, row);
-      rows[job.id] = row;
-      OnlineEstimate e;
-      e.estimate = e.prediction.runtime = e.prediction.runtime_upper = job.req_time;
-      return e;
-    }
-    void start(const Job& job, double start) override { store_.record_start(job, start); }
-    void finish(const Job& job, double start, double end) override {
-      store_.record_finish(job, end - start, end);
-    }
-    std::map<int64_t, std::vector<float>> rows;
-
-   private:
-    model::OnlineHistory store_;
-  };
-  Trace trace;
-  trace.jobs = {mk(10, 0, 1, 500, 500, 2), mk(1, 0, 1, 100, 1000, 1), mk(2, 300, 1, 50, 800, 1),
-                mk(3, 550, 1, 10, 900, 1), mk(4, 700, 1, 10, 900, 1)};
-  Recorder* rec = nullptr;
-  SimConfig c = machine(1);
-  c.online = [&]() -> std::unique_ptr<OnlineEstimator> {
-    auto r = std::make_unique<Recorder>(trace);
-    rec = r.get();
-    return r;
-  };
-  auto r = by_id(simulate(trace.jobs, c));
-  REQUIRE(rec != nullptr);
-  CHECK(r[1].start == 500);
-  CHECK(r[2].start == 600);
-  CHECK(std::isnan(rec->rows[2][model::F_RUN_MEAN_ELAPSED]));
-  CHECK(rec->rows[3][model::F_RUN_MEAN_ELAPSED] == 50.0f);
-  CHECK(std::isnan(rec->rows[4][model::F_RUN_MEAN_ELAPSED]));
-  CHECK(rec->rows[4][model::F_HIST_COUNT] == 3.0f);
-}
-
 TEST_CASE("max, p95 and p99 wait and the per-user fairness figures", "[replay][metrics]") {
   // One node, jobs of 10 s all at t = 0: waits 0, 10, ..., 190 (20 jobs). Nearest rank: p95 = the
   // 19th smallest (180), p99 = the 20th (190) = max. Users 1 (even ids) and 2 (odd ids).

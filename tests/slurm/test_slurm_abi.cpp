@@ -30,7 +30,6 @@
 
 #include "../support/fake_llm_server.hpp"
 #include "abi_detail.hpp"
-#include "abi_parts.hpp"
 #include "mlprio/model/model_file.hpp"
 #include "mlprio_abi.h"
 
@@ -928,94 +927,6 @@ TEST_CASE("live history: a user's next prediction follows the jobs that ended si
   CHECK(predicted(ctx, "alice") == Approx(70));
   CHECK(predicted(ctx, "bob") == Approx(20));
   mlprio_ctx_free(ctx);
-}
-
-namespace {
-mlprio_start_t running(uint32_t id, const char* user, double start) {
-  mlprio_start_t s{};
-  s.job = job(id, 7200);
-  s.job.user = user;
-  s.start_time = start;
-  return s;
-}
-// The running-jobs columns of a job of `user` submitted at `submit`, from the live store.
-std::vector<float> live_row(const mlprio::plugin::LiveHistory& live, const char* user,
-                            double submit) {
-  mlprio::TraceNames names;
-  auto j = job(0, 7200);
-  j.user = user;
-  j.submit_time = submit;
-  const std::vector<mlprio::Job> jobs = {mlprio::plugin::to_core_job(j, names)};
-  std::vector<float> row(m::N_FEATURES);
-  live.encode(m::FeatureEncoder(names), jobs, row);
-  return row;
-}
-}  // namespace
-
-TEST_CASE("live history: the scan's running jobs count until they end or leave the list") {
-  TempDir d;
-  write_formula(d.file("h.json"), "alice", 3300);
-  mlprio_ctx_t* ctx = nullptr;
-  REQUIRE(mlprio_ctx_create(("model=" + d.file("h.json")).c_str(), 0, &ctx) == MLPRIO_OK);
-  // A scan reports alice's two running jobs; every later scan reports them again.
-  mlprio_start_t scan[2] = {running(21, "alice", 1.7e9 - 100), running(22, "alice", 1.7e9 - 50)};
-  size_t started = 9, forgotten = 9;
-  REQUIRE(mlprio_observe_running(ctx, scan, 2, &started) == MLPRIO_OK);
-  CHECK(started == 2);
-  REQUIRE(mlprio_end_scan(ctx, &forgotten) == MLPRIO_OK);
-  CHECK(forgotten == 0);
-  REQUIRE(mlprio_observe_running(ctx, scan, 2, &started) == MLPRIO_OK);
-  CHECK(started == 0);
-  REQUIRE(mlprio_end_scan(ctx, &forgotten) == MLPRIO_OK);
-  CHECK(forgotten == 0);
-  // Job 22 is no longer running (requeued) and job 21 ended: the next scan drops both.
-  auto a = ended(21, "alice", 1.7e9 - 100, 150);
-  size_t learned = 0;
-  REQUIRE(mlprio_observe_finished(ctx, &a, 1, &learned) == MLPRIO_OK);
-  CHECK(learned == 1);
-  REQUIRE(mlprio_end_scan(ctx, &forgotten) == MLPRIO_OK);
-  CHECK(forgotten == 1);  // job 22; job 21 left when it ended
-  // Jobs without a user or start are not counted.
-  mlprio_start_t bad[2] = {running(23, nullptr, 1.7e9), running(24, "alice", 0)};
-  REQUIRE(mlprio_observe_running(ctx, bad, 2, &started) == MLPRIO_OK);
-  CHECK(started == 0);
-  mlprio_ctx_free(ctx);
-
-  // The store itself: a user's next row changes when their job STARTS and again when it ENDS.
-  namespace p = mlprio::plugin;
-  p::LiveHistory live;
-  const uint64_t alice = m::stable_hash("alice");
-  const uint64_t v0 = live.version("alice");
-  std::vector<float> row = live_row(live, "alice", 1.7e9);
-  CHECK(std::isnan(row[m::F_RUN_MEAN_ELAPSED]));
-  const std::vector<p::LiveHistory::Start> starts = {{31, alice, 1.7e9 - 100},
-                                                     {32, alice, 1.7e9 - 300}};
-  CHECK(live.observe_running(starts) == 2);
-  row = live_row(live, "alice", 1.7e9);
-  CHECK(row[m::F_RUN_MEAN_ELAPSED] == 200.0f);  // two jobs, 100 s and 300 s in
-  CHECK(std::isnan(live_row(live, "bob", 1.7e9)[m::F_RUN_MEAN_ELAPSED]));
-  const uint64_t v1 = live.version("alice");
-  CHECK(v1 != v0);  // a pending job's cached factor is recomputed
-  CHECK(live.end_scan() == 0);
-
-  std::vector<p::LiveHistory::Finish> fin(1);
-  fin[0].job_id = 31;
-  fin[0].f = {alice, 150, 1.7e9 + 50, 7200, 8, mlprio::JobStatus::COMPLETED, 0};
-  CHECK(live.learn(fin) == 1);
-  row = live_row(live, "alice", 1.7e9 + 100);
-  CHECK(row[m::F_RUN_MEAN_ELAPSED] == 400.0f);  // job 32 only
-  CHECK(row[m::F_HIST_COUNT] == 1.0f);
-  CHECK(live.version("alice") != v1);
-
-  // A model reload keeps the running set on top of the new snapshot.
-  TempDir d2;
-  write_formula(d2.file("h.json"), "alice", 3300);
-  live.reseed(*m::load_predictor(d2.file("h.json")));
-  CHECK(live_row(live, "alice", 1.7e9 + 100)[m::F_RUN_MEAN_ELAPSED] == 400.0f);
-  // Job 32 leaves the list unseen to end: the next scan that does not report it forgets it.
-  CHECK(live.observe_running({}) == 0);
-  CHECK(live.end_scan() == 1);
-  CHECK(std::isnan(live_row(live, "alice", 1.7e9 + 100)[m::F_RUN_MEAN_ELAPSED]));
 }
 
 TEST_CASE("live history: jobs the model's snapshot already holds are not learned twice; off") {

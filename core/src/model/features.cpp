@@ -1,18 +1,15 @@
 // Feature rows for the priority model: request columns, hashed categoricals, causal per-user
 // history, submit time of day/week, job-name tokens and the LLM fine-tuning parameters carried
 // in Job::features. The history walk is the only place that knows about time, and it only lets
-// a job see others whose finish_time() is <= its submit time, and as running only those started
-// by then and not finished, which the tests check.
+// a job see others whose finish_time() is <= its submit time, which the tests check.
 #include "mlprio/model/features.hpp"
 
-#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <functional>
 #include <queue>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 
 namespace mlprio::model {
 namespace {
@@ -149,8 +146,7 @@ const std::array<std::string_view, N_FEATURES>& feature_names() {
                                                                  "same_req_last_run",
                                                                  "same_as_last",
                                                                  "last_ratio_times_req",
-                                                                 "last2_capped",
-                                                                 "run_mean_elapsed"};
+                                                                 "last2_capped"};
   return names;
 }
 
@@ -194,19 +190,6 @@ void UserStats::record_run(const Job& finished, double run, double end) {
   remember({finished.req_time > 0 ? finished.req_time : -1.0, requested_procs(finished), run});
   ++count;
   if (is_failure(finished.status)) ++failures;
-}
-
-void UserStats::start_running(double start) {
-  ++running_n;
-  running_start_sum += start;
-  ++running_changes;
-}
-
-void UserStats::stop_running(double start) {
-  if (running_n == 0) return;  // a finish whose start was not seen
-  // An exact zero when nothing runs, so rounding in the sum never outlives a busy period.
-  running_start_sum = --running_n == 0 ? 0.0 : running_start_sum - start;
-  ++running_changes;
 }
 
 double finish_time(const Job& job) {
@@ -295,15 +278,6 @@ void FeatureEncoder::encode(const Job& job, const UserStats* hist, std::span<flo
   }
   encode_similar(job, job.user >= 0 ? hist : nullptr, job.user >= 0, row);
 
-  row[F_RUN_MEAN_ELAPSED] = MISSING;
-  if (job.user >= 0 && hist != nullptr && hist->running_n > 0 && job.submit >= 0) {
-    // sum(submit - start_i) / n without a per-job list. Training never sees a start after the
-    // submit, but the plugin re-encodes a pending job later, so the mean is clamped at 0.
-    const double elapsed =
-        job.submit - hist->running_start_sum / static_cast<double>(hist->running_n);
-    row[F_RUN_MEAN_ELAPSED] = static_cast<float>(std::max(elapsed, 0.0));
-  }
-
   // Time of day/week in UTC; 1970-01-01 was a Thursday, so day 0 of the epoch is dow 3 (Mon=0).
   row[F_HOUR_OF_DAY] = MISSING;
   row[F_DAY_OF_WEEK] = MISSING;
@@ -337,30 +311,16 @@ FeatureMatrix build_features(std::span<const Job> jobs, const TraceNames& names,
   FeatureMatrix m;
   m.rows = jobs.size();
   m.values.assign(jobs.size() * N_FEATURES, MISSING);
-  // The same store the replayer feeds from its schedule, here fed the recorded starts and
-  // finishes.
+  // The same store the replayer and the plugin feed live, here fed the recorded finishes.
   OnlineHistory store(names, epoch_offset);
 
-  // Starts and finishes of jobs already submitted, earliest first; at equal times a start comes
-  // before a finish (a job that ran 0 s starts before it ends), then by index for determinism.
-  // Each job's events are queued at its submission and are never earlier than it, so a row only
-  // sees what had happened by its job's submit time.
-  struct Event {
-    double time;
-    int finish;  // 0 = start, 1 = finish
-    size_t i;
-    bool operator>(const Event& o) const {
-      return std::tie(time, finish, i) > std::tie(o.time, o.finish, o.i);
-    }
-  };
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
-  auto apply_one = [&] {
-    const Event e = events.top();
-    events.pop();
-    if (e.finish != 0)
-      store.record_finish(jobs[e.i], jobs[e.i].run, e.time);
-    else
-      store.record_start(jobs[e.i], e.time);
+  // Jobs in flight, earliest finish first; ties broken by index so the walk is deterministic.
+  using Pending = std::pair<double, size_t>;
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> running;
+  auto finish_one = [&] {
+    const auto [fin, i] = running.top();
+    running.pop();
+    store.record_finish(jobs[i], jobs[i].run, fin);
   };
   double prev_submit = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -369,16 +329,12 @@ FeatureMatrix build_features(std::span<const Job> jobs, const TraceNames& names,
       throw std::invalid_argument("build_features: jobs are not sorted by submit time (job " +
                                   std::to_string(job.id) + ")");
     prev_submit = job.submit;
-    while (!events.empty() && events.top().time <= job.submit) apply_one();
+    while (!running.empty() && running.top().first <= job.submit) finish_one();
     store.encode(job, std::span<float>(m.values.data() + i * N_FEATURES, N_FEATURES));
     const double fin = finish_time(job);
-    // A job that never finishes (no run time) is left out of the running set too.
-    if (user_key(job, names) != 0 && !std::isnan(fin)) {
-      events.push({fin - job.run, 0, i});
-      events.push({fin, 1, i});
-    }
+    if (user_key(job, names) != 0 && !std::isnan(fin)) running.emplace(fin, i);
   }
-  while (!events.empty()) apply_one();
+  while (!running.empty()) finish_one();
   if (final_history != nullptr) *final_history = std::move(store.history());
   return m;
 }

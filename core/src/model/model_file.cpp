@@ -71,12 +71,9 @@ void check_model_document(const nlohmann::json& doc, const std::string& origin) 
                        "); retrain with this mlprio-model");
   if (!doc.contains("kind") || !doc["kind"].is_string())
     refuse(origin, "\"kind\" is missing (expected \"xgboost\" or \"formula\")");
-  if (!doc.contains("schema_version") || !doc["schema_version"].is_number_integer())
-    refuse(origin, "\"schema_version\" is missing or not an integer");
-  if (doc["schema_version"] != SCHEMA_VERSION)
-    refuse(origin, "feature schema " + std::to_string(doc["schema_version"].get<int64_t>()) +
-                       " is not this build's (" + std::to_string(SCHEMA_VERSION) +
-                       "); retrain with this mlprio-model");
+  if (!doc.contains("schema_version") || doc["schema_version"] != SCHEMA_VERSION)
+    refuse(origin, "feature schema version differs from this build's (" +
+                       std::to_string(SCHEMA_VERSION) + "); retrain");
   if (!doc.contains("schema") || doc["schema"] != schema_json()) {
     std::string detail;
     if (doc.contains("schema") && doc["schema"].is_array()) {

@@ -3,9 +3,8 @@
 // A feature row is a fixed-length float vector (XGBoost's input type; NaN = missing) whose column
 // names and order are the schema a model file records and load_predictor() checks. Rows for a
 // whole trace are built causally in submit order: a job's user-history columns only see jobs
-// that had finished (start + run <= its submit time), and its running-jobs columns only the jobs
-// that had started and not finished by then, so training and evaluation never leak the future.
-// Deployed predictors use a frozen UserHistory snapshot stored in the model file.
+// that had finished (start + run <= its submit time), so training and evaluation never leak the
+// future. Deployed predictors use a frozen UserHistory snapshot stored in the model file.
 #pragma once
 
 #include <array>
@@ -22,7 +21,7 @@
 namespace mlprio::model {
 
 // Bump when columns change: a model file trained with another schema is refused.
-inline constexpr int SCHEMA_VERSION = 4;
+inline constexpr int SCHEMA_VERSION = 3;
 inline constexpr float MISSING = std::numeric_limits<float>::quiet_NaN();
 
 enum Feature : int {
@@ -73,11 +72,6 @@ enum Feature : int {
   F_SAME_AS_LAST,          // 1 when the request and size equal the user's latest job's, else 0
   F_LAST_RATIO_TIMES_REQ,  // (latest job's run / its request) x this job's request
   F_LAST2_CAPPED,          // the last-two baseline itself: last-two mean capped by the request
-  // Schema 4 (Gaussier et al., SC15): the user's jobs running when this one is submitted (started
-  // and not yet finished). Of the count, their processors and their mean elapsed time, the
-  // development splits kept the last (model/README.md). Missing for unknown users and when the
-  // user has nothing running.
-  F_RUN_MEAN_ELAPSED,  // the mean of (this submit - their start), seconds (clamped at 0)
   N_FEATURES
 };
 
@@ -127,17 +121,6 @@ struct UserStats {
   std::array<RecentJob, RECENT_JOBS> recent{};
   int recent_n = 0;
   int recent_head = 0;
-  // The user's jobs running now, as a count and a sum so that the memory per user stays fixed:
-  // their mean elapsed time at t is t - running_start_sum / running_n. Fed by
-  // start_running/stop_running (OnlineHistory, the plugin's live store); not saved in model
-  // files, where every job of the training trace has finished. running_changes counts both
-  // calls (a live cache key).
-  int64_t running_n = 0;
-  double running_start_sum = 0;
-  int64_t running_changes = 0;
-  // A job started at `start`; stop_running() takes the same value when it ends.
-  void start_running(double start);
-  void stop_running(double start);
   // The k-th newest remembered job (k = 0: the latest); k < recent_n.
   const RecentJob& recent_at(int k) const {
     return recent[static_cast<size_t>((recent_head + 2 * RECENT_JOBS - 1 - k) % RECENT_JOBS)];
@@ -199,28 +182,19 @@ struct FeatureMatrix {
 FeatureMatrix build_features(std::span<const Job> jobs, const TraceNames& names,
                              double epoch_offset = 0.0, UserHistory* final_history = nullptr);
 
-// The feature store the replayer and training share: per-user history fed by starts and
-// finishes as they happen (in the schedule being replayed, or in the recorded one, in time
-// order), encoded at submission, so both see the same columns for the same history. The plugin's
-// live store (slurm_plugin/abi) calls the same UserStats methods. Not thread-safe.
+// The feature store the replayer and the Slurm plugin share: per-user history fed by finishes as
+// they happen (in the schedule being replayed, or live in slurmctld), encoded at submission.
+// Training (build_features) feeds it the recorded finishes in time order, so the three see the
+// same columns for the same history. Not thread-safe: the plugin holds it under its own lock.
 class OnlineHistory {
  public:
   // `names` must outlive the store.
   explicit OnlineHistory(const TraceNames& names, double epoch_offset = 0.0)
       : enc_(names, epoch_offset) {}
-  // The job started at `start`: it counts as its user's running job until record_finish().
-  void record_start(const Job& job, double start) {
-    const uint64_t key = enc_.user_of(job);
-    if (key != 0) hist_.by_user[key].start_running(start);
-  }
-  // The job ran `run` seconds and ended at `end`; jobs of unknown users are not recorded. It
-  // leaves the running set, so every finish must follow its job's record_start().
+  // The job ran `run` seconds and ended at `end`; jobs of unknown users are not recorded.
   void record_finish(const Job& job, double run, double end) {
     const uint64_t key = enc_.user_of(job);
-    if (key == 0) return;
-    UserStats& s = hist_.by_user[key];
-    s.stop_running(end - run);
-    s.record_run(job, run, end);
+    if (key != 0) hist_.by_user[key].record_run(job, run, end);
   }
   // The row for a job submitted now (Job::submit), from what has been recorded so far.
   void encode(const Job& job, std::span<float> row) const {

@@ -121,9 +121,6 @@ class OnlineEstimator {
   virtual ~OnlineEstimator() = default;
   // `index` is the job's position in the replayed list (JobView::index); `now` its submit time.
   virtual OnlineEstimate submit(const Job& job, int64_t index, double now) = 0;
-  // The job started at `start` (the user's running jobs are a model column); most estimators only
-  // need finishes.
-  virtual void start(const Job&, double) {}
   // The job ran from `start` to `end` (its run as simulated: cut at the limit when killed).
   virtual void finish(const Job& job, double start, double end) = 0;
 };
