@@ -195,14 +195,11 @@ void add_model_terms(const mlprio::plugin::Params& prm, const mlprio_job_t& j,
   model::Prediction mp{pred.runtime_s, pred.runtime_upper_s, pred.fail_prob};
   model::ScoreConfig cfg = p->policy().score;
   cfg.age_weight = 0;  // as the plugin scores: aging is multifactor's own age factor
-  const double w = 0, r = std::isfinite(mp.runtime) && mp.runtime > 0 ? mp.runtime : 0;
+  const double w = 0;
   const double procs = static_cast<double>(std::max<int64_t>(cj.procs(), 1));
   const double pf = std::isfinite(mp.fail_prob) ? mp.fail_prob : 0;
-  double run = std::log2(1 + r / 60);
-  if (cfg.request_weight > 0 && cj.req_time > 0 && std::isfinite(cj.req_time))
-    run = (1 - cfg.request_weight) * run + cfg.request_weight * std::log2(1 + cj.req_time / 60);
   out["score_terms"] = {{"age", cfg.age_weight * std::log2(1 + w / 60)},
-                        {"run", -run},
+                        {"run", -model::score_run_term(cj, mp, cfg)},
                         {"size", cfg.size_weight * std::log2(procs)},
                         {"failure", -8 * cfg.fail_weight * pf},
                         {"sum_log2", model::score_log_ratio(cj, mp, cj.submit, cfg)},

@@ -136,6 +136,10 @@ TEST_CASE("request weight: 1 ranks by the request, 0 by the prediction, between 
   CHECK(mid == Approx((score_log_ratio(long_req, short_pred, 100, by_pred) +
                        score_log_ratio(long_req, short_pred, 100, by_req)) /
                       2));
+  // The term mlprio-why shows is the one the score subtracts.
+  CHECK(score_run_term(long_req, short_pred, cfg) ==
+        Approx(0.5 * std::log2(1 + 300.0 / 60) + 0.5 * std::log2(1 + 86400.0 / 60)));
+  CHECK(score_run_term(long_req, Prediction{}, by_pred) == Approx(std::log2(1 + 86400.0 / 60)));
   // No request: the prediction alone, at any weight; out-of-range or NaN weights stay finite
   // and within [0, 1].
   cfg.request_weight = 1;

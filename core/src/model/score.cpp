@@ -24,20 +24,25 @@ double finite_or(double v, double fallback) {
 
 }  // namespace
 
-double score_log_ratio(const Job& job, const Prediction& p, double now, const ScoreConfig& cfg) {
+double score_run_term(const Job& job, const Prediction& p, const ScoreConfig& cfg) {
   double runtime = p.runtime;
+  const bool has_request = job.req_time > 0 && std::isfinite(job.req_time);
   if (!(runtime >= 0) || !std::isfinite(runtime))
-    runtime = (job.req_time > 0 && std::isfinite(job.req_time)) ? job.req_time : DEFAULT_RUNTIME;
+    runtime = has_request ? job.req_time : DEFAULT_RUNTIME;
+  const double request_weight = std::clamp(finite_or(cfg.request_weight, 0.0), 0.0, 1.0);
+  const double run_term = std::log2(1.0 + runtime / TIME_SCALE);
+  if (request_weight > 0.0 && has_request)
+    return (1.0 - request_weight) * run_term +
+           request_weight * std::log2(1.0 + job.req_time / TIME_SCALE);
+  return run_term;
+}
+
+double score_log_ratio(const Job& job, const Prediction& p, double now, const ScoreConfig& cfg) {
   const double age_weight = std::clamp(finite_or(cfg.age_weight, 0.0), 0.0, 64.0);
   const double size_weight = std::clamp(finite_or(cfg.size_weight, 0.0), -64.0, 64.0);
   const double fail_weight = std::clamp(finite_or(cfg.fail_weight, 0.0), 0.0, 64.0);
-  const double request_weight = std::clamp(finite_or(cfg.request_weight, 0.0), 0.0, 1.0);
   const double wait = std::max(0.0, finite_or(now - job.submit, 0.0));
-  double run_term = std::log2(1.0 + runtime / TIME_SCALE);
-  if (request_weight > 0.0 && job.req_time > 0 && std::isfinite(job.req_time))
-    run_term = (1.0 - request_weight) * run_term +
-               request_weight * std::log2(1.0 + job.req_time / TIME_SCALE);
-  double u = age_weight * std::log2(1.0 + wait / TIME_SCALE) - run_term;
+  double u = age_weight * std::log2(1.0 + wait / TIME_SCALE) - score_run_term(job, p, cfg);
   if (size_weight != 0.0 && job.procs() > 1)
     u += size_weight * std::log2(static_cast<double>(job.procs()));
   const double fail = std::clamp(finite_or(p.fail_prob, 0.0), 0.0, 1.0);

@@ -145,6 +145,9 @@ struct ClusterState {
 // The unsquashed order key of a job below the starvation limit (log2 units): a log2(1 + w/60)
 // - log2(1 + r/60) + b log2(procs) - 8 g p_fail. Exposed for explanations (mlprio-why, logs).
 double score_log_ratio(const Job& job, const Prediction& p, double now, const ScoreConfig& cfg);
+// Its run-time term (log2 units, subtracted): log2(1 + r/60) of the prediction (else the request,
+// else an hour), blended with the request's by cfg.request_weight.
+double score_run_term(const Job& job, const Prediction& p, const ScoreConfig& cfg);
 
 // The one priority function both the replayer's `ml` policy and site_factor/mlprio call.
 double score(const Job& job, const Prediction& p, double now, const ClusterState& cluster,
