@@ -2,10 +2,13 @@
 // one priority function the Slurm plugin (site_factor/mlprio) also calls — predicted
 // shortest-job-first raised by waiting, with a starvation limit. Higher score runs first, so the
 // replayer's (lower-first) score is its negation. The score grows with waiting, so the order is
-// dynamic (re-scored at every pass). Predictions come through PolicyOptions::ml (built by
-// `--estimate model:FILE`, see mlprio/replay/ml.hpp); without them the order cannot run.
+// dynamic (re-scored at every pass). With a fair-share weight the score also sees the user's
+// U/S from the same usage record as `multifactor` (fairshare_usage.hpp). Predictions come through
+// PolicyOptions::ml (built by `--estimate model:FILE`, see mlprio/replay/ml.hpp); without them the
+// order cannot run.
 #include <string>
 
+#include "fairshare_usage.hpp"
 #include "mlprio/model/predictor.hpp"
 #include "mlprio/replay/ml.hpp"
 #include "policies.hpp"
@@ -15,7 +18,8 @@ namespace {
 
 class MlPolicy final : public QueuePolicy {
  public:
-  explicit MlPolicy(std::shared_ptr<const MlPredictions> ml) : ml_(std::move(ml)) {}
+  MlPolicy(std::shared_ptr<const MlPredictions> ml, double decay_half_life)
+      : ml_(std::move(ml)), usage_(decay_half_life) {}
   std::string_view name() const override { return "ml"; }
   bool dynamic() const override { return true; }
 
@@ -30,6 +34,7 @@ class MlPolicy final : public QueuePolicy {
     p.runtime = j.pred_runtime;
     p.runtime_upper = j.pred_upper;
     p.fail_prob = j.fail_prob;
+    if (ml_->score.fairshare_weight > 0) p.usage_share = usage_.usage_share(j.user);
     model::ClusterState cluster;
     cluster.total_procs = state.total_cores;
     cluster.free_procs = state.free_cores;
@@ -37,8 +42,17 @@ class MlPolicy final : public QueuePolicy {
     return -model::score(job, p, state.now, cluster, ml_->score);
   }
 
+  // The fair-share term's usage record (kept whatever the weight, so a saved state does not
+  // depend on it): multifactor's, charged at job ends, decayed with --priority-decay-half-life.
+  void on_job_end(const JobView& j, double start, double end, int64_t cores) override {
+    usage_.charge(j.user, (end - start) * static_cast<double>(cores), end);
+  }
+  std::vector<double> save_state() const override { return usage_.save(); }
+  void load_state(std::span<const double> s) override { usage_.load(s, "ml"); }
+
  private:
   std::shared_ptr<const MlPredictions> ml_;
+  FairShareUsage usage_;
 };
 
 }  // namespace
@@ -48,7 +62,7 @@ std::unique_ptr<QueuePolicy> make_ml_policy(const PolicyOptions& opts) {
     throw ConfigError(
         "policy 'ml' ranks jobs by predicted run times: give the model with --estimate "
         "model:FILE (train one with mlprio-model train), or --estimate last2");
-  return std::make_unique<MlPolicy>(opts.ml);
+  return std::make_unique<MlPolicy>(opts.ml, opts.decay_half_life);
 }
 
 }  // namespace mlprio::replay::detail

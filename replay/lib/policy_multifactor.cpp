@@ -8,12 +8,10 @@
 // decay interval; charging at the end keeps the simulation event-driven, and is documented as a
 // difference in replay/README.md). QOS, partition and TRES factors are not modelled.
 #include <algorithm>
-#include <cmath>
-#include <stdexcept>
-#include <string>
-#include <unordered_map>
+#include <span>
 #include <vector>
 
+#include "fairshare_usage.hpp"
 #include "policies.hpp"
 
 namespace mlprio::replay::detail {
@@ -21,7 +19,7 @@ namespace {
 
 class MultifactorPolicy final : public QueuePolicy {
  public:
-  explicit MultifactorPolicy(const PolicyOptions& o) : opts_(o) {}
+  explicit MultifactorPolicy(const PolicyOptions& o) : opts_(o), usage_(o.decay_half_life) {}
   std::string_view name() const override { return "multifactor"; }
   bool dynamic() const override { return true; }
 
@@ -37,69 +35,16 @@ class MultifactorPolicy final : public QueuePolicy {
   }
 
   void on_job_end(const JobView& j, double start, double end, int64_t cores) override {
-    const double used = (end - start) * static_cast<double>(cores);
-    decay_to(end);
-    usage_[j.user] += used / scale_;
-    total_usage_ += used / scale_;
+    usage_.charge(j.user, (end - start) * static_cast<double>(cores), end);
   }
-
-  // [total, scale, stamp, user, usage, user, usage, ...] with users ascending, so two policies
-  // with the same history save equal vectors whatever their hash-map order.
-  std::vector<double> save_state() const override {
-    std::vector<std::pair<int32_t, double>> users(usage_.begin(), usage_.end());
-    std::sort(users.begin(), users.end());
-    std::vector<double> s = {total_usage_, scale_, stamp_};
-    for (const auto& [u, v] : users) {
-      s.push_back(static_cast<double>(u));
-      s.push_back(v);
-    }
-    return s;
-  }
-  void load_state(std::span<const double> s) override {
-    usage_.clear();
-    if (s.size() < 3 || (s.size() - 3) % 2 != 0)
-      throw std::invalid_argument("multifactor: a saved policy state needs 3 + 2k numbers, got " +
-                                  std::to_string(s.size()));
-    total_usage_ = s[0];
-    scale_ = s[1];
-    stamp_ = s[2];
-    for (size_t i = 3; i + 1 < s.size(); i += 2) usage_[static_cast<int32_t>(s[i])] = s[i + 1];
-  }
+  std::vector<double> save_state() const override { return usage_.save(); }
+  void load_state(std::span<const double> s) override { usage_.load(s, "multifactor"); }
 
  private:
-  // Usage is stored as of `stamp_`; decaying everything by the same factor keeps ratios, so only
-  // the total's decay matters for U = user / total and the map need not be walked.
-  void decay_to(double t) {
-    if (opts_.decay_half_life <= 0 || t <= stamp_) {
-      stamp_ = std::max(stamp_, t);
-      return;
-    }
-    const double f = std::exp2(-(t - stamp_) / opts_.decay_half_life);
-    scale_ *= f;
-    stamp_ = t;
-    // Renormalise before the common scale underflows.
-    if (scale_ < 1e-200) {
-      for (auto& [u, v] : usage_) v *= scale_;
-      total_usage_ *= scale_;
-      scale_ = 1.0;
-    }
-  }
-
-  double fairshare(int32_t user, double /*now*/) const {
-    if (total_usage_ <= 0) return 1.0;
-    const auto it = usage_.find(user);
-    const double u = it == usage_.end() ? 0.0 : it->second / total_usage_;
-    const double users = static_cast<double>(std::max<size_t>(usage_.size(), 1));
-    const double share = 1.0 / users;
-    return std::exp2(-u / share);
-  }
+  double fairshare(int32_t user, double /*now*/) const { return usage_.factor(user); }
 
   PolicyOptions opts_;
-  std::unordered_map<int32_t, double>
-      usage_;  // core-seconds / scale_: the true usage is value * scale_
-  double total_usage_ = 0;
-  double scale_ = 1.0;
-  double stamp_ = 0;
+  FairShareUsage usage_;
 };
 
 }  // namespace

@@ -159,6 +159,7 @@ ReplaySetup::ReplaySetup(ReplaySpec spec) : spec_(std::move(spec)) {
   if (spec_.ml_size_weight) policy_.score.size_weight = *spec_.ml_size_weight;
   if (spec_.ml_fail_weight) policy_.score.fail_weight = *spec_.ml_fail_weight;
   if (spec_.ml_request_weight) policy_.score.request_weight = *spec_.ml_request_weight;
+  if (spec_.ml_fairshare_weight) policy_.score.fairshare_weight = *spec_.ml_fairshare_weight;
   resolve();
 }
 
@@ -179,9 +180,10 @@ void ReplaySetup::resolve() {
   if (!(s.age_weight >= 0 && s.age_weight <= 64) || !(s.starvation_limit > 0) ||
       !std::isfinite(s.starvation_limit) || !(std::abs(s.size_weight) <= 64) ||
       !(s.fail_weight >= 0 && s.fail_weight <= 64) ||
-      !(s.request_weight >= 0 && s.request_weight <= 1))
+      !(s.request_weight >= 0 && s.request_weight <= 1) ||
+      !(s.fairshare_weight >= 0 && s.fairshare_weight <= 64))
     throw ConfigError(
-        "ml score: age weight and fail weight must lie in [0, 64], size weight in "
+        "ml score: age, fail and fair-share weights must lie in [0, 64], size weight in "
         "[-64, 64], request weight in [0, 1] and the starvation limit be a positive number of "
         "seconds");
   if (spec_.nodes < 0 || spec_.cores_per_node < 0 || spec_.gpus_per_node < 0)
@@ -250,6 +252,8 @@ std::string ReplaySetup::describe() const {
     // Only when set, so that the description of every run before the option stays the same.
     if (policy_.score.request_weight != 0)
       s << " ml_request_weight=" << num(policy_.score.request_weight);
+    if (policy_.score.fairshare_weight != 0)
+      s << " ml_fairshare_weight=" << num(policy_.score.fairshare_weight);
   }
   s << " correction=" << policy_.correction << " backfill_order=" << policy_.backfill_order
     << " allocation=" << spec_.allocation << " kill_at_limit=" << (spec_.kill_at_limit ? 1 : 0)

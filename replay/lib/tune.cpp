@@ -88,6 +88,28 @@ std::vector<model::PolicyParams> tune_stage2(const model::PolicyParams& best) {
   return c;
 }
 
+std::vector<model::PolicyParams> tune_stage3(const model::PolicyParams& best,
+                                             const std::vector<double>& fairshare_weights) {
+  for (double f : fairshare_weights)
+    if (!(f >= 0.0 && f <= 64.0))
+      throw ConfigError("tune: a fair-share weight must lie in [0, 64] (0 = no fair-share term)");
+  std::vector<model::PolicyParams> c;
+  // The incoming weight first, so a tie keeps it.
+  for (double f : fairshare_weights)
+    if (f == best.score.fairshare_weight) c.push_back(best);
+  for (double f : fairshare_weights) {
+    if (f == best.score.fairshare_weight) continue;
+    bool seen = false;
+    for (const auto& p : c) seen = seen || p.score.fairshare_weight == f;
+    if (seen) continue;
+    model::PolicyParams p = best;
+    p.score.fairshare_weight = f;
+    c.push_back(p);
+  }
+  if (c.size() <= 1) c.clear();  // nothing to choose between
+  return c;
+}
+
 namespace {
 TuneOutcome replay_one(const ReplaySetup& setup, const Trace& trace, const TuneWindow& w,
                        const std::string& policy) {

@@ -35,6 +35,7 @@ struct TuneArgs {
   std::string max_wait_stat = "mean";
   std::vector<double> loads = {1.0};
   std::vector<double> request_weights = replay::DEFAULT_REQUEST_WEIGHTS;
+  std::vector<double> fairshare_weights = replay::DEFAULT_FAIRSHARE_WEIGHTS;
   bool json = false;
   replay::ReplaySpec spec;
 };
@@ -112,9 +113,19 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   const TuneVerdict v2 =
       pick_best(o2, base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
   const bool second = v2.feasible && (!v1.feasible || v2.bsld_ratio <= v1.bsld_ratio);
-  const TuneVerdict& v = second ? v2 : v1;
+  TuneVerdict v = second ? v2 : v1;
   model::PolicyParams best = second ? c2[v2.best] : c1[v1.best];
-  const auto& chosen = second ? o2 : o1;
+  const std::vector<TuneOutcome>* chosen = second ? &o2 : &o1;
+  // Stage 3 (only with --fairshare-weights beyond one value): the fair-share weight around the
+  // choice, which is its first candidate, so the stage can only keep or improve it.
+  const auto c3 = tune_stage3(best, a.fairshare_weights);
+  std::vector<TuneOutcome> o3;
+  if (!c3.empty()) {
+    o3 = stage("stage 3 (fair share)", setup, trace, c3, windows, comm, quiet);
+    v = pick_best(o3, base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
+    best = c3[v.best];
+    chosen = &o3;
+  }
   const size_t ci = v.best;
   if (comm.rank != 0) return;
 
@@ -143,10 +154,11 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   j["loads"] = a.loads;
   j["request_weights"] = a.request_weights;
   j["max_wait_floor"] = a.max_wait_floor;
-  j["candidates"] = c1.size() + c2.size();
+  j["fairshare_weights"] = a.fairshare_weights;
+  j["candidates"] = c1.size() + c2.size() + c3.size();
   nlohmann::ordered_json ws = nlohmann::ordered_json::array();
   for (size_t w = 0; w < windows.size(); ++w) {
-    const TuneOutcome& o = chosen[ci * windows.size() + w];
+    const TuneOutcome& o = (*chosen)[ci * windows.size() + w];
     ws.push_back({{"window", {windows[w].start, windows[w].len}},
                   {"load", windows[w].load},
                   {"fcfs_bsld", base[w].avg_bsld},
@@ -174,6 +186,7 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   };
   add_grid(1, c1, o1);
   add_grid(2, c2, o2);
+  add_grid(3, c3, o3);
   j["grid"] = grid;
   if (a.json) {
     std::cout << j.dump() << "\n";
@@ -231,6 +244,12 @@ void add_tune_command(CLI::App& app) {
                   "Stage 1's run-time keys, comma separated, each in [0, 1]: 0 ranks by the "
                   "model's prediction, 1 by the requested time (SJF's key), between blends them "
                   "(default 0: the prediction's order only)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--fairshare-weights", args->fairshare_weights,
+                  "Stage 3's fair-share weights, comma separated, each in [0, 64]: how much the "
+                  "user's usage over an equal share (U/S, multifactor's) lowers the score "
+                  "(default 0: no stage 3, no fair-share term)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--max-wait-stat", args->max_wait_stat,

@@ -37,6 +37,9 @@ void add_replay_spec_options(CLI::App& cmd, replay::ReplaySpec& spec) {
                  "ml: how much a predicted failure lowers the score, 0..64");
   cmd.add_option("--ml-request-weight", spec.ml_request_weight,
                  "ml: rank by the predicted run time (0), the requested time (1) or between");
+  cmd.add_option("--ml-fairshare-weight", spec.ml_fairshare_weight,
+                 "ml: how much the user's fair-share usage (U/S, as multifactor's, decayed "
+                 "with --priority-decay-half-life) lowers the score, 0..64 (0: no term)");
   cmd.add_option("--nodes", spec.nodes, "Nodes (default: trace header MaxNodes)");
   cmd.add_option("--cores-per-node", spec.cores_per_node,
                  "Cores per node (default: MaxProcs / MaxNodes, or 1 with --nodes)");
@@ -92,7 +95,8 @@ void merge_given(const CLI::App& cmd, const replay::ReplaySpec& given, replay::R
                           std::pair{&given.ml_starvation_limit, &dst.ml_starvation_limit},
                           std::pair{&given.ml_size_weight, &dst.ml_size_weight},
                           std::pair{&given.ml_fail_weight, &dst.ml_fail_weight},
-                          std::pair{&given.ml_request_weight, &dst.ml_request_weight}})
+                          std::pair{&given.ml_request_weight, &dst.ml_request_weight},
+                          std::pair{&given.ml_fairshare_weight, &dst.ml_fairshare_weight}})
     if (*from) *to = *from;
   if (has("--nodes")) dst.nodes = given.nodes;
   if (has("--cores-per-node")) dst.cores_per_node = given.cores_per_node;

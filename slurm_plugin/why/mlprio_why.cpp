@@ -207,6 +207,7 @@ void add_model_terms(const mlprio::plugin::Params& prm, const mlprio_job_t& j,
                         {"size_weight", cfg.size_weight},
                         {"fail_weight", cfg.fail_weight},
                         {"request_weight", cfg.request_weight},
+                        {"fairshare_weight", cfg.fairshare_weight},
                         {"tuned_by", p->policy().tuned_by}};
 }
 
@@ -286,6 +287,11 @@ void print_text(const nlohmann::json& out, const slurm_job_info_t& sj, const std
         t["tuned_by"].get<std::string>().empty()
             ? ", untuned defaults"
             : (", tuned by " + t["tuned_by"].get<std::string>()).c_str());
+    if (t["fairshare_weight"].get<double>() > 0)
+      std::printf(
+          "the policy's fair-share term (fairshare_weight %s) is not in SITE: slurmctld applies "
+          "fair share through PriorityWeightFairshare\n",
+          fmt(t["fairshare_weight"].get<double>()).c_str());
   }
   std::printf(
       "SITE computed = weight x score, capped at max_boost: %s; applied by slurmctld: %lld "

@@ -319,4 +319,15 @@ TEST_CASE("the policy object round-trips, request weight included, and refuses o
     j["request_weight"] = bad;
     CHECK_THROWS_WITH(policy_from_json(j), Catch::Contains("policy.request_weight"));
   }
+  // The fair-share weight: round trip, absent = 0 (no term), range [0, 64].
+  p.score.fairshare_weight = 0.5;
+  CHECK(policy_from_json(policy_to_json(p)).score.fairshare_weight == 0.5);
+  old = policy_to_json(p);
+  old.erase("fairshare_weight");
+  CHECK(policy_from_json(old).score.fairshare_weight == 0.0);
+  for (const nlohmann::json& bad : {nlohmann::json(65), nlohmann::json(-1), nlohmann::json("x")}) {
+    nlohmann::json j = policy_to_json(p);
+    j["fairshare_weight"] = bad;
+    CHECK_THROWS_WITH(policy_from_json(j), Catch::Contains("policy.fairshare_weight"));
+  }
 }

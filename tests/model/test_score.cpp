@@ -154,3 +154,42 @@ TEST_CASE("request weight: 1 ranks by the request, 0 by the prediction, between 
   CHECK(score(long_req, short_pred, 100, CLUSTER, cfg) ==
         score(long_req, short_pred, 100, CLUSTER, by_req));
 }
+
+TEST_CASE("the fair-share term lowers the jobs of users over their share", "[model][score]") {
+  const Job j = job_at(0, 4, 3600);
+  const Prediction light = [] {
+    Prediction p = pred(600);
+    p.usage_share = 0.2;
+    return p;
+  }();
+  Prediction heavy = light;
+  heavy.usage_share = 3.0;
+  ScoreConfig cfg;
+  // Weight 0 (the default): usage changes nothing.
+  CHECK(score(j, light, 100, CLUSTER, cfg) == score(j, heavy, 100, CLUSTER, cfg));
+  cfg.fairshare_weight = 0.5;
+  CHECK(score(j, light, 100, CLUSTER, cfg) > score(j, heavy, 100, CLUSTER, cfg));
+  // f * U/S log2 units: the heavy user's 2.8 extra shares cost 1.4 doublings of run time.
+  ScoreConfig none = cfg;
+  none.fairshare_weight = 0;
+  CHECK(score_log_ratio(j, heavy, 100, none) - score_log_ratio(j, heavy, 100, cfg) ==
+        Approx(0.5 * 3.0));
+  CHECK(score_log_ratio(j, light, 100, cfg) - score_log_ratio(j, heavy, 100, cfg) ==
+        Approx(0.5 * 2.8));
+  // A starved job still outranks every fresh one, whatever its user's usage.
+  Prediction hog = heavy;
+  hog.usage_share = 1e9;
+  cfg.fairshare_weight = 64;
+  CHECK(score(job_at(0), hog, cfg.starvation_limit, CLUSTER, cfg) >
+        score(job_at(cfg.starvation_limit - 1), light, cfg.starvation_limit, CLUSTER, cfg));
+  // Hostile values stay finite: NaN/inf usage and weights.
+  for (double u : {std::nan(""), std::numeric_limits<double>::infinity(), -5.0, 1e300}) {
+    Prediction p = light;
+    p.usage_share = u;
+    for (double f : {0.0, 1.0, 64.0, 1e9, std::nan(""), -1.0}) {
+      cfg.fairshare_weight = f;
+      CHECK(std::isfinite(score(j, p, 100, CLUSTER, cfg)));
+      CHECK(std::isfinite(score_log_ratio(j, p, 100, cfg)));
+    }
+  }
+}

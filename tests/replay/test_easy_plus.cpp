@@ -17,6 +17,7 @@
 
 #include "mlprio/model/features.hpp"
 #include "mlprio/model/model_file.hpp"
+#include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/spec.hpp"
 #include "mlprio/replay/tune.hpp"
 
@@ -297,4 +298,71 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
     CHECK(r0[i].avg_bsld == all[i].avg_bsld);
     CHECK(r0[i].max_wait == all[i].max_wait);
   }
+}
+
+TEST_CASE("the ml order's fair-share term serves the user under their share first",
+          "[replay][ml][fairshare]") {
+  // One node. User 1's job 1 runs 0..1000; meanwhile user 1 submits job 2 (predicted 100 s, at
+  // t = 10) and user 2 job 3 (predicted 200 s, at t = 20). At t = 1000 job 1's 1000 core-seconds
+  // are charged: user 1 holds all usage (U/S = 1), user 2 none. Score terms (log2, age weight 1):
+  // job 2 log2(1 + 990/60) - log2(1 + 100/60) = 2.714, job 3 log2(1 + 980/60) - log2(1 + 200/60)
+  // = 2.000. Without the term job 2 runs first (1000, then job 3 at 1100); with weight 1 job 2
+  // loses 1.0 and job 3 runs first (1000, then job 2 at 1200).
+  const std::vector<Job> jobs = {mk(1, 0, 1, 1000, 1000, 1), mk(2, 10, 1, 100, 100, 1),
+                                 mk(3, 20, 1, 200, 200, 2)};
+  std::vector<model::Prediction> preds(3);
+  for (size_t i = 0; i < 3; ++i) preds[i].runtime = preds[i].runtime_upper = jobs[i].run;
+  const auto starts = [&](double fairshare_weight) {
+    model::ScoreConfig score;
+    score.fairshare_weight = fairshare_weight;
+    SimConfig cfg = machine(1);
+    cfg.policy = "ml";
+    cfg.policy_options.ml = std::make_shared<const MlPredictions>(jobs, preds, score);
+    auto r = by_id(simulate(jobs, cfg));
+    return std::vector<double>{r[1].start, r[2].start, r[3].start};
+  };
+  CHECK(starts(0) == std::vector<double>{0, 1000, 1100});
+  CHECK(starts(0.5) == std::vector<double>{0, 1000, 1100});  // 0.5 < 0.714: order kept
+  CHECK(starts(1) == std::vector<double>{0, 1200, 1000});
+
+  // Its usage record is the policy state a segment boundary carries: saved and loaded, it scores
+  // the same (an unknown user has no usage; the heavier user is lowered).
+  model::ScoreConfig fs;
+  fs.fairshare_weight = 1;
+  PolicyOptions opts;
+  opts.ml = std::make_shared<const MlPredictions>(jobs, preds, fs);
+  auto p1 = make_policy("ml", opts);
+  JobView heavy_user, light_user, unknown;
+  heavy_user.user = 1;
+  light_user.user = 2;
+  unknown.user = 9;
+  for (JobView* v : {&heavy_user, &light_user, &unknown}) v->pred_runtime = v->req_time = 600;
+  p1->on_job_end(heavy_user, 0, 1000, 4);
+  p1->on_job_end(light_user, 100, 200, 1);
+  const ClusterState st{2000, 8, 8, 3, 0};
+  CHECK(p1->score(heavy_user, st) > p1->score(light_user, st));  // lower runs first
+  CHECK(p1->score(light_user, st) > p1->score(unknown, st));
+  auto p2 = make_policy("ml", opts);
+  p2->load_state(p1->save_state());
+  CHECK(p2->save_state() == p1->save_state());
+  for (const JobView* v : {&heavy_user, &light_user, &unknown})
+    CHECK(p2->score(*v, st) == p1->score(*v, st));
+  CHECK_THROWS(p2->load_state(std::vector<double>{1.0, 2.0}));
+
+  // Stage 3 of tune searches the weights around the chosen policy, that policy's own weight
+  // first (ties keep it); one weight, or none, means no stage 3.
+  model::PolicyParams best;
+  best.score.age_weight = 0.5;
+  const auto c3 = tune_stage3(best, {0.0, 0.5, 2.0, 0.5});
+  REQUIRE(c3.size() == 3);
+  CHECK(c3[0].score.fairshare_weight == 0.0);
+  CHECK(c3[1].score.fairshare_weight == 0.5);
+  CHECK(c3[2].score.fairshare_weight == 2.0);
+  for (const auto& p : c3) CHECK(p.score.age_weight == 0.5);
+  best.score.fairshare_weight = 2.0;
+  CHECK(tune_stage3(best, {0.0, 2.0}).front().score.fairshare_weight == 2.0);
+  CHECK(tune_stage3(best, DEFAULT_FAIRSHARE_WEIGHTS).empty());
+  CHECK(tune_stage3(best, {}).empty());
+  CHECK_THROWS_AS(tune_stage3(best, {0.0, 65.0}), ConfigError);
+  CHECK_THROWS_AS(tune_stage3(best, {-1.0}), ConfigError);
 }

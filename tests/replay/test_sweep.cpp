@@ -349,6 +349,7 @@ starvation_limit = 86400
 size_weight = -1.5
 fail_weight = 2
 request_weight = 0.5
+fairshare_weight = 0.75
 
 [multifactor]
 weight_age = [100, 200]
@@ -382,6 +383,7 @@ favor_small = true
   CHECK(spec.replay.ml_size_weight == std::optional<double>(-1.5));
   CHECK(spec.replay.ml_fail_weight == std::optional<double>(2));
   CHECK(spec.replay.ml_request_weight == std::optional<double>(0.5));
+  CHECK(spec.replay.ml_fairshare_weight == std::optional<double>(0.75));
   CHECK(spec.weight_age == std::vector<double>{100, 200});
   CHECK(spec.weight_job_size == std::vector<double>{300});
   CHECK(spec.weight_fairshare == std::vector<double>{10000});

@@ -41,6 +41,7 @@ nlohmann::json policy_to_json(const PolicyParams& p) {
   j["size_weight"] = p.score.size_weight;
   j["fail_weight"] = p.score.fail_weight;
   j["request_weight"] = p.score.request_weight;
+  j["fairshare_weight"] = p.score.fairshare_weight;
   j["backfill_estimate"] = p.backfill_estimate;
   j["correction"] = p.correction;
   j["backfill_order"] = p.backfill_order;
@@ -56,6 +57,7 @@ PolicyParams policy_from_json(const nlohmann::json& j) {
   p.score.size_weight = number_in(j, "size_weight", -64, 64, p.score.size_weight);
   p.score.fail_weight = number_in(j, "fail_weight", 0, 64, p.score.fail_weight);
   p.score.request_weight = number_in(j, "request_weight", 0, 1, p.score.request_weight);
+  p.score.fairshare_weight = number_in(j, "fairshare_weight", 0, 64, p.score.fairshare_weight);
   p.backfill_estimate =
       one_of(j, "backfill_estimate", {"point", "upper", "request"}, p.backfill_estimate);
   p.correction = one_of(j, "correction", {"none", "request", "tsafrir"}, p.correction);

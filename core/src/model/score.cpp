@@ -17,6 +17,7 @@ constexpr double DEFAULT_RUNTIME = 3600.0;  // when neither a prediction nor a r
 constexpr double TIME_SCALE = 60.0;         // one minute: the unit of run time and wait
 constexpr double SQUASH = 4.0;              // log2 units per e-fold of the logistic
 constexpr double FAIL_SCALE = 8.0;          // a certain failure costs 2^8 x the run time (g = 1)
+constexpr double MAX_USAGE_SHARE = 1024.0;  // U/S beyond this ranks as this (keeps u finite)
 
 double finite_or(double v, double fallback) {
   return std::isfinite(v) ? v : fallback;
@@ -47,6 +48,9 @@ double score_log_ratio(const Job& job, const Prediction& p, double now, const Sc
     u += size_weight * std::log2(static_cast<double>(job.procs()));
   const double fail = std::clamp(finite_or(p.fail_prob, 0.0), 0.0, 1.0);
   u -= fail_weight * FAIL_SCALE * fail;
+  const double fairshare_weight = std::clamp(finite_or(cfg.fairshare_weight, 0.0), 0.0, 64.0);
+  if (fairshare_weight > 0.0)
+    u -= fairshare_weight * std::clamp(finite_or(p.usage_share, 0.0), 0.0, MAX_USAGE_SHARE);
   return u;
 }
 

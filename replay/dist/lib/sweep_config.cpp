@@ -237,10 +237,12 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
         spec.replay.ml_fail_weight = one_number();
       else if (key == "request_weight")
         spec.replay.ml_request_weight = one_number();
+      else if (key == "fairshare_weight")
+        spec.replay.ml_fairshare_weight = one_number();
       else
         r.fail("unknown key '" + key +
                "' in [ml] (valid: age_weight, starvation_limit, size_weight, fail_weight, "
-               "request_weight)");
+               "request_weight, fairshare_weight)");
     } else {  // multifactor
       if (key == "weight_age")
         spec.weight_age = numbers(r, key, v);

@@ -27,6 +27,10 @@ struct Prediction {
   double runtime = NOT_PREDICTED;        // expected actual run time, seconds
   double runtime_upper = NOT_PREDICTED;  // a high quantile, seconds (for time limits)
   double fail_prob = NOT_PREDICTED;      // probability the job fails (OOM, timeout, crash)
+  // Not from the model: the job's user's fair-share position at scoring time, U/S of Slurm's
+  // classic fair share (the user's decayed usage over an equal share of all usage; 1 = exactly
+  // their share). Filled by the replayer's `ml` order from its usage record; 0 = none (no term).
+  double usage_share = 0.0;
 };
 
 // A model file that cannot be used: missing, unreadable, corrupt, wrong schema or version,
@@ -49,6 +53,11 @@ struct ScoreConfig {
   // prediction. Lets `tune` choose the request-ordered family (SJF by request) where it replays
   // better than the model's order.
   double request_weight = 0.0;
+  // f >= 0: lowers a job by f * U/S log2 units (Prediction::usage_share), i.e. multiplies its
+  // response ratio by Slurm's classic fair-share factor 2^(-U/S) raised to f. In the replayer
+  // only; in slurmctld that part is multifactor's own PriorityWeightFairshare (the SITE factor is
+  // cached per job and cannot follow usage).
+  double fairshare_weight = 0.0;
 };
 
 // What the policy runs with beyond the score: which prediction backfilling uses and how EASY
@@ -143,7 +152,8 @@ struct ClusterState {
 };
 
 // The unsquashed order key of a job below the starvation limit (log2 units): a log2(1 + w/60)
-// - log2(1 + r/60) + b log2(procs) - 8 g p_fail. Exposed for explanations (mlprio-why, logs).
+// - log2(1 + r/60) + b log2(procs) - 8 g p_fail - f U/S. Exposed for explanations (mlprio-why,
+// logs).
 double score_log_ratio(const Job& job, const Prediction& p, double now, const ScoreConfig& cfg);
 // Its run-time term (log2 units, subtracted): log2(1 + r/60) of the prediction (else the request,
 // else an hour), blended with the request's by cfg.request_weight.

@@ -27,7 +27,7 @@ struct ReplaySpec {
   std::optional<std::string> backfill_order;     // fcfs | sjbf
   // The `ml` score; unset: the model file's policy.
   std::optional<double> ml_age_weight, ml_starvation_limit, ml_size_weight, ml_fail_weight,
-      ml_request_weight;
+      ml_request_weight, ml_fairshare_weight;
   int64_t nodes = 0, cores_per_node = 0, gpus_per_node = 0;  // 0: from the trace header
   std::string allocation = "nodes";
   bool kill_at_limit = false;

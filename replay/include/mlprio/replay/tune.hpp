@@ -51,6 +51,11 @@ std::vector<model::PolicyParams> tune_stage1(
     const model::PolicyParams& base,
     const std::vector<double>& request_weights = DEFAULT_REQUEST_WEIGHTS);
 std::vector<model::PolicyParams> tune_stage2(const model::PolicyParams& best);
+// Stage 3 around stage 2's (or stage 1's) best: each of `fairshare_weights`
+// (ScoreConfig::fairshare_weight, the user's U/S in the score). Empty or {0}: no stage 3.
+inline const std::vector<double> DEFAULT_FAIRSHARE_WEIGHTS = {0.0};
+std::vector<model::PolicyParams> tune_stage3(const model::PolicyParams& best,
+                                             const std::vector<double>& fairshare_weights);
 
 // One replay's outcome, as the search compares them.
 struct TuneOutcome {

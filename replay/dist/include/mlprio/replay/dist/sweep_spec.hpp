@@ -50,9 +50,10 @@ struct SweepSpec {
 // Keys it sets: top level traces, policies, backfill, windows ("START:LEN" strings), estimate,
 // estimate_quantile, correction, backfill_order, allocation, kill_at_limit, too_large, per_job;
 // [random_windows] count, len, seed; [machine] nodes, cores_per_node; [ml] age_weight,
-// starvation_limit, size_weight, fail_weight, request_weight; [multifactor] weight_age,
-// weight_job_size, weight_fairshare, max_age, decay_half_life (numbers or arrays: the grid),
-// favor_small. Unknown keys are errors naming file:line. Values it sets replace those in `spec`.
+// starvation_limit, size_weight, fail_weight, request_weight, fairshare_weight; [multifactor]
+// weight_age, weight_job_size, weight_fairshare, max_age, decay_half_life (numbers or arrays: the
+// grid), favor_small. Unknown keys are errors naming file:line. Values it sets replace those in
+// `spec`.
 void apply_sweep_config(const std::string& path, SweepSpec& spec);
 
 }  // namespace mlprio::replay::dist
