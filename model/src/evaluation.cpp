@@ -97,6 +97,14 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
                                      : std::numeric_limits<double>::quiet_NaN();
   MethodStats model, upper, request, last2;
   size_t tp = 0, fp = 0, fn = 0, n_status = 0, n_failed = 0, n_no_hist = 0;
+  std::ofstream per_job;
+  if (!opt.per_job_csv.empty()) {
+    per_job.open(opt.per_job_csv);
+    if (!per_job)
+      throw std::runtime_error("cannot write " + opt.per_job_csv + ": " + std::strerror(errno));
+    per_job << "id,user,submit,end,run,model,last2,request\n";
+    per_job.precision(17);
+  }
   bool have_fail = false;
   for (size_t k = 0; k < n_test; ++k) {
     const Job& j = jobs[first + k];
@@ -109,6 +117,10 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
                               : (any_request ? std::min(l2, j.req_time) : l2);
     if (std::isnan(l2)) ++n_no_hist;
     if (std::isfinite(b)) last2.add(b, j.run);
+    if (per_job.is_open())
+      per_job << j.id << ',' << j.user << ',' << j.submit << ','
+              << (j.wait >= 0 ? j.submit + j.wait + j.run : j.submit + j.run) << ',' << j.run
+              << ',' << out[k].runtime << ',' << b << ',' << j.req_time << '\n';
     if (std::isfinite(out[k].fail_prob) && j.status != JobStatus::UNKNOWN_STATE &&
         j.status != JobStatus::RUNNING && j.status != JobStatus::PENDING) {
       have_fail = true;
@@ -121,6 +133,11 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
     }
   }
   if (model.n == 0) throw std::invalid_argument("no test job has a known run time");
+  if (per_job.is_open()) {
+    per_job.flush();
+    if (!per_job)
+      throw std::runtime_error("cannot write " + opt.per_job_csv + ": " + std::strerror(errno));
+  }
 
   nlohmann::json r;
   r["trace"] = std::filesystem::path(trace.path).filename().string();

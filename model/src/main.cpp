@@ -110,6 +110,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   eval->add_flag("--json", json, "print metrics as JSON");
   eval->add_option("--plot", eopt.plot_dir, "folder for the relative-error CDF (PNG)");
+  eval->add_option("--per-job", eopt.per_job_csv,
+                   "CSV of every measured test job: id, user, submit, end, run and the model's, "
+                   "last-two's and the request's estimates (seconds)");
 
   auto* predict =
       app.add_subcommand("predict", "predict run time and failure for a trace or one job");

@@ -66,6 +66,9 @@ nlohmann::json train_model(const Trace& trace, const std::string& trace_sha256,
 struct EvalOptions {
   double test_fraction = 0.2;
   std::string plot_dir;  // empty: no plot
+  // CSV of every measured test job (id, user, submit, end, run, model, last2, request); empty:
+  // none. For offline analysis of where the model and the baselines differ.
+  std::string per_job_csv;
 };
 
 // Metrics of the model and the two baselines on the last `test_fraction` of the trace.

@@ -46,6 +46,31 @@ TEST_CASE("trained model beats the request baseline on a structured trace", "[mo
   // failures of the CPU users cannot be, so recall is bounded well below 1.
   CHECK(r["fail_recall"].get<double>() > 0.5);
   CHECK(r["fail_precision"].get<double>() > 0.8);
+
+  // --per-job: one CSV row per measured job, whose columns give back the summary's MAEs.
+  const std::string csv = temp_path("per_job.csv");
+  const auto rj = evaluate_model(doc, t, EvalOptions{0.2, "", csv});
+  CHECK(rj["mae_model"] == r["mae_model"]);
+  std::ifstream in(csv);
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  CHECK(line == "id,user,submit,end,run,model,last2,request");
+  size_t rows = 0;
+  double err_model = 0, err_last2 = 0;
+  while (std::getline(in, line)) {
+    double v[8];
+    REQUIRE(std::sscanf(line.c_str(), "%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &v[0], &v[1], &v[2], &v[3],
+                        &v[4], &v[5], &v[6], &v[7]) == 8);
+    CHECK(v[3] >= v[2] + v[4]);  // end = submit + wait + run
+    err_model += std::abs(v[5] - v[4]);
+    err_last2 += std::abs(v[6] - v[4]);
+    ++rows;
+  }
+  CHECK(rows == r["n_test"].get<size_t>());
+  CHECK(err_model / static_cast<double>(rows) == Approx(r["mae_model"].get<double>()));
+  CHECK(err_last2 / static_cast<double>(rows) == Approx(r["mae_last2"].get<double>()));
+  std::filesystem::remove(csv);
+  CHECK_THROWS(evaluate_model(doc, t, EvalOptions{0.2, "", "/nonexistent/dir/x.csv"}));
 }
 
 TEST_CASE("the tree walker reproduces XGBoost's predictions", "[model][train]") {
