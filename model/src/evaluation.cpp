@@ -119,8 +119,8 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
     if (std::isfinite(b)) last2.add(b, j.run);
     if (per_job.is_open())
       per_job << j.id << ',' << j.user << ',' << j.submit << ','
-              << (j.wait >= 0 ? j.submit + j.wait + j.run : j.submit + j.run) << ',' << j.run
-              << ',' << out[k].runtime << ',' << b << ',' << j.req_time << '\n';
+              << (j.wait >= 0 ? j.submit + j.wait + j.run : j.submit + j.run) << ',' << j.run << ','
+              << out[k].runtime << ',' << b << ',' << j.req_time << '\n';
     if (std::isfinite(out[k].fail_prob) && j.status != JobStatus::UNKNOWN_STATE &&
         j.status != JobStatus::RUNNING && j.status != JobStatus::PENDING) {
       have_fail = true;
