@@ -67,14 +67,19 @@ std::vector<model::PolicyParams> tune_stage1(const model::PolicyParams& base,
   return c;
 }
 
-std::vector<model::PolicyParams> tune_stage2(const model::PolicyParams& best) {
+std::vector<model::PolicyParams> tune_stage2(const model::PolicyParams& best,
+                                             const std::vector<double>& size_weights) {
+  if (size_weights.empty()) throw ConfigError("tune: at least one size weight is needed");
+  for (double s : size_weights)
+    if (!(std::abs(s) <= 64.0))
+      throw ConfigError("tune: a size weight must lie in [-64, 64] (log2 units per doubling)");
   // The failure weight: how far a predicted failure sinks a job (the model file's value first, so
   // a model without a failure part, where it changes nothing, keeps it), then none and strong.
   std::vector<double> fail = {best.score.fail_weight};
   for (double f : {0.0, 1.0, 4.0})
     if (f != best.score.fail_weight) fail.push_back(f);
   std::vector<model::PolicyParams> c;
-  for (double size : {-0.5, -0.25, 0.0, 0.25, 0.5})
+  for (double size : size_weights)
     for (const char* order : {"sjbf", "fcfs"})
       for (const char* corr : {"tsafrir", "none"})
         for (double f : fail) {

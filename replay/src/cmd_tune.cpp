@@ -36,6 +36,7 @@ struct TuneArgs {
   std::vector<double> loads = {1.0};
   std::vector<double> request_weights = replay::DEFAULT_REQUEST_WEIGHTS;
   std::vector<double> fairshare_weights = replay::DEFAULT_FAIRSHARE_WEIGHTS;
+  std::vector<double> size_weights = replay::DEFAULT_SIZE_WEIGHTS;
   bool json = false;
   replay::ReplaySpec spec;
 };
@@ -107,7 +108,7 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
       stage("stage 1 (score, starvation, estimate)", setup, trace, c1, windows, comm, quiet);
   const TuneVerdict v1 =
       pick_best(o1, base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
-  const auto c2 = tune_stage2(c1[v1.best]);
+  const auto c2 = tune_stage2(c1[v1.best], a.size_weights);
   const auto o2 =
       stage("stage 2 (size, order, correction)", setup, trace, c2, windows, comm, quiet);
   const TuneVerdict v2 =
@@ -155,6 +156,7 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   j["request_weights"] = a.request_weights;
   j["max_wait_floor"] = a.max_wait_floor;
   j["fairshare_weights"] = a.fairshare_weights;
+  j["size_weights"] = a.size_weights;
   j["candidates"] = c1.size() + c2.size() + c3.size();
   nlohmann::ordered_json ws = nlohmann::ordered_json::array();
   for (size_t w = 0; w < windows.size(); ++w) {
@@ -244,6 +246,11 @@ void add_tune_command(CLI::App& app) {
                   "Stage 1's run-time keys, comma separated, each in [0, 1]: 0 ranks by the "
                   "model's prediction, 1 by the requested time (SJF's key), between blends them "
                   "(default 0: the prediction's order only)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--size-weights", args->size_weights,
+                  "Stage 2's size weights, comma separated, each in [-64, 64]: log2 units of "
+                  "score per doubling of processors (negative favours narrow jobs)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--fairshare-weights", args->fairshare_weights,

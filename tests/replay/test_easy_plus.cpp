@@ -275,6 +275,14 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
   std::set<double> fails;
   for (const auto& p : c2) fails.insert(p.score.fail_weight);
   CHECK(fails == std::set<double>{0.0, 1.0, 4.0});
+  // The size weights are a list (`tune --size-weights`): each appears, nothing else.
+  const auto c2w = tune_stage2(b1, {-4.0, 0.0});
+  CHECK(c2w.size() == 24);
+  std::set<double> sizes;
+  for (const auto& p : c2w) sizes.insert(p.score.size_weight);
+  CHECK(sizes == std::set<double>{-4.0, 0.0});
+  CHECK_THROWS_AS(tune_stage2(b1, {}), ConfigError);
+  CHECK_THROWS_AS(tune_stage2(b1, {-65.0}), ConfigError);
 
   // Two "ranks" each replaying their share and summing equals one process doing all.
   std::vector<Job> jobs;
