@@ -54,7 +54,8 @@ std::vector<model::PolicyParams> tune_stage1(
 // processors; negative favours narrow jobs).
 inline const std::vector<double> DEFAULT_SIZE_WEIGHTS = {-0.5, -0.25, 0.0, 0.25, 0.5};
 std::vector<model::PolicyParams> tune_stage2(
-    const model::PolicyParams& best, const std::vector<double>& size_weights = DEFAULT_SIZE_WEIGHTS);
+    const model::PolicyParams& best,
+    const std::vector<double>& size_weights = DEFAULT_SIZE_WEIGHTS);
 // Stage 3 around stage 2's (or stage 1's) best: each of `fairshare_weights`
 // (ScoreConfig::fairshare_weight, the user's U/S in the score). Empty or {0}: no stage 3.
 inline const std::vector<double> DEFAULT_FAIRSHARE_WEIGHTS = {0.0};
