@@ -7,7 +7,9 @@
 # and `--too-large skip`. Prints mean bounded slowdown (10 s floor), max and p99 wait.
 # Beside the four traces the targets name, two the defaults were never tuned on: NASA iPSC/860
 # (1993) and LCG-2005, whose grid pool (24,515 cores) never queues; its first 60,000 jobs are
-# replayed on 1,000 cores (written to OUTDIR, not kept) so that the order matters.
+# replayed on 1,000 cores (written to OUTDIR, not kept) so that the order matters; and the two
+# generated Lublin-Feitelson traces (10,000 jobs, 256 nodes, no user ids), where the model has
+# no history to learn from.
 #   usage: bench/scheduling_quality.sh [OUTDIR] [NP] [TRACE...]   (needs ../shared/data/swf)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +34,7 @@ for r in json.load(sys.stdin)["runs"]:
 echo "| trace | policy | mean bsld | max wait (d) | p99 wait (d) |"
 echo "|---|---|---|---|---|"
 for spec in "mira 0" "theta 0" "hpc2n_subset 0" "metacentrum_wagap_2013 2176" \
-            "NASA-iPSC-1993-3.1-cln 0" "LCG-2005 1000"; do
+            "NASA-iPSC-1993-3.1-cln 0" "LCG-2005 1000" "lublin_1 0" "lublin_2 0"; do
   set -- $spec
   t=$1
   if [ ${#want[@]} -gt 0 ] && [[ " ${want[*]} " != *" $t "* ]]; then continue; fi

@@ -64,6 +64,20 @@ std::vector<model::PolicyParams> tune_stage1(const model::PolicyParams& base,
           p.backfill_order = "sjbf";
           c.push_back(p);
         }
+  // Last (ties keep the others), the baseline itself: FCFS order (everyone starved at once)
+  // backfilled on the requested times, without correction or SJBF, i.e. FCFS+EASY as the bound
+  // measures it (up to the order of jobs submitted in the same second). On a trace where the
+  // model's estimates make EASY worse (generated traces without users: every other candidate
+  // broke the bound), tune then keeps FCFS+EASY instead of the least starving candidate.
+  model::PolicyParams fcfs_easy = base;
+  fcfs_easy.score.starvation_limit = 1.0;
+  fcfs_easy.score.age_weight = 0;
+  fcfs_easy.score.request_weight = request_weights.front();
+  fcfs_easy.score.size_weight = 0;
+  fcfs_easy.backfill_estimate = "request";
+  fcfs_easy.correction = "none";
+  fcfs_easy.backfill_order = "fcfs";
+  c.push_back(fcfs_easy);
   return c;
 }
 

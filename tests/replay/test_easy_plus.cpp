@@ -248,7 +248,8 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
   CHECK_THROWS_AS(parse_max_wait_stat("p99"), ConfigError);
 
   // Stage 1 ranks by the prediction (the default) or, asked, also by the request and halfway;
-  // FCFS order (the 1 s limit) once.
+  // FCFS order (the 1 s limit) once per estimate, and last the baseline itself (FCFS order on
+  // the requested times).
   const auto c1 = tune_stage1(model::PolicyParams{}, {0.0, 0.5, 1.0});
   std::set<double> requests;
   size_t fcfs_order = 0;
@@ -257,10 +258,14 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
     fcfs_order += p.score.starvation_limit == 1.0 ? 1 : 0;
   }
   CHECK(requests == std::set<double>{0.0, 0.5, 1.0});
-  CHECK(fcfs_order == 2);  // upper and point estimates
-  CHECK(c1.size() == 2 + 6 * 5 * 3 * 2);
+  CHECK(fcfs_order == 3);  // upper and point estimates, and the baseline
+  CHECK(c1.size() == 3 + 6 * 5 * 3 * 2);
+  CHECK(c1.back().score.starvation_limit == 1.0);
+  CHECK(c1.back().backfill_estimate == "request");
+  CHECK(c1.back().correction == "none");
+  CHECK(c1.back().backfill_order == "fcfs");
   const auto c1_pred = tune_stage1(model::PolicyParams{});
-  CHECK(c1_pred.size() == 2 + 6 * 5 * 2);
+  CHECK(c1_pred.size() == 3 + 6 * 5 * 2);
   for (const auto& p : c1_pred) CHECK(p.score.request_weight == 0.0);
   CHECK_THROWS_AS(tune_stage1(model::PolicyParams{}, {}), ConfigError);
   CHECK_THROWS_AS(tune_stage1(model::PolicyParams{}, {1.5}), ConfigError);
@@ -306,6 +311,36 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
     CHECK(r0[i].avg_bsld == all[i].avg_bsld);
     CHECK(r0[i].max_wait == all[i].max_wait);
   }
+  // Stage 1's last candidate replays as the baseline the bound is measured against (distinct
+  // submit times here), so a feasible candidate always exists and tune never has to fall back
+  // to one that starves jobs or is slower than FCFS+EASY. Tune always replays with a model file
+  // (here the last-two formula, whose estimates differ from the requests).
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("mlprio_tune_baseline_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "formula.json").string();
+  nlohmann::json doc = model::model_document_header("formula");
+  doc["training"] = {{"trace", "hand"}};
+  doc["formula"] = {{"name", "last2_capped_by_request"}, {"default_runtime", 600.0}};
+  model::write_model_document(path, doc);
+  ReplaySpec mspec;
+  mspec.estimate = "model:" + path;
+  mspec.nodes = 4;
+  const ReplaySetup msetup(mspec);
+  size_t differs = 0;
+  for (const auto& w : wins) {
+    const TuneOutcome ml = tune_replay(msetup, c1_pred.back(), trace, w);
+    const TuneOutcome fcfs = baseline_replay(msetup, trace, w);
+    CHECK(ml.avg_bsld == fcfs.avg_bsld);
+    CHECK(ml.max_wait == fcfs.max_wait);
+    // The same FCFS order on the model's estimates is another schedule: the check can fail.
+    model::PolicyParams point = c1_pred.back();
+    point.backfill_estimate = "point";
+    const TuneOutcome on_model = tune_replay(msetup, point, trace, w);
+    differs += on_model.avg_bsld != fcfs.avg_bsld ? 1 : 0;
+  }
+  CHECK(differs > 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("the ml order's fair-share term serves the user under their share first",
