@@ -20,6 +20,8 @@ std::string_view estimate_quantile_name(EstimateQuantile q) {
       return "upper";
     case EstimateQuantile::REQUEST:
       return "request";
+    case EstimateQuantile::LAST2:
+      return "last2";
   }
   return "upper";
 }
@@ -28,9 +30,11 @@ EstimateQuantile parse_estimate_quantile(std::string_view s) {
   if (s == "point") return EstimateQuantile::POINT;
   if (s == "upper") return EstimateQuantile::UPPER;
   if (s == "request") return EstimateQuantile::REQUEST;
+  if (s == "last2") return EstimateQuantile::LAST2;
   throw ConfigError("--estimate-quantile '" + std::string(s) +
                     "': valid values are point (the predicted run time), upper (the model's "
-                    "high quantile, runtime_upper) and request (the requested time)");
+                    "high quantile, runtime_upper), request (the requested time) and last2 (the "
+                    "user's two latest finished runs, EASY++'s estimate)");
 }
 
 std::vector<model::Prediction> predict_trace(const model::Predictor& predictor,
@@ -62,7 +66,7 @@ MlPredictions::MlPredictions(std::span<const Job> replayed,
 }
 
 double model_estimate(const Job& job, const model::Prediction& p, EstimateQuantile q) {
-  if (q == EstimateQuantile::REQUEST)
+  if (q == EstimateQuantile::REQUEST || q == EstimateQuantile::LAST2)  // LAST2: no history here
     return job.req_time >= 0 ? job.req_time : std::max(job.run, 0.0);
   const double first = q == EstimateQuantile::UPPER ? p.runtime_upper : p.runtime;
   const double second = q == EstimateQuantile::UPPER ? p.runtime : p.runtime_upper;

@@ -104,7 +104,17 @@ class ModelOnline final : public OnlineEstimator {
                              std::span<model::Prediction>(&p, 1));
     OnlineEstimate e;
     e.prediction = p;
-    e.estimate = model_estimate(job, p, quantile_);
+    if (quantile_ == EstimateQuantile::LAST2) {
+      // The feature store's last-two column: the same finishes LastTwo learns, capped by the
+      // request as EASY++ caps it; the request (else the run) when the user has none.
+      const double last2 = row_[model::F_HIST_LAST2_MEAN];
+      const double request = request_or_run(job);
+      e.estimate = std::isfinite(last2) && last2 >= 0
+                       ? (job.req_time > 0 ? std::min<double>(last2, job.req_time) : last2)
+                       : request;
+    } else {
+      e.estimate = model_estimate(job, p, quantile_);
+    }
     return e;
   }
   void finish(const Job& job, double start, double end) override {

@@ -35,7 +35,10 @@ std::vector<Job> scaled_window(std::span<const Job> jobs, const TuneWindow& w) {
 }
 
 std::vector<model::PolicyParams> tune_stage1(const model::PolicyParams& base,
-                                             const std::vector<double>& request_weights) {
+                                             const std::vector<double>& request_weights,
+                                             const std::vector<std::string>& estimates) {
+  if (estimates.empty()) throw ConfigError("tune: at least one backfill estimate is needed");
+  for (const auto& e : estimates) (void)parse_estimate_quantile(e);  // names the valid values
   if (request_weights.empty()) throw ConfigError("tune: at least one request weight is needed");
   for (double r : request_weights)
     if (!(r >= 0.0 && r <= 1.0))
@@ -50,7 +53,7 @@ std::vector<model::PolicyParams> tune_stage1(const model::PolicyParams& base,
   for (double limit : {1.0, 6 * 3600.0, 12 * 3600.0, 86400.0, 2 * 86400.0, 4 * 86400.0, 1e9})
     for (double age : {0.0, 0.25, 0.5, 1.0, 2.0})
       for (double request : request_weights)
-        for (const char* q : {"upper", "point"}) {
+        for (const std::string& q : estimates) {
           // All starved: the order is FCFS, whatever the age and request weights (one
           // candidate, with the first request weight).
           if (limit == 1.0 && (age != 0.0 || request != request_weights.front())) continue;

@@ -37,6 +37,7 @@ struct TuneArgs {
   std::vector<double> request_weights = replay::DEFAULT_REQUEST_WEIGHTS;
   std::vector<double> fairshare_weights = replay::DEFAULT_FAIRSHARE_WEIGHTS;
   std::vector<double> size_weights = replay::DEFAULT_SIZE_WEIGHTS;
+  std::vector<std::string> estimates = replay::DEFAULT_ESTIMATES;
   bool json = false;
   replay::ReplaySpec spec;
 };
@@ -103,7 +104,7 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   for (size_t w = 0; w < windows.size(); ++w) base[w] = baseline_replay(setup, trace, windows[w]);
 
   const bool quiet = a.json;
-  const auto c1 = tune_stage1(setup.policy(), a.request_weights);
+  const auto c1 = tune_stage1(setup.policy(), a.request_weights, a.estimates);
   const auto o1 =
       stage("stage 1 (score, starvation, estimate)", setup, trace, c1, windows, comm, quiet);
   const TuneVerdict v1 =
@@ -157,6 +158,7 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   j["max_wait_floor"] = a.max_wait_floor;
   j["fairshare_weights"] = a.fairshare_weights;
   j["size_weights"] = a.size_weights;
+  j["estimates"] = a.estimates;
   j["candidates"] = c1.size() + c2.size() + c3.size();
   nlohmann::ordered_json ws = nlohmann::ordered_json::array();
   for (size_t w = 0; w < windows.size(); ++w) {
@@ -247,6 +249,12 @@ void add_tune_command(CLI::App& app) {
                   "model's prediction, 1 by the requested time (SJF's key), between blends them "
                   "(default 0: the prediction's order only)")
       ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--estimates", args->estimates,
+                  "Stage 1's backfill estimates, comma separated: upper, point (the model's), "
+                  "request, last2 (the user's two latest finished runs, EASY++'s)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"point", "upper", "request", "last2"}))
       ->capture_default_str();
   cmd->add_option("--size-weights", args->size_weights,
                   "Stage 2's size weights, comma separated, each in [-64, 64]: log2 units of "

@@ -15,9 +15,10 @@ void add_replay_spec_options(CLI::App& cmd, replay::ReplaySpec& spec) {
       ->capture_default_str();
   cmd.add_option("--estimate-quantile", spec.estimate_quantile,
                  "With --estimate model:FILE, backfill with the model's upper quantile "
-                 "(runtime_upper), its point run time, or the requested time (the model then "
-                 "only orders the queue) (default: the model file's policy)")
-      ->check(CLI::IsMember({"point", "upper", "request"}));
+                 "(runtime_upper), its point run time, the requested time or the user's last "
+                 "two finished runs (last2; the model then only orders the queue) (default: the "
+                 "model file's policy)")
+      ->check(CLI::IsMember({"point", "upper", "request", "last2"}));
   cmd.add_option("--correction", spec.correction,
                  "EASY: when a running job outlives its estimate: none (it counts as ending now), "
                  "request (raise to the request), tsafrir (then add 1 min .. 100 h steps) "

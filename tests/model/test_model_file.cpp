@@ -305,7 +305,9 @@ TEST_CASE("the policy object round-trips, request weight included, and refuses o
   p.score.age_weight = 0.25;
   p.score.request_weight = 0.5;
   p.backfill_order = "fcfs";
+  p.backfill_estimate = "last2";
   const PolicyParams back = policy_from_json(policy_to_json(p));
+  CHECK(back.backfill_estimate == "last2");
   CHECK(back.score.age_weight == 0.25);
   CHECK(back.score.request_weight == 0.5);
   CHECK(back.backfill_order == "fcfs");

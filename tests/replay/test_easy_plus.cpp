@@ -159,6 +159,28 @@ TEST_CASE("the model's online history changes a prediction after the job ends",
   auto r = by_id(simulate(trace.jobs, cfg));
   CHECK(r[2].estimate == 800);         // job 1 still running here: no history, the request
   CHECK(r[3].estimate == Approx(75));  // after it ended (600) and job 2 ended: last two
+
+  // The backfill estimate `last2` (EASY++'s, from the same store) and `upper` (this formula's
+  // upper is the request): the same order, other estimates.
+  for (const char* q : {"last2", "upper"}) {
+    spec.estimate_quantile = q;
+    const ReplaySetup s2(spec);
+    SimConfig c2 = s2.base(trace);
+    c2.backfill = Backfill::EASY;
+    c2.policy = "ml";
+    s2.apply_window(c2, trace, trace.jobs, 0, 4);
+    auto r2 = by_id(simulate(trace.jobs, c2));
+    INFO(q);
+    CHECK(r2[2].estimate == 800);  // no history yet: the request either way
+    CHECK(r2[3].estimate == (std::string(q) == "last2" ? 75.0 : 900.0));
+  }
+  CHECK(parse_estimate_quantile("last2") == EstimateQuantile::LAST2);
+  CHECK(estimate_quantile_name(EstimateQuantile::LAST2) == "last2");
+  // Fixed predictions carry no history: there last2 is the request.
+  Job lone = mk(5, 0, 1, 50, 700);
+  model::Prediction pp;
+  pp.runtime = 60;
+  CHECK(model_estimate(lone, pp, EstimateQuantile::LAST2) == 700);
   std::filesystem::remove_all(dir);
 }
 
@@ -269,6 +291,13 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
   for (const auto& p : c1_pred) CHECK(p.score.request_weight == 0.0);
   CHECK_THROWS_AS(tune_stage1(model::PolicyParams{}, {}), ConfigError);
   CHECK_THROWS_AS(tune_stage1(model::PolicyParams{}, {1.5}), ConfigError);
+  // `tune --estimates`: the backfill estimates stage 1 tries (the baseline keeps `request`).
+  const auto c1_l2 = tune_stage1(model::PolicyParams{}, {0.0}, {"last2"});
+  CHECK(c1_l2.size() == 2 + 6 * 5);
+  for (size_t i = 0; i + 1 < c1_l2.size(); ++i) CHECK(c1_l2[i].backfill_estimate == "last2");
+  CHECK(c1_l2.back().backfill_estimate == "request");
+  CHECK_THROWS_AS(tune_stage1(model::PolicyParams{}, {0.0}, {"median"}), ConfigError);
+  CHECK_THROWS_AS(tune_stage1(model::PolicyParams{}, {0.0}, {}), ConfigError);
 
   // Stage 2 searches the failure weight too (the hazard of likely failures jumping the queue),
   // the model file's value first so that ties keep it.

@@ -59,7 +59,7 @@ PolicyParams policy_from_json(const nlohmann::json& j) {
   p.score.request_weight = number_in(j, "request_weight", 0, 1, p.score.request_weight);
   p.score.fairshare_weight = number_in(j, "fairshare_weight", 0, 64, p.score.fairshare_weight);
   p.backfill_estimate =
-      one_of(j, "backfill_estimate", {"point", "upper", "request"}, p.backfill_estimate);
+      one_of(j, "backfill_estimate", {"point", "upper", "request", "last2"}, p.backfill_estimate);
   p.correction = one_of(j, "correction", {"none", "request", "tsafrir"}, p.correction);
   p.backfill_order = one_of(j, "backfill_order", {"fcfs", "sjbf"}, p.backfill_order);
   if (j.contains("tuned_by")) {

@@ -66,7 +66,7 @@ struct ScoreConfig {
 // what `mlprio-replay tune` proved.
 struct PolicyParams {
   ScoreConfig score;
-  std::string backfill_estimate = "upper";  // point | upper | request
+  std::string backfill_estimate = "upper";  // point | upper | request | last2
   std::string correction = "tsafrir";       // none | request | tsafrir
   std::string backfill_order = "sjbf";      // fcfs | sjbf
   std::string tuned_by;                     // provenance (empty: defaults, never tuned)

@@ -22,12 +22,15 @@
 
 namespace mlprio::replay {
 
-// Which run time backfilling uses: the point prediction, the high quantile (runtime_upper), or
-// the user's request (classic EASY's guarantee for the head job, with the model only ordering the
-// queue).
-enum class EstimateQuantile { POINT, UPPER, REQUEST };
+// Which run time backfilling uses: the point prediction, the high quantile (runtime_upper), the
+// user's request (classic EASY's guarantee for the head job, with the model only ordering the
+// queue), or Tsafrir's last-two (the mean of the user's two latest finished runs in this
+// schedule, capped by the request; the request without history: EASY++'s estimate, with the
+// model ordering the queue). LAST2 needs the online history (`--estimate model:FILE`); fixed
+// predictions carry none, so there it is the request.
+enum class EstimateQuantile { POINT, UPPER, REQUEST, LAST2 };
 std::string_view estimate_quantile_name(EstimateQuantile q);
-// Throws ConfigError naming the valid values (point, upper, request).
+// Throws ConfigError naming the valid values (point, upper, request, last2).
 EstimateQuantile parse_estimate_quantile(std::string_view s);
 
 // Predictions for every job of `trace` (same order as trace.jobs, which must be sorted by

@@ -47,9 +47,12 @@ std::vector<Job> scaled_window(std::span<const Job> jobs, const TuneWindow& w);
 // 0.5 and 1 lowered the tails' mean bounded slowdown on 5 of 9 but raised their max wait past
 // 1.5x FCFS's on 3 (replay/README.md, "Ordering by the request"), so it is opt-in.
 inline const std::vector<double> DEFAULT_REQUEST_WEIGHTS = {0.0};
+// `estimates`: the backfill estimates stage 1 tries (PolicyParams::backfill_estimate values).
+inline const std::vector<std::string> DEFAULT_ESTIMATES = {"upper", "point"};
 std::vector<model::PolicyParams> tune_stage1(
     const model::PolicyParams& base,
-    const std::vector<double>& request_weights = DEFAULT_REQUEST_WEIGHTS);
+    const std::vector<double>& request_weights = DEFAULT_REQUEST_WEIGHTS,
+    const std::vector<std::string>& estimates = DEFAULT_ESTIMATES);
 // Stage 2 tries each of `size_weights` (ScoreConfig::size_weight, log2 units per doubling of
 // processors; negative favours narrow jobs).
 inline const std::vector<double> DEFAULT_SIZE_WEIGHTS = {-0.5, -0.25, 0.0, 0.25, 0.5};
