@@ -239,34 +239,28 @@ void add_tune_command(CLI::App& app) {
                   "Seconds: the max-wait bound is ratio x max(FCFS's max wait, this); a wait "
                   "under it never counts as starvation (0: the ratio alone)")
       ->capture_default_str();
-  cmd->add_option("--loads", args->loads,
-                  "Load factors each window is replayed at (inter-arrival gaps divided by the "
-                  "factor; 1 = as recorded), comma separated, each in [1, 4]")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--request-weights", args->request_weights,
-                  "Stage 1's run-time keys, comma separated, each in [0, 1]: 0 ranks by the "
-                  "model's prediction, 1 by the requested time (SJF's key), between blends them "
-                  "(default 0: the prediction's order only)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--estimates", args->estimates,
-                  "Stage 1's backfill estimates, comma separated: upper, point (the model's), "
-                  "request, last2 (the user's two latest finished runs, EASY++'s)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"point", "upper", "request", "last2"}))
-      ->capture_default_str();
-  cmd->add_option("--size-weights", args->size_weights,
-                  "Stage 2's size weights, comma separated, each in [-64, 64]: log2 units of "
-                  "score per doubling of processors (negative favours narrow jobs)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--fairshare-weights", args->fairshare_weights,
-                  "Stage 3's fair-share weights, comma separated, each in [0, 64]: how much the "
-                  "user's usage over an equal share (U/S, multifactor's) lowers the score "
-                  "(default 0: no stage 3, no fair-share term)")
-      ->delimiter(',')
-      ->capture_default_str();
+  // A comma-separated list with its default shown.
+  const auto list_option = [cmd](const char* name, auto& values, const char* help) {
+    return cmd->add_option(name, values, help)->delimiter(',')->capture_default_str();
+  };
+  list_option("--loads", args->loads,
+              "Load factors each window is replayed at (inter-arrival gaps divided by the "
+              "factor; 1 = as recorded), comma separated, each in [1, 4]");
+  list_option("--request-weights", args->request_weights,
+              "Stage 1's run-time keys, comma separated, each in [0, 1]: 0 ranks by the "
+              "model's prediction, 1 by the requested time (SJF's key), between blends them "
+              "(default 0: the prediction's order only)");
+  list_option("--estimates", args->estimates,
+              "Stage 1's backfill estimates, comma separated: upper, point (the model's), "
+              "request, last2 (the user's two latest finished runs, EASY++'s)")
+      ->check(CLI::IsMember({"point", "upper", "request", "last2"}));
+  list_option("--size-weights", args->size_weights,
+              "Stage 2's size weights, comma separated, each in [-64, 64]: log2 units of "
+              "score per doubling of processors (negative favours narrow jobs)");
+  list_option("--fairshare-weights", args->fairshare_weights,
+              "Stage 3's fair-share weights, comma separated, each in [0, 64]: how much the "
+              "user's usage over an equal share (U/S, multifactor's) lowers the score "
+              "(default 0: no stage 3, no fair-share term)");
   cmd->add_option("--max-wait-stat", args->max_wait_stat,
                   "How the windows' max-wait ratios meet the bound: mean (their average) or "
                   "worst (every window)")

@@ -53,6 +53,18 @@ std::map<int64_t, JobOutcome> by_id(const SimResult& r) {
   return m;
 }
 
+// A "formula" model file (the user's last two finished runs capped by the request) in `dir`,
+// created; returns its path.
+std::string write_formula_model(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "formula.json").string();
+  nlohmann::json doc = model::model_document_header("formula");
+  doc["training"] = {{"trace", "hand"}};
+  doc["formula"] = {{"name", "last2_capped_by_request"}, {"default_runtime", 600.0}};
+  model::write_model_document(path, doc);
+  return path;
+}
+
 }  // namespace
 
 TEST_CASE("SJBF tries the shorter backfill candidate first", "[replay][easy++]") {
@@ -137,39 +149,32 @@ TEST_CASE("the model's online history changes a prediction after the job ends",
   // this schedule, and the `ml` order sees it.
   const auto dir = std::filesystem::temp_directory_path() /
                    ("mlprio_easy_plus_" + std::to_string(static_cast<long>(::getpid())));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "formula.json").string();
-  nlohmann::json doc = model::model_document_header("formula");
-  doc["training"] = {{"trace", "hand"}};
-  doc["formula"] = {{"name", "last2_capped_by_request"}, {"default_runtime", 600.0}};
-  model::write_model_document(path, doc);
+  const std::string path = write_formula_model(dir);
 
   Trace trace;
   trace.jobs = {mk(10, 0, 1, 500, 500, 2), mk(1, 0, 1, 100, 1000, 1), mk(2, 300, 1, 50, 800, 1),
                 mk(3, 700, 1, 50, 900, 1)};
-  ReplaySpec spec;
-  spec.estimate = "model:" + path;
-  spec.estimate_quantile = "point";
-  spec.nodes = 1;
-  const ReplaySetup setup(spec);
-  SimConfig cfg = setup.base(trace);
-  cfg.backfill = Backfill::EASY;
-  cfg.policy = "ml";
-  setup.apply_window(cfg, trace, trace.jobs, 0, 4);
-  auto r = by_id(simulate(trace.jobs, cfg));
+  // Replays the four jobs under `ml` on one node, backfilling on estimate quantile `q`.
+  const auto replay = [&](const char* q) {
+    ReplaySpec spec;
+    spec.estimate = "model:" + path;
+    spec.estimate_quantile = q;
+    spec.nodes = 1;
+    const ReplaySetup setup(spec);
+    SimConfig cfg = setup.base(trace);
+    cfg.backfill = Backfill::EASY;
+    cfg.policy = "ml";
+    setup.apply_window(cfg, trace, trace.jobs, 0, 4);
+    return by_id(simulate(trace.jobs, cfg));
+  };
+  auto r = replay("point");
   CHECK(r[2].estimate == 800);         // job 1 still running here: no history, the request
   CHECK(r[3].estimate == Approx(75));  // after it ended (600) and job 2 ended: last two
 
   // The backfill estimate `last2` (EASY++'s, from the same store) and `upper` (this formula's
   // upper is the request): the same order, other estimates.
   for (const char* q : {"last2", "upper"}) {
-    spec.estimate_quantile = q;
-    const ReplaySetup s2(spec);
-    SimConfig c2 = s2.base(trace);
-    c2.backfill = Backfill::EASY;
-    c2.policy = "ml";
-    s2.apply_window(c2, trace, trace.jobs, 0, 4);
-    auto r2 = by_id(simulate(trace.jobs, c2));
+    auto r2 = replay(q);
     INFO(q);
     CHECK(r2[2].estimate == 800);  // no history yet: the request either way
     CHECK(r2[3].estimate == (std::string(q) == "last2" ? 75.0 : 900.0));
@@ -346,12 +351,7 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
   // (here the last-two formula, whose estimates differ from the requests).
   const auto dir = std::filesystem::temp_directory_path() /
                    ("mlprio_tune_baseline_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "formula.json").string();
-  nlohmann::json doc = model::model_document_header("formula");
-  doc["training"] = {{"trace", "hand"}};
-  doc["formula"] = {{"name", "last2_capped_by_request"}, {"default_runtime", 600.0}};
-  model::write_model_document(path, doc);
+  const std::string path = write_formula_model(dir);
   ReplaySpec mspec;
   mspec.estimate = "model:" + path;
   mspec.nodes = 4;
