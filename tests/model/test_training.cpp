@@ -36,7 +36,7 @@ TEST_CASE("trained model beats the request baseline on a structured trace", "[mo
   const auto doc = train_model(t, "none", quick(), notes);
   REQUIRE(doc["kind"] == "xgboost");
   REQUIRE(doc["booster_fail"].is_string());  // the synthetic trace has OOM failures
-  const auto r = evaluate_model(doc, t, EvalOptions{0.2, ""});
+  const auto r = evaluate_model(doc, t, EvalOptions{0.2, "", ""});
   INFO(r.dump(1));
   CHECK(r["n_test"].get<int>() > 700);
   CHECK(r["mae_model"].get<double>() < 0.6 * r["mae_request"].get<double>());

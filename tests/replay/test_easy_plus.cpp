@@ -357,15 +357,15 @@ TEST_CASE("tune: windows, the bound, and the rank split", "[replay][tune]") {
   mspec.nodes = 4;
   const ReplaySetup msetup(mspec);
   size_t differs = 0;
-  for (const auto& w : wins) {
-    const TuneOutcome ml = tune_replay(msetup, c1_pred.back(), trace, w);
-    const TuneOutcome fcfs = baseline_replay(msetup, trace, w);
+  for (const auto& win : wins) {
+    const TuneOutcome ml = tune_replay(msetup, c1_pred.back(), trace, win);
+    const TuneOutcome fcfs = baseline_replay(msetup, trace, win);
     CHECK(ml.avg_bsld == fcfs.avg_bsld);
     CHECK(ml.max_wait == fcfs.max_wait);
     // The same FCFS order on the model's estimates is another schedule: the check can fail.
     model::PolicyParams point = c1_pred.back();
     point.backfill_estimate = "point";
-    const TuneOutcome on_model = tune_replay(msetup, point, trace, w);
+    const TuneOutcome on_model = tune_replay(msetup, point, trace, win);
     differs += on_model.avg_bsld != fcfs.avg_bsld ? 1 : 0;
   }
   CHECK(differs > 0);
