@@ -1,11 +1,13 @@
 // Google Benchmark of the kernels in kernels/: bytes moved per second for fill_pattern (first
-// touch), the fused AdamW update and the bf16 GELU. Before anything is timed, each kernel is
-// compared with its CPU reference (reference.hpp's tolerances) and a wrong answer exits 1
-// (nccl-tests' #wrong). Without a CUDA device it says so and exits 0. Timing uses CUDA events
-// around each launch (manual time).
+// touch), the fused AdamW update and the bf16 GELU; and the device calls the allocator model
+// charges for (cudaMalloc/cudaFree by size, expandable segments' page map/unmap). Before anything
+// is timed, each kernel is compared with its CPU reference (reference.hpp's tolerances) and a wrong
+// answer exits 1 (nccl-tests' #wrong). Without a CUDA device it says so and exits 0. Timing uses
+// CUDA events around each launch (manual time).
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -74,9 +76,61 @@ void BM_gelu_bf16(benchmark::State& state) {
   CUDA_CHECK(cudaFree(buf));
 }
 
+// One cudaMalloc + cudaFree of range(0) MiB on an idle GPU, wall-clock time of the pair: the
+// costs the allocator model's LatencyModel charges (malloc_us + malloc_us_per_gib, free_us).
+void BM_cuda_malloc_free(benchmark::State& state) {
+  const auto bytes = static_cast<size_t>(state.range(0)) << 20;
+  double malloc_us = 0, free_us = 0;
+  for (auto _ : state) {
+    void* p = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    const auto t1 = std::chrono::steady_clock::now();
+    CUDA_CHECK(cudaFree(p));
+    const auto t2 = std::chrono::steady_clock::now();
+    malloc_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
+    free_us += std::chrono::duration<double, std::micro>(t2 - t1).count();
+    state.SetIterationTime(std::chrono::duration<double>(t2 - t0).count());
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["malloc_us"] = malloc_us / n;
+  state.counters["free_us"] = free_us / n;
+}
+
+// Expandable segments' page calls through CudaDevice: map range(0) pages of the mapping
+// granularity one by one (cuMemCreate + cuMemMap + cuMemSetAccess), then unmap them
+// (synchronise, cuMemUnmap + cuMemRelease): map_page_us and unmap_page_us of the model.
+void BM_vmm_map_unmap(benchmark::State& state) {
+  const auto pages = static_cast<uint64_t>(state.range(0));
+  uint64_t free_bytes = 0, total_bytes = 0;
+  mlprio::fsdp::cuda_memory_info(0, free_bytes, total_bytes);
+  mlprio::fsdp::CudaDevice dev(0, free_bytes / 2);
+  const uint64_t page = dev.map_granularity();
+  if (page == 0) {
+    state.SkipWithError("no virtual memory management on this GPU");
+    return;
+  }
+  const uint64_t base = dev.reserve_address_range(pages * page);
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t p = 0; p < pages; ++p)
+      if (!dev.map_pages(base + p * page, page)) state.SkipWithError("map_pages failed");
+    dev.synchronize();
+    for (uint64_t p = 0; p < pages; ++p) dev.unmap_pages(base + p * page, page);
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const auto& t = dev.times();
+  state.counters["map_page_us"] = t.maps ? t.map_us / static_cast<double>(t.maps) : 0;
+  state.counters["unmap_page_us"] = t.unmaps ? t.unmap_us / static_cast<double>(t.unmaps) : 0;
+  state.counters["page_mib"] = static_cast<double>(page) / (1 << 20);
+}
+
 BENCHMARK(BM_fill_pattern)->Arg(1 << 20)->Arg(256 << 20)->UseManualTime();
 BENCHMARK(BM_adamw)->Arg(1 << 16)->Arg(64 << 20)->UseManualTime();
 BENCHMARK(BM_gelu_bf16)->Arg(1 << 16)->Arg(64 << 20)->UseManualTime();
+BENCHMARK(BM_cuda_malloc_free)->Arg(2)->Arg(64)->Arg(1024)->Arg(4096)->Arg(16384)->UseManualTime();
+BENCHMARK(BM_vmm_map_unmap)->Arg(1)->Arg(64)->UseManualTime();
 
 // Each kernel against its reference on sizes that exercise tails and unaligned starts.
 bool verify() {

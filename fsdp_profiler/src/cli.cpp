@@ -153,7 +153,8 @@ static ordered_json config_json(const SweepArgs& a, const FsdpConfig& c, uint64_
                       {"limit_all_gathers", c.limit_all_gathers},
                       {"capacity_bytes", capacity},
                       {"alloc_conf", o.settings.to_alloc_conf()},
-                      {"steps", o.steps}};
+                      {"steps", o.steps},
+                      {"latency", latency_text(o.latency)}};
 }
 
 FsdpConfig fsdp_config(const SweepArgs& a) {
@@ -197,6 +198,7 @@ FsdpConfig fsdp_config(const SweepArgs& a) {
 int run_sweep_command(const SweepArgs& a) {
   SweepOptions o;
   o.settings = make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
+  o.latency = parse_latency(a.latency);
   o.capacity = parse_bytes(a.capacity);
   parse_range(a.mbs, o.mbs_lo, o.mbs_hi, o.mbs_step);
   o.stop_after_oom = !a.past_oom;
@@ -313,8 +315,9 @@ int run_measure_command(const MeasureArgs& m) {
       make_settings(a.alloc_conf, a.torch_version, a.memory_fraction);
   const uint64_t capacity = a.capacity == "auto" ? 0 : parse_bytes(a.capacity);
   const uint64_t headroom = parse_bytes(m.headroom);
+  const LatencyModel latency = parse_latency(a.latency);
 #if !MLPRIO_FSDP_MEASURE_MODULE
-  (void)base, (void)settings, (void)capacity, (void)headroom;
+  (void)base, (void)settings, (void)capacity, (void)headroom, (void)latency;
   std::fprintf(stderr,
                "mlprio-fsdp: no CUDA device: this build has no CUDA support; use `mlprio-fsdp "
                "sweep` for the simulated device\n");
@@ -326,6 +329,7 @@ int run_measure_command(const MeasureArgs& m) {
   o.mbs_hi = hi;
   o.mbs_step = step;
   o.settings = settings;
+  o.latency = latency;
   o.capacity = capacity;
   o.headroom = headroom;
   o.steps = a.steps;
@@ -376,6 +380,14 @@ int run_measure_command(const MeasureArgs& m) {
     }
     j["max_safe_mbs"] = r.max_safe_mbs;
     j["first_bad_mbs"] = r.first_bad_mbs ? ordered_json(r.first_bad_mbs) : ordered_json(nullptr);
+    const DeviceCallTimes& t = r.calls;
+    j["device_calls"] = ordered_json{{"mallocs", t.mallocs}, {"malloc_ms", t.malloc_us / 1000},
+                                     {"frees", t.frees},     {"free_ms", t.free_us / 1000},
+                                     {"maps", t.maps},       {"map_ms", t.map_us / 1000},
+                                     {"unmaps", t.unmaps},   {"unmap_ms", t.unmap_us / 1000},
+                                     {"syncs", t.syncs},     {"sync_ms", t.sync_us / 1000},
+                                     {"failed", t.failed},   {"failed_ms", t.failed_us / 1000}};
+    j["fitted_latency"] = latency_text(fit_latency(t, o.latency));
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("%s on %d x %s, budget %s per GPU, %s, collectives %s\n", c.model.name.c_str(),
@@ -391,6 +403,8 @@ int run_measure_command(const MeasureArgs& m) {
                   mp.step_ms, mp.device_call_ms_per_step, mp.samples_per_s);
     }
     std::printf("max_safe_mbs %lld\n", static_cast<long long>(r.max_safe_mbs));
+    std::printf("fitted latency (for sweep --latency): %s\n",
+                latency_text(fit_latency(r.calls, o.latency)).c_str());
   }
   if (!a.out.empty()) {
     // The sweep layout (model fields and series); measured times are in the JSON output only.

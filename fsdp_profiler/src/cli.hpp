@@ -41,6 +41,7 @@ struct SweepArgs {
   int64_t seq_len = 0;  // 0: the model's own
   int64_t tgt_len = 0;
   int steps = 3;
+  std::string latency;    // --latency NAME=US,...: the allocator model's device-call costs
   bool past_oom = false;  // sweep: go on after the first OOM minibatch
   bool json = false;
   std::string out;

@@ -213,14 +213,20 @@ std::optional<uint64_t> CudaDevice::malloc_segment(uint64_t bytes) {
   void* ptr = nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   const cudaError_t e = cudaMalloc(&ptr, bytes);
-  d.times.malloc_us += since_us(t0);
+  const double us = since_us(t0);
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();  // not sticky: clear it so the next check does not see it
+    d.times.failed_us += us;
     ++d.times.failed;
     return std::nullopt;
   }
   kernels::cuda_check(e, "cudaMalloc(&ptr, bytes)", __FILE__, __LINE__);
+  d.times.malloc_us += us;
   ++d.times.mallocs;
+  const double gib = static_cast<double>(bytes) / static_cast<double>(1ULL << 30);
+  d.times.malloc_gib += gib;
+  d.times.malloc_gib2 += gib * gib;
+  d.times.malloc_gib_us += gib * us;
   const auto addr = reinterpret_cast<uint64_t>(ptr);
   d.segments.emplace(addr, bytes);
   d.used += bytes;
@@ -268,7 +274,7 @@ bool CudaDevice::map_pages(uint64_t addr, uint64_t bytes) {
   CUmemGenericAllocationHandle h{};
   const CUresult r = drv.mem_create(&h, bytes, &p, 0);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    d.times.map_us += since_us(t0);
+    d.times.failed_us += since_us(t0);
     ++d.times.failed;
     return false;
   }

@@ -71,6 +71,10 @@ int main(int argc, char** argv) {
                     "Decoder tokens of an encoder-decoder model (0: the model's)")
         ->capture_default_str();
     sub->add_option("--steps", a.steps, "Training steps per minibatch")->capture_default_str();
+    sub->add_option("--latency", a.latency,
+                    "Device-call costs the allocator model charges, NAME=MICROSECONDS,... of "
+                    "malloc_us, malloc_us_per_gib, free_us, map_page_us, unmap_page_us, "
+                    "sync_all_streams_us (measure prints a fitted line)");
     sub->add_flag("--json", a.json, "Print the result as JSON");
     sub->add_option("--out", a.out, "Write an HDF5 result file");
   };

@@ -470,7 +470,7 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
       throw DeviceError("no GPU memory left after a headroom of " + std::to_string(opts.headroom) +
                         " bytes");
     out.capacity = cap;
-    CudaDevice dev(dev_index, cap);
+    CudaDevice dev(dev_index, cap, opts.latency);
     std::vector<Runner::Step> steps;
     std::vector<MemorySample> series;
     {
@@ -483,6 +483,7 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
       }
       run.finish();
     }
+    out.calls += dev.times();
     MeasurePoint mp;
     SweepPoint& p = mp.model;
     p.mbs = mbs;

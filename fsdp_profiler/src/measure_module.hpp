@@ -15,7 +15,7 @@ namespace mlprio::fsdp {
 
 // Bumped whenever MeasureOptions, MeasureResult or the entry's signature change; combined with
 // their sizes, so a stale module from another build is refused instead of misread.
-constexpr long MEASURE_MODULE_ABI = 1L * 1000000L +
+constexpr long MEASURE_MODULE_ABI = 2L * 1000000L +
                                     static_cast<long>(sizeof(MeasureOptions)) * 1000L +
                                     static_cast<long>(sizeof(MeasureResult));
 

@@ -138,7 +138,7 @@ SweepResult run_sweep(const SweepOptions& opts) {
     FsdpConfig cfg = opts.base;
     cfg.micro_batch = mbs;
     StepGenerator gen(cfg);
-    SimulatedDevice dev(opts.capacity);
+    SimulatedDevice dev(opts.capacity, opts.latency);
     RunResult r = run_steps(gen, dev, opts.settings, opts.steps, true);
     SweepPoint p;
     p.mbs = mbs;

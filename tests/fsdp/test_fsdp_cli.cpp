@@ -11,9 +11,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "../support/process.hpp"
 #include "../support/skip.hpp"
+#include "mlprio/fsdp/device.hpp"
+#include "mlprio/fsdp/settings.hpp"
 
 namespace fs = std::filesystem;
 
@@ -150,5 +153,121 @@ TEST_CASE("fsdp table agrees with a one-by-one sweep and refuses bad grids", "[f
   CHECK(run_in(dir, "true", "table --gpus a100 -o t.json") == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("NAME:GIB"));
   CHECK(run_in(dir, "true", "table --activation-checkpointing 2 -o t.json") == 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("fit_latency: hand-worked cudaMalloc lines, per-call means, untouched kinds",
+          "[fsdp][latency]") {
+  using mlprio::fsdp::DeviceCallTimes;
+  using mlprio::fsdp::fit_latency;
+  using mlprio::fsdp::LatencyModel;
+  // Calls of `gib` GiB taking `us` microseconds each.
+  const auto mallocs = [](std::initializer_list<std::pair<double, double>> calls) {
+    DeviceCallTimes t;
+    for (const auto& [gib, us] : calls) {
+      DeviceCallTimes one;
+      one.mallocs = 1;
+      one.malloc_us = us;
+      one.malloc_gib = gib;
+      one.malloc_gib2 = gib * gib;
+      one.malloc_gib_us = gib * us;
+      t += one;
+    }
+    return t;
+  };
+  // 1 GiB in 100 us, 3 GiB in 140 us: 80 us + 20 us/GiB.
+  DeviceCallTimes t = mallocs({{1, 100}, {3, 140}});
+  t.frees = 2;
+  t.free_us = 600;
+  t.syncs = 1;
+  t.sync_us = 1000;
+  const LatencyModel base;
+  LatencyModel m = fit_latency(t, base);
+  CHECK(m.malloc_us == Approx(80));
+  CHECK(m.malloc_us_per_gib == Approx(20));
+  CHECK(m.free_us == Approx(300));
+  CHECK(m.sync_all_streams_us == Approx(1000));
+  CHECK(m.map_page_us == base.map_page_us);  // no map calls: the base value stays
+  CHECK(m.unmap_page_us == base.unmap_page_us);
+  // Larger segments faster: no slope, the mean.
+  m = fit_latency(mallocs({{1, 200}, {3, 100}}), base);
+  CHECK(m.malloc_us == Approx(150));
+  CHECK(m.malloc_us_per_gib == 0);
+  // One size only: the mean.
+  m = fit_latency(mallocs({{2, 100}, {2, 300}}), base);
+  CHECK(m.malloc_us == Approx(200));
+  CHECK(m.malloc_us_per_gib == 0);
+  // A line with a negative intercept (505 - 495*2 < 0): through the origin, 3010/10 us per GiB.
+  m = fit_latency(mallocs({{1, 10}, {3, 1000}}), base);
+  CHECK(m.malloc_us == 0);
+  CHECK(m.malloc_us_per_gib == Approx(301));
+  // The totals of a sum are the sums of the totals.
+  DeviceCallTimes a = mallocs({{1, 100}});
+  a.failed = 1;
+  a.failed_us = 5;
+  a += mallocs({{3, 140}});
+  CHECK(a.mallocs == 2);
+  CHECK(a.total_us() == Approx(245));
+}
+
+TEST_CASE("fsdp --latency: parsed strictly, printed back, and charged linearly by sweep",
+          "[fsdp][cli][latency]") {
+  using mlprio::fsdp::LatencyModel;
+  using mlprio::fsdp::parse_latency;
+  LatencyModel want;
+  want.malloc_us = 81.5;
+  want.malloc_us_per_gib = 12.25;
+  want.free_us = 300;
+  want.map_page_us = 40;
+  want.unmap_page_us = 55.5;
+  want.sync_all_streams_us = 7;
+  const LatencyModel got = parse_latency(mlprio::fsdp::latency_text(want));
+  CHECK(got.malloc_us == want.malloc_us);
+  CHECK(got.malloc_us_per_gib == want.malloc_us_per_gib);
+  CHECK(got.free_us == want.free_us);
+  CHECK(got.map_page_us == want.map_page_us);
+  CHECK(got.unmap_page_us == want.unmap_page_us);
+  CHECK(got.sync_all_streams_us == want.sync_all_streams_us);
+  CHECK(parse_latency("free_us=1").malloc_us == LatencyModel{}.malloc_us);  // the rest: defaults
+  for (const char* bad : {"free_us", "free_us=", "free_us=-1", "free_us=nan", "free_us=1x",
+                          "bogus=1", "free_us=1,", "free_us=1e10"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_latency(bad), mlprio::fsdp::SettingsError);
+  }
+
+  if (!fs::exists(fsdp_exe())) MLPRIO_SKIP(fsdp_exe() << " is not built");
+  const fs::path dir = scratch("latency");
+  // T5-3B on 70 GiB retries at minibatch 22 (the sweep's own table), so every cost is charged.
+  const std::string args =
+      "sweep --model t5-3b --seq-len 128 --tgt-len 128 --world-size 1 --capacity 70GiB "
+      "--mbs 20:22:2 --steps 2 --json --latency ";
+  const auto overheads = [&](const std::string& latency) {
+    REQUIRE(run_in(dir, "true", args + latency) == 0);
+    const auto j = nlohmann::json::parse(slurp(dir / "out.txt"));
+    CHECK(j["latency"] == mlprio::fsdp::latency_text(parse_latency(latency)));
+    std::vector<double> o;
+    for (const auto& p : j["points"]) o.push_back(p["alloc_overhead_ms_per_step"].get<double>());
+    return o;
+  };
+  const std::string one =
+      "malloc_us=10,malloc_us_per_gib=1,free_us=20,map_page_us=3,unmap_page_us=4,"
+      "sync_all_streams_us=50";
+  const std::string two =
+      "malloc_us=20,malloc_us_per_gib=2,free_us=40,map_page_us=6,unmap_page_us=8,"
+      "sync_all_streams_us=100";
+  const std::string zero =
+      "malloc_us=0,malloc_us_per_gib=0,free_us=0,map_page_us=0,unmap_page_us=0,"
+      "sync_all_streams_us=0";
+  const auto o1 = overheads(one), o2 = overheads(two), o0 = overheads(zero);
+  REQUIRE(o1.size() == 2);
+  REQUIRE(o2.size() == 2);
+  for (size_t i = 0; i < o1.size(); ++i) {
+    CHECK(o1[i] > 0);
+    CHECK(o2[i] == Approx(2 * o1[i]));
+    CHECK(o0[i] == 0);
+  }
+  CHECK(o1[1] > o1[0]);  // the retrying minibatch costs more
+  CHECK(run_in(dir, "true", args + "free_us=oops") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--latency") && Catch::Contains("oops"));
   fs::remove_all(dir);
 }

@@ -16,14 +16,6 @@
 
 namespace mlprio::fsdp {
 
-// Wall-clock time spent inside device calls, and their counts.
-struct DeviceCallTimes {
-  double malloc_us = 0, free_us = 0, map_us = 0, unmap_us = 0;
-  double sync_us = 0;  // synchronize(): the device-wide wait before an allocator retry
-  int64_t mallocs = 0, frees = 0, maps = 0, unmaps = 0, failed = 0, syncs = 0;
-  double total_us() const { return malloc_us + free_us + map_us + unmap_us + sync_us; }
-};
-
 // Number of CUDA devices; 0 when no driver is installed or no device is visible (why says
 // which). A driver too old for this build's CUDA runtime throws CudaDriverError, any other CUDA
 // failure RuntimeError (launch.hpp: classify_cuda): a broken GPU machine is a fault, not "no GPU".

@@ -32,6 +32,32 @@ struct LatencyModel {
   double sync_all_streams_us = 200.0;
 };
 
+// "malloc_us=80,free_us=300" style text (any subset of LatencyModel's field names, each a finite
+// number >= 0, comma separated), applied on top of `base`: `sweep --latency` takes the line that
+// `measure` prints. Throws SettingsError naming the bad item.
+LatencyModel parse_latency(const std::string& text, LatencyModel base = {});
+// The same fields as that text, in LatencyModel's order.
+std::string latency_text(const LatencyModel& m);
+
+// Wall-clock time spent inside a real device's calls, and their counts (CudaDevice::times()).
+// malloc_gib* are the sums a least-squares line of cudaMalloc time over size needs.
+struct DeviceCallTimes {
+  double malloc_us = 0, free_us = 0, map_us = 0, unmap_us = 0;
+  double sync_us = 0;    // synchronize(): the device-wide wait before an allocator retry
+  double failed_us = 0;  // cudaMalloc / cuMemCreate calls that ran out of memory
+  int64_t mallocs = 0, frees = 0, maps = 0, unmaps = 0, failed = 0, syncs = 0;
+  double malloc_gib = 0, malloc_gib2 = 0, malloc_gib_us = 0;  // sum x, x^2, x*y (x GiB, y us)
+  double total_us() const { return malloc_us + free_us + map_us + unmap_us + sync_us + failed_us; }
+  DeviceCallTimes& operator+=(const DeviceCallTimes& o);
+};
+
+// The LatencyModel that these measured calls fit: per-call means for free, map (per page),
+// unmap (per page) and the retry synchronisation, and a line malloc_us + malloc_us_per_gib * GiB
+// through the cudaMalloc times (least squares; a negative slope or a single size gives the mean
+// and slope 0, a negative intercept a line through the origin). A kind of call that never
+// happened keeps base's value.
+LatencyModel fit_latency(const DeviceCallTimes& t, const LatencyModel& base = {});
+
 class Device {
  public:
   virtual ~Device() = default;

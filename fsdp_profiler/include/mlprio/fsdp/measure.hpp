@@ -28,6 +28,7 @@ struct MeasureOptions {
   uint64_t capacity = 0;  // budget per GPU; 0: free memory minus headroom
   uint64_t headroom = 3ULL << 30;  // left to the CUDA context, NCCL and the kernels' launches
   AllocatorSettings settings;
+  LatencyModel latency;  // what the allocator model charges (alloc_overhead_ms_per_step)
   int64_t mbs_lo = 1, mbs_hi = 1, mbs_step = 1;
   int steps = 3;
   bool stop_after_oom = true;
@@ -54,6 +55,9 @@ struct MeasureResult {
   int nccl_version = 0;      // ncclGetVersion (checked equal on every rank); 0: no NCCL used
   std::string device_name;   // of rank 0's GPU
   uint64_t capacity = 0;     // the budget every rank used (the minimum over ranks)
+  // Rank 0's device calls over every measured minibatch (init and all steps); fit_latency of it
+  // is the LatencyModel that `sweep --latency` can take to predict this GPU's retry costs.
+  DeviceCallTimes calls;
   std::vector<std::pair<int64_t, std::vector<MemorySample>>> series;  // as SweepResult::series
 };
 

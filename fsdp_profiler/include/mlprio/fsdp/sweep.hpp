@@ -71,6 +71,7 @@ struct SweepOptions {
   FsdpConfig base;  // micro_batch is overwritten per point
   uint64_t capacity = 0;
   AllocatorSettings settings;
+  LatencyModel latency;  // what each simulated device call costs (alloc_overhead_ms_per_step)
   int64_t mbs_lo = 1, mbs_hi = 1, mbs_step = 1;  // mbs_hi <= MAX_MICRO_BATCH
   int steps = 3;
   // Stop at the first minibatch with an OOM (larger ones only OOM more; the CLI's default, unless
