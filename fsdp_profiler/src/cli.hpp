@@ -70,6 +70,7 @@ struct TableArgs {
   double tflops = 312.0;  // per GPU when --gpus does not say (A100 bf16 peak)
   double mfu = 0.4;
   double retry_stall_ms = 150.0;
+  std::string latency;  // --latency NAME=US,...: device-call costs (default: LatencyModel's)
   std::string out;
   std::string command_line;
 };

@@ -138,6 +138,9 @@ int main(int argc, char** argv) {
       ->add_option("--retry-stall-ms", ta.retry_stall_ms,
                    "Stall per retry not timed by the allocator model (calibrated: T5-3B ~12 %)")
       ->capture_default_str();
+  table->add_option("--latency", ta.latency,
+                    "Device-call costs of the allocator model, as for sweep (e.g. the line "
+                    "measure printed on the site's GPU)");
   table->add_option("-o,--out", ta.out, "Table file (JSON) to write")->required();
 
   // Bad input (SettingsError, SnapshotError, ModelConfigError, ...) is reported without the

@@ -189,6 +189,7 @@ int run_table_command(const TableArgs& a) {
   if (!(a.mfu > 0 && a.mfu <= 1)) throw SettingsError("--mfu: expected a number in (0, 1]");
   if (!(a.retry_stall_ms >= 0 && a.retry_stall_ms < 1e6))
     throw SettingsError("--retry-stall-ms: expected a number >= 0");
+  const LatencyModel latency = parse_latency(a.latency);
   const auto models = split_list(a.models, "--models");
   const auto gpus = parse_gpus(a.gpus, a.tflops);
   std::vector<int64_t> worlds;
@@ -227,6 +228,7 @@ int run_table_command(const TableArgs& a) {
                 o.base = fsdp_config(sa);
                 o.settings = make_settings(exp ? "expandable_segments:True" : "", "2.x", 0.0);
                 o.capacity = static_cast<uint64_t>(g.gib) << 30;
+                o.latency = latency;
                 o.steps = a.steps;
                 o.stop = [] { return util::stop_signal() != 0; };
                 if (isatty(STDERR_FILENO))
@@ -256,6 +258,7 @@ int run_table_command(const TableArgs& a) {
                             {"coarse_step", a.coarse_step},
                             {"mfu", a.mfu},
                             {"retry_stall_ms", a.retry_stall_ms},
+                            {"latency", latency_text(latency)},
                             {"simulations", sims}};
   const std::string text = table.to_json(gen).dump(1) + "\n";
   // Written whole (temp + rename): the plugin may be reading the old table.

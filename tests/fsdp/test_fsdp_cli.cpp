@@ -269,5 +269,13 @@ TEST_CASE("fsdp --latency: parsed strictly, printed back, and charged linearly b
   CHECK(o1[1] > o1[0]);  // the retrying minibatch costs more
   CHECK(run_in(dir, "true", args + "free_us=oops") == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--latency") && Catch::Contains("oops"));
+  // The advice table takes the same costs and records them.
+  const std::string table =
+      "table --models gpt2-xl --gpus g:40 --world-sizes 8 --mbs-hi 16 --steps 1 -o t.json ";
+  REQUIRE(run_in(dir, "true", table + "--latency " + one) == 0);
+  std::ifstream in(dir / "t.json");
+  const auto t = nlohmann::json::parse(in);
+  CHECK(t["generator"]["latency"] == mlprio::fsdp::latency_text(parse_latency(one)));
+  CHECK(run_in(dir, "true", table + "--latency map_page_us=") == 2);
   fs::remove_all(dir);
 }
