@@ -316,6 +316,8 @@ int run_measure_command(const MeasureArgs& m) {
   const uint64_t capacity = a.capacity == "auto" ? 0 : parse_bytes(a.capacity);
   const uint64_t headroom = parse_bytes(m.headroom);
   const LatencyModel latency = parse_latency(a.latency);
+  if (!(m.compute_tflops >= 0 && m.compute_tflops <= 1e6))
+    throw SettingsError("--compute-tflops: expected a number in [0, 1e6]");
 #if !MLPRIO_FSDP_MEASURE_MODULE
   (void)base, (void)settings, (void)capacity, (void)headroom, (void)latency;
   std::fprintf(stderr,
@@ -334,6 +336,7 @@ int run_measure_command(const MeasureArgs& m) {
   o.headroom = headroom;
   o.steps = a.steps;
   o.stop_after_oom = !m.keep_going;
+  o.compute_tflops = m.compute_tflops;
   if (isatty(STDERR_FILENO)) {
     o.progress = [](int64_t mbs, size_t done, size_t total) {
       if (mbs == 0)
@@ -364,6 +367,7 @@ int run_measure_command(const MeasureArgs& m) {
   cfg["gpu"] = r.device_name;
   cfg["ranks"] = r.ranks;
   cfg["collectives"] = r.collectives;
+  cfg["compute_tflops"] = m.compute_tflops;
   if (r.nccl_version) cfg["nccl_version"] = r.nccl_version;
   if (a.json) {
     ordered_json j = cfg;
@@ -374,6 +378,7 @@ int run_measure_command(const MeasureArgs& m) {
       pj["first_step_ms"] = mp.first_step_ms;
       pj["device_call_ms_per_step"] = mp.device_call_ms_per_step;
       pj["retry_sync_ms_per_step"] = mp.retry_sync_ms_per_step;
+      pj["compute_ms_per_step"] = mp.compute_ms_per_step;
       pj["samples_per_s"] = mp.samples_per_s;
       pj["collectives_per_step"] = mp.collectives_per_step;
       j["points"].push_back(std::move(pj));

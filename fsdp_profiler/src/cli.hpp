@@ -53,6 +53,7 @@ struct MeasureArgs {
   SweepArgs sweep;
   std::string headroom = "3GiB";
   bool keep_going = false;
+  double compute_tflops = 0;
 };
 
 // table: the advice grid (table.cpp); every list is comma-separated.

@@ -101,6 +101,12 @@ int main(int argc, char** argv) {
                    "GPU memory left outside the allocator for the CUDA context, NCCL and "
                    "kernels (with --capacity auto)")
       ->capture_default_str();
+  measure
+      ->add_option("--compute-tflops", ma.compute_tflops,
+                   "Model the GEMMs as GPU time at this rate (e.g. 400 for bf16 on an H100 at "
+                   "~40 % of peak): 6 x params x tokens per sample, 8 with activation "
+                   "checkpointing (0: no compute, only memory traffic)")
+      ->capture_default_str();
   measure->add_flag("--keep-going", ma.keep_going,
                     "Measure larger minibatches after the first out-of-memory one");
 

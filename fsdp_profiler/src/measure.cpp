@@ -117,8 +117,18 @@ class Runner {
   struct Step {
     StepStats st;
     double ms = 0, device_call_ms = 0, retry_sync_ms = 0;
+    double compute_ms = 0;  // GPU time spent in busy_wait standing in for the GEMMs
     int64_t collectives = 0;
   };
+
+  // Model compute time (--compute-tflops): the step's forward and backward FLOPs run as GPU time
+  // on the compute stream, spread over that phase's compute-stream allocations in proportion to
+  // their bytes (activations grow with the work that makes them).
+  void set_compute(double tflops, double fwd_flops, double bwd_flops) {
+    tflops_ = tflops;
+    phase_flops_[0] = fwd_flops;
+    phase_flops_[1] = bwd_flops;
+  }
 
   void execute(const StepTrace& trace, int32_t step, Step* out, std::vector<MemorySample>& series) {
     const int64_t retries0 = alloc_.stats().num_alloc_retries;
@@ -127,6 +137,8 @@ class Runner {
     const double calls0 = dev_.times().total_us();
     const double sync0 = dev_.times().sync_us;
     const int64_t coll0 = collectives_run_;
+    plan_compute(trace);
+    compute_ns_ = 0;
     const auto t0 = std::chrono::steady_clock::now();
     for (const Op& op : trace.ops) {
       run_op(op, out ? &out->st : nullptr);
@@ -137,9 +149,11 @@ class Runner {
             s.reserved_bytes[AGGREGATE].current, s.active_bytes[AGGREGATE].current});
       }
     }
+    flush_compute();
     CUDA_CHECK(cudaDeviceSynchronize());
     if (out) {
       out->ms = ms_since(t0);
+      out->compute_ms = compute_ns_ / 1e6;
       out->device_call_ms = (dev_.times().total_us() - calls0) / 1000.0;
       out->retry_sync_ms = (dev_.times().sync_us - sync0) / 1000.0;
       out->collectives = collectives_run_ - coll0;
@@ -215,6 +229,7 @@ class Runner {
         alloc_.process_events();
         break;
       case OpKind::PHASE:
+        flush_compute();
         phase_ = static_cast<int32_t>(op.bytes);
         if (phase_ == static_cast<int32_t>(Phase::OPTIMIZER)) {
           opt_allocs_.clear();
@@ -267,6 +282,48 @@ class Runner {
       }
     }
     if (void* p = ptr(op.tensor)) kernels::fill_pattern(p, op.bytes, op.tensor, st(op.stream));
+    if (const int k = compute_phase(op, phase); k >= 0) {
+      debt_ns_ += static_cast<double>(op.bytes) * ns_per_byte_[k];
+      if (debt_ns_ >= 20000) flush_compute();  // fewer, longer waits: launches cost ~us each
+    }
+  }
+
+  // 0 (forward) or 1 (backward) for an allocation that stands for compute, else -1.
+  static int compute_phase(const Op& op, Phase phase) {
+    if (op.kind != OpKind::ALLOC || op.stream != COMPUTE_STREAM) return -1;
+    switch (op.role) {
+      case Role::ACTIVATION:
+      case Role::DROPOUT_MASK:
+      case Role::TEMPORARY:
+      case Role::ACTIVATION_GRAD:
+      case Role::WEIGHT_GRAD:
+      case Role::LOGITS:
+      case Role::LOSS:
+        break;
+      default:
+        return -1;
+    }
+    return phase == Phase::FORWARD ? 0 : phase == Phase::BACKWARD ? 1 : -1;
+  }
+  void plan_compute(const StepTrace& trace) {
+    ns_per_byte_[0] = ns_per_byte_[1] = 0;
+    debt_ns_ = 0;
+    if (tflops_ <= 0) return;
+    double bytes[2] = {0, 0};
+    Phase phase = Phase::INIT;
+    for (const Op& op : trace.ops) {
+      if (op.kind == OpKind::PHASE) phase = static_cast<Phase>(op.bytes);
+      if (const int k = compute_phase(op, phase); k >= 0) bytes[k] += static_cast<double>(op.bytes);
+    }
+    for (int k = 0; k < 2; ++k)
+      if (bytes[k] > 0) ns_per_byte_[k] = phase_flops_[k] / (tflops_ * 1e12) * 1e9 / bytes[k];
+  }
+  void flush_compute() {
+    const auto ns = static_cast<uint64_t>(debt_ns_);
+    if (ns == 0) return;
+    kernels::busy_wait(ns, st(COMPUTE_STREAM));
+    compute_ns_ += static_cast<double>(ns);
+    debt_ns_ -= static_cast<double>(ns);
   }
 
   void all_gather(void* send, void* recv, uint64_t count) {
@@ -338,6 +395,10 @@ class Runner {
   bool adam_done_ = true;
   int adam_step_ = 0;
   int64_t collectives_run_ = 0;
+  double tflops_ = 0;               // 0: no compute time modelled
+  double phase_flops_[2] = {0, 0};  // forward, backward FLOPs of one step on this rank
+  double ns_per_byte_[2] = {0, 0};  // of the current trace's compute-stream allocations
+  double debt_ns_ = 0, compute_ns_ = 0;
 };
 
 // Ranks from MPI, cross-checked with the launcher's own count; the node-local rank and size
@@ -475,6 +536,15 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
     std::vector<MemorySample> series;
     {
       Runner run(cfg, g, streams, dev, opts.settings, gen.unit_count());
+      if (opts.compute_tflops > 0) {
+        // The table's estimate (table.cpp): 6 x params x tokens per sample, 8 with activation
+        // checkpointing (the recomputed forward), forward a third (a quarter) of it.
+        const double tokens = static_cast<double>(
+            gen.enc_seq_len() + (cfg.model.encoder_decoder() ? gen.dec_seq_len() : 0));
+        const double fwd =
+            2.0 * static_cast<double>(cfg.model.total_params()) * tokens * static_cast<double>(mbs);
+        run.set_compute(opts.compute_tflops, fwd, (cfg.activation_checkpointing ? 3.0 : 2.0) * fwd);
+      }
       run.execute(gen.init_trace(), -1, nullptr, series);
       for (int k = 0; k < opts.steps; ++k) {
         Runner::Step s;
@@ -489,7 +559,7 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
     p.mbs = mbs;
     p.first_step_retries = steps.front().st.retries;
     const size_t from = steps.size() > 1 ? 1 : 0;
-    double retries = 0, model_us = 0, ms = 0, call_ms = 0, sync_ms = 0;
+    double retries = 0, model_us = 0, ms = 0, call_ms = 0, sync_ms = 0, compute_ms = 0;
     for (size_t k = 0; k < steps.size(); ++k) {
       const StepStats& s = steps[k].st;
       fold_step_peaks(p, s);
@@ -499,6 +569,7 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
         ms += steps[k].ms;
         call_ms += steps[k].device_call_ms;
         sync_ms += steps[k].retry_sync_ms;
+        compute_ms += steps[k].compute_ms;
       }
     }
     const auto n = static_cast<double>(steps.size() - from);
@@ -511,7 +582,8 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
                     ms / n,
                     steps.front().ms,
                     call_ms / n,
-                    sync_ms / n};
+                    sync_ms / n,
+                    compute_ms / n};
     g.max(agg, static_cast<int>(std::size(agg)));
     p.retries_per_step = agg[0];
     p.first_step_retries = static_cast<int64_t>(agg[1]);
@@ -524,6 +596,7 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
     mp.first_step_ms = agg[7];
     mp.device_call_ms_per_step = agg[8];
     mp.retry_sync_ms_per_step = agg[9];
+    mp.compute_ms_per_step = agg[10];
     mp.samples_per_s =
         mp.step_ms > 0 ? static_cast<double>(mbs * g.size) / (mp.step_ms / 1000.0) : 0;
     mp.collectives_per_step = steps.back().collectives;

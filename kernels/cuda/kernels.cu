@@ -70,7 +70,25 @@ __global__ void gelu_bf16_kernel(const __nv_bfloat16* x, __nv_bfloat16* y, int64
   }
 }
 
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void busy_wait_kernel(uint64_t ns) {
+  const uint64_t start = global_timer_ns();
+  while (global_timer_ns() - start < ns) {
+  }
+}
+
 }  // namespace
+
+void busy_wait(uint64_t ns, cudaStream_t stream) {
+  if (ns == 0) return;
+  busy_wait_kernel<<<1, 1, 0, stream>>>(ns);
+  CUDA_CHECK(cudaGetLastError());
+}
 
 void fill_pattern(void* dst, uint64_t bytes, uint32_t seed, cudaStream_t stream) {
   if (bytes == 0) return;

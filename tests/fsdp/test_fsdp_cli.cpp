@@ -277,5 +277,9 @@ TEST_CASE("fsdp --latency: parsed strictly, printed back, and charged linearly b
   const auto t = nlohmann::json::parse(in);
   CHECK(t["generator"]["latency"] == mlprio::fsdp::latency_text(parse_latency(one)));
   CHECK(run_in(dir, "true", table + "--latency map_page_us=") == 2);
+  // measure checks its options before it looks for a GPU.
+  CHECK(run_in(dir, "true", "measure --model gpt2-xl --latency free_us=x") == 2);
+  CHECK(run_in(dir, "true", "measure --model gpt2-xl --compute-tflops -1") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--compute-tflops"));
   fs::remove_all(dir);
 }

@@ -107,6 +107,31 @@ TEST_CASE("gelu_bf16 matches its reference within one bf16 ulp", "[kernels][gpu]
   CHECK(r.ok());
 }
 
+TEST_CASE("busy_wait holds its stream for at least the time asked, in order", "[kernels][gpu]") {
+  if (const std::string why = no_gpu_reason(); !why.empty()) MLPRIO_SKIP(why);
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreate(&s));
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  for (const uint64_t ns : {uint64_t{0}, uint64_t{200000}, uint64_t{2000000}}) {
+    INFO(ns << " ns");
+    CUDA_CHECK(cudaEventRecord(a, s));
+    busy_wait(ns / 2, s);  // two waits on one stream run one after the other
+    busy_wait(ns - ns / 2, s);
+    CUDA_CHECK(cudaEventRecord(b, s));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    // A lower bound only (the global timer's resolution is about a microsecond): no upper bound,
+    // which would be a timing assertion on a shared machine.
+    CHECK(static_cast<double>(ms) * 1e6 >= static_cast<double>(ns) * 0.999 - 2000.0);
+  }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  CUDA_CHECK(cudaStreamDestroy(s));
+}
+
 TEST_CASE("CudaDevice: segments, mapped pages and the allocator model on a GPU", "[fsdp][gpu]") {
   if (const std::string why = no_gpu_reason(); !why.empty()) MLPRIO_SKIP(why);
   using namespace mlprio::fsdp;

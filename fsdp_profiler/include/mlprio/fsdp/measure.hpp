@@ -29,6 +29,9 @@ struct MeasureOptions {
   uint64_t headroom = 3ULL << 30;  // left to the CUDA context, NCCL and the kernels' launches
   AllocatorSettings settings;
   LatencyModel latency;  // what the allocator model charges (alloc_overhead_ms_per_step)
+  // > 0: each step's forward/backward FLOPs run as GPU time on the compute stream at this rate
+  // (kernels::busy_wait), so that a retry's synchronisation drains real queued work; 0: none.
+  double compute_tflops = 0;
   int64_t mbs_lo = 1, mbs_hi = 1, mbs_step = 1;
   int steps = 3;
   bool stop_after_oom = true;
@@ -41,6 +44,7 @@ struct MeasurePoint {
   double first_step_ms = 0.0;
   double device_call_ms_per_step = 0.0;  // measured time inside cudaMalloc/Free, map/unmap, sync
   double retry_sync_ms_per_step = 0.0;   // of which: cudaDeviceSynchronize before retries
+  double compute_ms_per_step = 0.0;      // GPU time modelling the GEMMs (--compute-tflops)
   double samples_per_s = 0.0;            // mbs * ranks / step time (all ranks together)
   int64_t collectives_per_step = 0;
 };

@@ -23,4 +23,8 @@ void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWP
 // y = gelu_tanh(x) elementwise over n bf16 values (x and y may be the same buffer).
 void gelu_bf16(const uint16_t* x, uint16_t* y, int64_t n, cudaStream_t stream);
 
+// Keeps `stream` busy for `ns` nanoseconds of GPU time (one thread reading the global timer):
+// the stand-in for a layer's GEMMs when measure models compute time. Holds one SM only.
+void busy_wait(uint64_t ns, cudaStream_t stream);
+
 }  // namespace mlprio::kernels
