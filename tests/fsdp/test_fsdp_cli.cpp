@@ -221,13 +221,13 @@ TEST_CASE("fsdp --latency: parsed strictly, printed back, and charged linearly b
   want.map_page_us = 40;
   want.unmap_page_us = 55.5;
   want.sync_all_streams_us = 7;
-  const LatencyModel got = parse_latency(mlprio::fsdp::latency_text(want));
-  CHECK(got.malloc_us == want.malloc_us);
-  CHECK(got.malloc_us_per_gib == want.malloc_us_per_gib);
-  CHECK(got.free_us == want.free_us);
-  CHECK(got.map_page_us == want.map_page_us);
-  CHECK(got.unmap_page_us == want.unmap_page_us);
-  CHECK(got.sync_all_streams_us == want.sync_all_streams_us);
+  const std::string text = mlprio::fsdp::latency_text(want);
+  CHECK(text ==
+        "malloc_us=81.5,malloc_us_per_gib=12.25,free_us=300,map_page_us=40,unmap_page_us=55.5,"
+        "sync_all_streams_us=7");
+  const LatencyModel got = parse_latency(text);
+  CHECK(mlprio::fsdp::latency_text(got) == text);  // every field read back
+  CHECK(got.unmap_page_us == 55.5);
   CHECK(parse_latency("free_us=1").malloc_us == LatencyModel{}.malloc_us);  // the rest: defaults
   for (const char* bad : {"free_us", "free_us=", "free_us=-1", "free_us=nan", "free_us=1x",
                           "bogus=1", "free_us=1,", "free_us=1e10"}) {
