@@ -411,15 +411,9 @@ int run_measure_command(const MeasureArgs& m) {
     std::printf("fitted latency (for sweep --latency): %s\n",
                 latency_text(fit_latency(r.calls, o.latency)).c_str());
   }
-  if (!a.out.empty()) {
-    // The sweep layout (model fields and series); measured times are in the JSON output only.
-    SweepResult sr;
-    for (const auto& mp : r.points) sr.points.push_back(mp.model);
-    sr.max_safe_mbs = r.max_safe_mbs;
-    sr.first_bad_mbs = r.first_bad_mbs;
-    sr.series = r.series;
-    write_sweep_h5(a.out, RunInfo{a.command_line, cfg.dump(), ""}, sr);
-  }
+  if (!a.out.empty())
+    write_measure_h5(a.out, RunInfo{a.command_line, cfg.dump(), ""}, r,
+                     fit_latency(r.calls, o.latency));
   return 0;
 #endif
 }

@@ -2,6 +2,7 @@
 #include "h5_output.hpp"
 
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "mlprio/io/hdf5.hpp"
@@ -77,9 +78,10 @@ void write_replay_h5(const std::string& path, const RunInfo& info, const ReplayR
   f.commit();
 }
 
-void write_sweep_h5(const std::string& path, const RunInfo& info, const SweepResult& r) {
-  h5::WriteFile f(path, provenance(info));
-  f.root().set_attr("fsdp_command", std::string_view("sweep"));
+namespace {
+
+// /sweep of either command.
+void write_sweep_group(h5::WriteFile& f, const SweepResult& r) {
   const h5::Group g = f.root().create_group("sweep");
   g.set_attr("max_safe_mbs", r.max_safe_mbs);
   g.set_attr("first_bad_mbs", r.first_bad_mbs);
@@ -105,6 +107,66 @@ void write_sweep_h5(const std::string& path, const RunInfo& info, const SweepRes
     s.set_attr("mbs", mbs);
     write_series(s, samples);
   }
+}
+
+struct MeasuredRow {
+  int64_t mbs;
+  double step_ms;
+  double first_step_ms;
+  double device_call_ms_per_step;
+  double retry_sync_ms_per_step;
+  double compute_ms_per_step;
+  double samples_per_s;
+  int64_t collectives_per_step;
+};
+
+}  // namespace
+
+void write_sweep_h5(const std::string& path, const RunInfo& info, const SweepResult& r) {
+  h5::WriteFile f(path, provenance(info));
+  f.root().set_attr("fsdp_command", std::string_view("sweep"));
+  write_sweep_group(f, r);
+  f.commit();
+}
+
+void write_measure_h5(const std::string& path, const RunInfo& info, const MeasureResult& r,
+                      const LatencyModel& fitted) {
+  h5::WriteFile f(path, provenance(info));
+  f.root().set_attr("fsdp_command", std::string_view("measure"));
+  SweepResult sr;
+  for (const auto& mp : r.points) sr.points.push_back(mp.model);
+  sr.max_safe_mbs = r.max_safe_mbs;
+  sr.first_bad_mbs = r.first_bad_mbs;
+  sr.series = r.series;
+  write_sweep_group(f, sr);
+  const h5::Group g = f.root().create_group("measure");
+  g.set_attr("gpu", std::string_view(r.device_name));
+  g.set_attr("ranks", static_cast<int64_t>(r.ranks));
+  g.set_attr("capacity_bytes", static_cast<int64_t>(r.capacity));
+  g.set_attr("fitted_latency", std::string_view(latency_text(fitted)));
+  const DeviceCallTimes& t = r.calls;
+  for (const auto& [name, n, us] :
+       {std::tuple{"malloc", t.mallocs, t.malloc_us}, std::tuple{"free", t.frees, t.free_us},
+        std::tuple{"map", t.maps, t.map_us}, std::tuple{"unmap", t.unmaps, t.unmap_us},
+        std::tuple{"sync", t.syncs, t.sync_us}, std::tuple{"failed", t.failed, t.failed_us}}) {
+    g.set_attr(std::string(name) + "_calls", n);
+    g.set_attr(std::string(name) + "_ms", us / 1000.0);
+  }
+  std::vector<MeasuredRow> rows;
+  for (const auto& mp : r.points)
+    rows.push_back(MeasuredRow{mp.model.mbs, mp.step_ms, mp.first_step_ms,
+                               mp.device_call_ms_per_step, mp.retry_sync_ms_per_step,
+                               mp.compute_ms_per_step, mp.samples_per_s, mp.collectives_per_step});
+  h5::CompoundType<MeasuredRow> type;
+  type.add("mbs", &MeasuredRow::mbs)
+      .add("step_ms", &MeasuredRow::step_ms)
+      .add("first_step_ms", &MeasuredRow::first_step_ms)
+      .add("device_call_ms_per_step", &MeasuredRow::device_call_ms_per_step)
+      .add("retry_sync_ms_per_step", &MeasuredRow::retry_sync_ms_per_step)
+      .add("compute_ms_per_step", &MeasuredRow::compute_ms_per_step)
+      .add("samples_per_s", &MeasuredRow::samples_per_s)
+      .add("collectives_per_step", &MeasuredRow::collectives_per_step);
+  g.write_table("points", type, std::span<const MeasuredRow>(rows));
   f.commit();
 }
 

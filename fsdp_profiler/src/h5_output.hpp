@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "mlprio/fsdp/measure.hpp"
 #include "mlprio/fsdp/snapshot.hpp"
 #include "mlprio/fsdp/sweep.hpp"
 
@@ -18,5 +19,8 @@ struct RunInfo {
 
 void write_replay_h5(const std::string& path, const RunInfo& info, const ReplayResult& r);
 void write_sweep_h5(const std::string& path, const RunInfo& info, const SweepResult& r);
+// The sweep layout of the allocator model's fields, plus /measure: what the GPU measured.
+void write_measure_h5(const std::string& path, const RunInfo& info, const MeasureResult& r,
+                      const LatencyModel& fitted);
 
 }  // namespace mlprio::fsdp
