@@ -369,6 +369,7 @@ int run_measure_command(const MeasureArgs& m) {
   cfg["collectives"] = r.collectives;
   cfg["compute_tflops"] = m.compute_tflops;
   if (r.nccl_version) cfg["nccl_version"] = r.nccl_version;
+  const LatencyModel fitted = fit_latency(r.calls, o.latency);
   if (a.json) {
     ordered_json j = cfg;
     j["points"] = ordered_json::array();
@@ -392,7 +393,7 @@ int run_measure_command(const MeasureArgs& m) {
                                      {"unmaps", t.unmaps},   {"unmap_ms", t.unmap_us / 1000},
                                      {"syncs", t.syncs},     {"sync_ms", t.sync_us / 1000},
                                      {"failed", t.failed},   {"failed_ms", t.failed_us / 1000}};
-    j["fitted_latency"] = latency_text(fit_latency(t, o.latency));
+    j["fitted_latency"] = latency_text(fitted);
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("%s on %d x %s, budget %s per GPU, %s, collectives %s\n", c.model.name.c_str(),
@@ -408,12 +409,9 @@ int run_measure_command(const MeasureArgs& m) {
                   mp.step_ms, mp.device_call_ms_per_step, mp.samples_per_s);
     }
     std::printf("max_safe_mbs %lld\n", static_cast<long long>(r.max_safe_mbs));
-    std::printf("fitted latency (for sweep --latency): %s\n",
-                latency_text(fit_latency(r.calls, o.latency)).c_str());
+    std::printf("fitted latency (for sweep --latency): %s\n", latency_text(fitted).c_str());
   }
-  if (!a.out.empty())
-    write_measure_h5(a.out, RunInfo{a.command_line, cfg.dump(), ""}, r,
-                     fit_latency(r.calls, o.latency));
+  if (!a.out.empty()) write_measure_h5(a.out, RunInfo{a.command_line, cfg.dump(), ""}, r, fitted);
   return 0;
 #endif
 }

@@ -537,13 +537,10 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
     {
       Runner run(cfg, g, streams, dev, opts.settings, gen.unit_count());
       if (opts.compute_tflops > 0) {
-        // The table's estimate (table.cpp): 6 x params x tokens per sample, 8 with activation
-        // checkpointing (the recomputed forward), forward a third (a quarter) of it.
-        const double tokens = static_cast<double>(
-            gen.enc_seq_len() + (cfg.model.encoder_decoder() ? gen.dec_seq_len() : 0));
-        const double fwd =
-            2.0 * static_cast<double>(cfg.model.total_params()) * tokens * static_cast<double>(mbs);
-        run.set_compute(opts.compute_tflops, fwd, (cfg.activation_checkpointing ? 3.0 : 2.0) * fwd);
+        // Forward is 2 of flops_per_sample's 6 (8 with activation checkpointing) parts.
+        const double step = gen.flops_per_sample() * static_cast<double>(mbs);
+        const double fwd = step / (cfg.activation_checkpointing ? 4.0 : 3.0);
+        run.set_compute(opts.compute_tflops, fwd, step - fwd);
       }
       run.execute(gen.init_trace(), -1, nullptr, series);
       for (int k = 0; k < opts.steps; ++k) {

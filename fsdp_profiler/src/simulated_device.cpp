@@ -76,9 +76,9 @@ constexpr LatencyField kLatencyFields[] = {
 }  // namespace
 
 LatencyModel parse_latency(const std::string& text, LatencyModel base) {
-  std::string names;
-  for (const auto& f : kLatencyFields) names += std::string(names.empty() ? "" : ", ") + f.name;
   if (text.empty()) return base;
+  std::string names;  // for the error message
+  for (const auto& f : kLatencyFields) names += std::string(names.empty() ? "" : ", ") + f.name;
   size_t pos = 0;
   while (pos <= text.size()) {
     const size_t end = std::min(text.find(',', pos), text.size());

@@ -189,6 +189,12 @@ int64_t StepGenerator::dec_seq_len() const {
   if (!cfg_.model.encoder_decoder()) return enc_seq_len();
   return cfg_.tgt_len > 0 ? cfg_.tgt_len : cfg_.model.dec_seq_len;
 }
+double StepGenerator::flops_per_sample() const {
+  const auto tokens =
+      static_cast<double>(enc_seq_len() + (cfg_.model.encoder_decoder() ? dec_seq_len() : 0));
+  return (cfg_.activation_checkpointing ? 8.0 : 6.0) *
+         static_cast<double>(cfg_.model.total_params()) * tokens;
+}
 bool StepGenerator::loss_in_fp32() const {
   if (cfg_.loss_fp32 >= 0) return cfg_.loss_fp32 > 0;
   return !cfg_.model.encoder_decoder();

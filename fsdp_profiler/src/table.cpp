@@ -163,11 +163,7 @@ model::FsdpEntry sweep_entry(const TableArgs& a, SweepOptions o, const Gpu& gpu,
   e.max_safe_mbs = safe ? safe->mbs : 0;
   // The penalty of each retrying size between the last safe one and the OOM.
   const FsdpConfig& c = o.base;
-  StepGenerator probe(c);
-  const double tokens = static_cast<double>(probe.enc_seq_len() +
-                                            (c.model.encoder_decoder() ? probe.dec_seq_len() : 0));
-  const double flops_per_sample = (c.activation_checkpointing ? 8.0 : 6.0) *
-                                  static_cast<double>(c.model.total_params()) * tokens;
+  const double flops_per_sample = StepGenerator(c).flops_per_sample();
   for (const Point& p : pts) {
     if (p.mbs <= e.max_safe_mbs || p.oom || p.retries <= 0) continue;
     const double compute_ms =

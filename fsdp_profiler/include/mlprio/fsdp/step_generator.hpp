@@ -121,6 +121,10 @@ class StepGenerator {
   // Effective sequence lengths (FsdpConfig overrides applied).
   int64_t enc_seq_len() const;
   int64_t dec_seq_len() const;
+  // Training FLOPs per sample: 2 x params x tokens forward, 4 backward, 2 more for activation
+  // checkpointing's recomputed forward (tokens: encoder plus decoder for encoder-decoder models).
+  // The advice table's compute estimate and measure --compute-tflops both use it.
+  double flops_per_sample() const;
   bool loss_in_fp32() const;
   // Persistent allocations that stay after a step besides the resident state (cuBLAS workspace).
   int64_t persistent_extra_bytes() const { return cfg_.cublas_workspace_bytes; }
