@@ -1,0 +1,38 @@
+// The SWF reader's vector path: one line's fields found and its first 18 numeric fields read
+// with AVX-512 (swf_scan_avx512.cpp), for lines it can take whole; the reader's byte loop
+// (swf_reader.cpp) reads every other line, and on CPUs without AVX-512 all of them. Both give
+// the same fields and values for every line the vector path takes (test_readers "[swf][scan]").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mlprio::detail {
+
+struct SwfLineScan {
+  // Fields 0..17 as the byte loop reads a plain field: exactly, -0 included (18, 19: scratch).
+  int64_t iv[20];
+  double v[20];
+  uint8_t start[64];  // field k: bytes [start[k], end[k]) of the line, k < min(fields, 64)
+  uint8_t end[64];
+  int fields;  // white-space-separated fields on the line
+};
+
+// Scans a line (no line terminator, no leading or trailing white space) shorter than 128 bytes
+// with at least 18 fields whose first 18 are each an optional '-' and 1..15 ASCII digits: the
+// lines the byte loop reads as "plain" in every numeric field. Returns false, with `out`
+// unspecified, for any other line. Call only when swf_scan_avx512_usable().
+bool swf_scan_avx512(const char* s, size_t len, SwfLineScan& out);
+
+// Whether this build has the vector path (x86-64 with a compiler that knows AVX-512).
+bool swf_scan_avx512_built();
+
+// Which scan the SWF reader uses: 0 = automatic (the vector path when built and the CPU has
+// AVX-512 F/BW/DQ/VBMI/VBMI2, BMI, BMI2 and POPCNT), 1 = the byte loop, 2 = the vector path where
+// usable. Internal switch for tests and benchmarks; the environment variable
+// MLPRIO_SWF_SCAN=scalar|avx512 sets the starting value. Returns whether the vector path is
+// usable on this machine.
+bool set_swf_scan_mode(int mode);
+bool swf_scan_vector_enabled();
+
+}  // namespace mlprio::detail
