@@ -17,7 +17,8 @@ namespace {
 constexpr size_t INPUT_BYTES = 1 << 18;
 }  // namespace
 
-LineReader::LineReader(const std::string& path) : path_(path), buf_(MAX_LINE_BYTES) {
+LineReader::LineReader(const std::string& path)
+    : path_(path), buf_(MAX_LINE_BYTES + LINE_PAD_AFTER) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw InputError(path, std::string("cannot open: ") + std::strerror(errno));
   in_.resize(INPUT_BYTES);
@@ -113,12 +114,12 @@ bool LineReader::fill() {
   }
   // No newline in the whole buffer: the line is longer than any trace's (binary data, or a
   // 9 MB gzip of zeros that would grow to gigabytes in memory).
-  if (end_ == buf_.size())
+  if (end_ == MAX_LINE_BYTES)
     throw InputError(LineError{path_, line_no_ + 1, "line",
                                "longer than " + std::to_string(MAX_LINE_BYTES) +
                                    " bytes (1 MiB) without a newline; is this a text trace?"});
   char* out = buf_.data() + end_;
-  const size_t room = buf_.size() - end_;
+  const size_t room = MAX_LINE_BYTES - end_;
   size_t n = 0;
   if (gzip_) {
     n = inflate_some(out, room);

@@ -18,6 +18,12 @@ namespace mlprio::detail {
 // InputError naming file and line, in strict mode or not: the buffer never grows.
 inline constexpr size_t MAX_LINE_BYTES = size_t{1} << 20;
 
+// Readable bytes after every line next() returns, for readers that load whole vectors (the SWF
+// reader's AVX-512 scan reads 128 bytes from a line's start): at least LINE_PAD_AFTER bytes
+// past its last one lie inside the buffer. What they hold is unspecified (the next lines, stale
+// data, zeros), so such a reader must still stop at the line's end.
+inline constexpr size_t LINE_PAD_AFTER = 128;
+
 class LineReader {
  public:
   explicit LineReader(const std::string& path);  // throws InputError when it cannot open
@@ -46,7 +52,7 @@ class LineReader {
   bool raw_eof_ = false;
   std::vector<unsigned char> in_;  // compressed input (gzip), or the first bytes of a plain file
   uint64_t compressed_read_ = 0;
-  std::vector<char> buf_;
+  std::vector<char> buf_;  // MAX_LINE_BYTES of lines, then LINE_PAD_AFTER bytes never filled
   size_t begin_ = 0, end_ = 0;
   bool eof_ = false;
   int64_t line_no_ = 0;

@@ -233,7 +233,9 @@ class SwfReader final : public ReaderBase {
     // Integer fields, range-checked (a double out of an integer's range is undefined behaviour
     // to cast): -1 is "unknown" wherever the format allows it.
     bool ok = true;
-    const auto integer = [&](int i, int64_t lo, int64_t hi, const char* expected) -> int64_t {
+    const auto integer = [&](int i, int64_t lo, int64_t hi, const char* expected)
+                             __attribute__((always_inline))
+                                 ->int64_t {
       if (!ok) return 0;
       if (vector_line || plain[i]) {  // to_integer() of the same value, without the double
         if (iv[i] >= lo && iv[i] <= hi) return iv[i];

@@ -10,9 +10,9 @@
 namespace mlprio::detail {
 
 struct SwfLineScan {
-  // Fields 0..17 as the byte loop reads a plain field: exactly, -0 included (18, 19: scratch).
-  int64_t iv[20];
-  double v[20];
+  // Fields 0..17 as the byte loop reads a plain field: exactly, -0 included.
+  int64_t iv[18];
+  double v[18];
   uint8_t start[64];  // field k: bytes [start[k], end[k]) of the line, k < min(fields, 64)
   uint8_t end[64];
   int fields;  // white-space-separated fields on the line
@@ -21,7 +21,9 @@ struct SwfLineScan {
 // Scans a line (no line terminator, no leading or trailing white space) shorter than 128 bytes
 // with at least 18 fields whose first 18 are each an optional '-' and 1..15 ASCII digits: the
 // lines the byte loop reads as "plain" in every numeric field. Returns false, with `out`
-// unspecified, for any other line. Call only when swf_scan_avx512_usable().
+// unspecified, for any other line. Reads 128 bytes from `s` whatever `len` is: the line must lie
+// in a buffer with that much room (LineReader's LINE_PAD_AFTER). Call only where
+// swf_scan_vector_enabled().
 bool swf_scan_avx512(const char* s, size_t len, SwfLineScan& out);
 
 // Whether this build has the vector path (x86-64 with a compiler that knows AVX-512).

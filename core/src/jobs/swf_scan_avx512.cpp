@@ -1,9 +1,10 @@
 // AVX-512 scan of one SWF line (see swf_scan.hpp): the line in two 512-bit registers, its
 // white space and digits as 64-bit masks, the fields' bounds by compressing byte positions with
-// those masks, and the first 18 fields' digits gathered right-aligned into 16-byte slots (vpermb)
-// and converted four fields per register by multiply-adds (10, 100, 10^4, 10^8). No branch
-// depends on how long a field is, which is what the byte loop pays for: its digit loop's exit
-// mispredicts on nearly every field, since lengths change from line to line.
+// those masks, and the last 8 digits of each of the first 18 fields gathered right-aligned into
+// 8-byte slots (vpermb) and converted eight fields per register by multiply-adds (10, 100, 10^4);
+// the few fields with 9-15 digits get their leading digits added after. No branch depends on
+// how long a field is, which is what the byte loop pays for: its digit loop's exit mispredicts on
+// nearly every field, since lengths change from line to line.
 //
 // Compiled with AVX-512 (F, BW, DQ, VBMI, VBMI2), BMI, BMI2 and POPCNT for this file only (sources
 // in core/CMakeLists.txt) and called only when the CPU has them. It includes only the intrinsics
@@ -33,16 +34,16 @@ namespace {
 // The constant vectors, built at compile time.
 struct Tables {
   alignas(64) uint8_t iota[64];           // 0..63
-  alignas(64) uint8_t slot_field[5][64];  // byte b of register r reads field 4r + b / 16
-  alignas(64) int8_t slot_back[64];       // (b mod 16) - 16: from a field's end back to byte b
+  alignas(64) uint8_t slot_field[3][64];  // byte b of register r reads field 8r + b / 8
+  alignas(64) int8_t slot_back[64];       // (b mod 8) - 8: from a field's end back to byte b
 };
 
 constexpr Tables make_tables() {
   Tables t{};
   for (int i = 0; i < 64; ++i) {
     t.iota[i] = static_cast<uint8_t>(i);
-    t.slot_back[i] = static_cast<int8_t>(i % 16 - 16);
-    for (int r = 0; r < 5; ++r) t.slot_field[r][i] = static_cast<uint8_t>(4 * r + i / 16);
+    t.slot_back[i] = static_cast<int8_t>(i % 8 - 8);
+    for (int r = 0; r < 3; ++r) t.slot_field[r][i] = static_cast<uint8_t>(8 * r + i / 8);
   }
   return t;
 }
@@ -86,6 +87,17 @@ __m512i positions(u128 mask, __m512i iota) {
   return _mm512_permutex2var_epi8(from_lo, pick, from_hi);
 }
 
+// The value of the digits that `is_digit` marks in each 8-byte slot, gathered from the line
+// (x_lo, x_hi) at byte positions `pos`: right-aligned, so unmarked bytes are leading zeros.
+__m512i eight_digits(__mmask64 is_digit, __m512i pos, __m512i x_lo, __m512i x_hi) {
+  const __m512i d = _mm512_maskz_sub_epi8(is_digit, _mm512_permutex2var_epi8(x_lo, pos, x_hi),
+                                          _mm512_set1_epi8('0'));
+  const __m512i pairs = _mm512_maddubs_epi16(d, _mm512_set1_epi16(0x010a));       // bytes 10, 1
+  const __m512i quads = _mm512_madd_epi16(pairs, _mm512_set1_epi32(0x00010064));  // 100, 1
+  return _mm512_add_epi64(_mm512_mul_epu32(quads, _mm512_set1_epi64(10000)),
+                          _mm512_srli_epi64(quads, 32));
+}
+
 }  // namespace
 
 bool swf_scan_avx512(const char* s, size_t len, SwfLineScan& out) {
@@ -94,8 +106,10 @@ bool swf_scan_avx512(const char* s, size_t len, SwfLineScan& out) {
   const size_t n_lo = len < 64 ? len : 64;
   const uint64_t in_lo = _bzhi_u64(~uint64_t{0}, static_cast<unsigned>(n_lo));
   const uint64_t in_hi = _bzhi_u64(~uint64_t{0}, static_cast<unsigned>(len - n_lo));
-  const __m512i x_lo = _mm512_maskz_loadu_epi8(in_lo, s);
-  const __m512i x_hi = _mm512_maskz_loadu_epi8(in_hi, s + n_lo);  // reads nothing if len < 64
+  // Plain loads: masked ones cost several times as much on some CPUs (AMD Zen 4), and the
+  // caller guarantees the 128 bytes (LINE_PAD_AFTER); bytes past the line are masked off below.
+  const __m512i x_lo = _mm512_loadu_si512(s);
+  const __m512i x_hi = _mm512_loadu_si512(s + 64);
   const Classes c_lo = classify(x_lo, in_lo), c_hi = classify(x_hi, in_hi);
   const u128 in_line = join(in_lo, in_hi);
   const u128 space = join(c_lo.space, c_hi.space) | ~in_line;  // past the end counts as space
@@ -104,19 +118,23 @@ bool swf_scan_avx512(const char* s, size_t len, SwfLineScan& out) {
   const u128 ends = space & (word << 1);  // one past each field; len < 128 keeps it a bit
   const auto starts_lo = static_cast<uint64_t>(starts);
   const auto starts_hi = static_cast<uint64_t>(starts >> 64);
-  const auto ends_lo = static_cast<uint64_t>(ends);
-  const auto ends_hi = static_cast<uint64_t>(ends >> 64);
   const auto fields = static_cast<int>(_mm_popcnt_u64(starts_lo) + _mm_popcnt_u64(starts_hi));
   if (fields < 18) return false;
-  // Bytes up to the end of field 17 must be digits, white space or a field's leading '-'.
-  const auto ends_in_lo = static_cast<unsigned>(_mm_popcnt_u64(ends_lo));
-  const unsigned end17 =
-      ends_in_lo > 17 ? static_cast<unsigned>(_tzcnt_u64(_pdep_u64(uint64_t{1} << 17, ends_lo)))
-                      : 64 + static_cast<unsigned>(
-                                 _tzcnt_u64(_pdep_u64(uint64_t{1} << (17 - ends_in_lo), ends_hi)));
-  const u128 first18 = (u128{1} << end17) - 1;  // end17 < 128
+  // Every byte of the first 18 fields must be a digit or a field's leading '-': the first byte
+  // that is neither must lie in field 18 or later (the fields whose start is at or before it).
   const u128 lead_minus = join(c_lo.minus, c_hi.minus) & starts;
-  if ((word & ~join(c_lo.digit, c_hi.digit) & ~lead_minus & first18) != 0) return false;
+  const u128 bad = word & ~join(c_lo.digit, c_hi.digit) & ~lead_minus;
+  if (bad != 0) {
+    const auto bad_lo = static_cast<uint64_t>(bad);
+    const unsigned first_bad =
+        bad_lo != 0 ? static_cast<unsigned>(_tzcnt_u64(bad_lo))
+                    : 64 + static_cast<unsigned>(_tzcnt_u64(static_cast<uint64_t>(bad >> 64)));
+    const u128 upto = starts & ((u128{2} << first_bad) - 1);  // first_bad < 128
+    if (_mm_popcnt_u64(static_cast<uint64_t>(upto)) +
+            _mm_popcnt_u64(static_cast<uint64_t>(upto >> 64)) <=
+        18)
+      return false;
+  }
 
   const __m512i iota = _mm512_load_si512(TABLES.iota);
   const __m512i start = positions(starts, iota);  // start[k]: field k's first byte
@@ -135,41 +153,41 @@ bool swf_scan_avx512(const char* s, size_t len, SwfLineScan& out) {
     return false;
 
   const __m512i back = _mm512_load_si512(TABLES.slot_back);
-  const __m512i zero_char = _mm512_set1_epi8('0');
-  const __m512i sixteen = _mm512_set1_epi8(16);
-  const __m512i tens = _mm512_set1_epi16(0x010a);          // bytes 10, 1: pairs of digits
-  const __m512i hundreds = _mm512_set1_epi32(0x00010064);  // int16 100, 1: groups of four
-  const __m512i e4 = _mm512_set1_epi64(10000);
-  const __m512i e8 = _mm512_set1_epi64(100000000);
   const __m512i zero = _mm512_setzero_si512();
-  const __m512i sign_bit = _mm512_set1_epi64(INT64_MIN);
-  for (int r = 0; r < 5; ++r) {
+  const __m512i e8 = _mm512_set1_epi64(100000000);
+  const __m512i eight = _mm512_set1_epi8(8);
+  // Fields of 9..15 digits: the digits before the last 8 too, converted the same way and added
+  // as 10^8 x them (only in the registers that hold such a field).
+  const auto long_fields =
+      static_cast<uint32_t>(_mm512_mask_cmpgt_epu8_mask(first18_fields, digits, eight));
+  __m512i magnitude[3];
+  for (int r = 0; r < 3; ++r) {
     const __m512i slot_field = _mm512_load_si512(TABLES.slot_field[r]);
     const __m512i field_end = _mm512_permutexvar_epi8(slot_field, end);
     const __m512i field_digits = _mm512_permutexvar_epi8(slot_field, digits);
-    // Byte b of a slot takes the byte 16 - b before the field's end when that is one of its
-    // digits (b >= 16 - digits), else 0: the digits end up right-aligned, zeros before them.
+    // Byte b of a slot takes the byte 8 - b before the field's end when that is one of its
+    // digits (b >= 8 - digits), else 0: the last 8 digits end up right-aligned, zeros before.
     const __m512i pos = _mm512_add_epi8(field_end, back);
-    const __mmask64 is_digit = _mm512_cmpge_epu8_mask(
-        _mm512_add_epi8(field_digits, _mm512_add_epi8(back, sixteen)), sixteen);
-    const __m512i d =
-        _mm512_maskz_sub_epi8(is_digit, _mm512_permutex2var_epi8(x_lo, pos, x_hi), zero_char);
-    const __m512i pairs = _mm512_maddubs_epi16(d, tens);       // 8 x 2-digit per slot
-    const __m512i quads = _mm512_madd_epi16(pairs, hundreds);  // 4 x 4-digit
-    const __m512i octs =                                       // 2 x 8-digit
-        _mm512_add_epi64(_mm512_mul_epu32(quads, e4), _mm512_srli_epi64(quads, 32));
-    const __m512i whole =  // in the even lanes
-        _mm512_add_epi64(_mm512_mul_epu32(octs, e8), _mm512_bsrli_epi128(octs, 8));
-    // Fields 4r..4r+3 in lanes 0..3, their signs applied: the integer negated, the double's
-    // sign bit set (so that -0 stays -0.0, as the byte loop has it).
-    const __m512i magnitude = _mm512_maskz_compress_epi64(0x55, whole);
-    const auto neg = static_cast<__mmask8>((negative >> (4 * r)) & 0xf);
-    const __m512i as_int = _mm512_mask_sub_epi64(magnitude, neg, zero, magnitude);
-    const __m512i bits = _mm512_castpd_si512(_mm512_cvtepu64_pd(magnitude));
-    const __m512i as_double = _mm512_mask_xor_epi64(bits, neg, bits, sign_bit);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.iv + 4 * r), _mm512_castsi512_si256(as_int));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.v + 4 * r),
-                        _mm512_castsi512_si256(as_double));
+    const __m512i from_end = _mm512_add_epi8(field_digits, back);  // >= 0: a digit
+    magnitude[r] = eight_digits(_mm512_cmpge_epi8_mask(from_end, zero), pos, x_lo, x_hi);
+    if (((long_fields >> (8 * r)) & 0xff) != 0) {
+      const __m512i high =
+          eight_digits(_mm512_cmpge_epi8_mask(_mm512_sub_epi8(from_end, eight), zero),
+                       _mm512_sub_epi8(pos, eight), x_lo, x_hi);
+      magnitude[r] = _mm512_add_epi64(_mm512_mul_epu32(high, e8), magnitude[r]);
+    }
+  }
+  // Signs applied: the integer negated, the double's sign bit set (so that -0 stays -0.0, as the
+  // byte loop has it).
+  const __m512i sign_bit = _mm512_set1_epi64(INT64_MIN);
+  for (int r = 0; r < 3; ++r) {
+    const auto neg = static_cast<__mmask8>((negative >> (8 * r)) & 0xff);
+    const __mmask8 store = r < 2 ? 0xff : 0x03;  // fields 16, 17 of the last register
+    const __m512i as_int = _mm512_mask_sub_epi64(magnitude[r], neg, zero, magnitude[r]);
+    const __m512i bits = _mm512_castpd_si512(_mm512_cvtepu64_pd(magnitude[r]));
+    _mm512_mask_storeu_epi64(out.iv + 8 * r, store, as_int);
+    _mm512_mask_storeu_epi64(out.v + 8 * r, store,
+                             _mm512_mask_xor_epi64(bits, neg, bits, sign_bit));
   }
   _mm512_storeu_si512(out.start, start);
   _mm512_storeu_si512(out.end, end);
