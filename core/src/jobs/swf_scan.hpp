@@ -10,9 +10,9 @@
 namespace mlprio::detail {
 
 struct SwfLineScan {
-  // Fields 0..17 as the byte loop reads a plain field: exactly, -0 included.
-  int64_t iv[18];
-  double v[18];
+  // Fields 0..17 as the byte loop reads a plain field: exactly, -0 included (18..23: scratch).
+  int64_t iv[24];
+  double v[24];
   uint8_t start[64];  // field k: bytes [start[k], end[k]) of the line, k < min(fields, 64)
   uint8_t end[64];
   int fields;  // white-space-separated fields on the line

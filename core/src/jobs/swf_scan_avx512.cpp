@@ -182,12 +182,12 @@ bool swf_scan_avx512(const char* s, size_t len, SwfLineScan& out) {
   const __m512i sign_bit = _mm512_set1_epi64(INT64_MIN);
   for (int r = 0; r < 3; ++r) {
     const auto neg = static_cast<__mmask8>((negative >> (8 * r)) & 0xff);
-    const __mmask8 store = r < 2 ? 0xff : 0x03;  // fields 16, 17 of the last register
     const __m512i as_int = _mm512_mask_sub_epi64(magnitude[r], neg, zero, magnitude[r]);
     const __m512i bits = _mm512_castpd_si512(_mm512_cvtepu64_pd(magnitude[r]));
-    _mm512_mask_storeu_epi64(out.iv + 8 * r, store, as_int);
-    _mm512_mask_storeu_epi64(out.v + 8 * r, store,
-                             _mm512_mask_xor_epi64(bits, neg, bits, sign_bit));
+    // Whole-vector stores (slots 18..23 are scratch): the caller reads the values at once, and
+    // a masked store cannot forward to those loads.
+    _mm512_storeu_si512(out.iv + 8 * r, as_int);
+    _mm512_storeu_si512(out.v + 8 * r, _mm512_mask_xor_epi64(bits, neg, bits, sign_bit));
   }
   _mm512_storeu_si512(out.start, start);
   _mm512_storeu_si512(out.end, end);
