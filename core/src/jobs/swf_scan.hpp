@@ -15,7 +15,14 @@ struct SwfLineScan {
   double v[24];
   uint8_t start[64];  // field k: bytes [start[k], end[k]) of the line, k < min(fields, 64)
   uint8_t end[64];
-  int fields;  // white-space-separated fields on the line
+  int fields;     // white-space-separated fields on the line
+  bool in_range;  // every one of fields 0..17 within its SwfBounds
+};
+
+// The reader's range checks as bounds [lo[k], hi[k]] of fields 0..17 (18..23: unused), for the
+// 18/19-column layout ([0]) and the 21-column one ([1]).
+struct SwfBounds {
+  int64_t lo[24], hi[24];
 };
 
 // Scans a line (no line terminator, no leading or trailing white space) shorter than 128 bytes
@@ -24,7 +31,7 @@ struct SwfLineScan {
 // unspecified, for any other line. Reads 128 bytes from `s` whatever `len` is: the line must lie
 // in a buffer with that much room (LineReader's LINE_PAD_AFTER). Call only where
 // swf_scan_vector_enabled().
-bool swf_scan_avx512(const char* s, size_t len, SwfLineScan& out);
+bool swf_scan_avx512(const char* s, size_t len, const SwfBounds (&bounds)[2], SwfLineScan& out);
 
 // Whether this build has the vector path (x86-64 with a compiler that knows AVX-512).
 bool swf_scan_avx512_built();

@@ -100,7 +100,7 @@ __m512i eight_digits(__mmask64 is_digit, __m512i pos, __m512i x_lo, __m512i x_hi
 
 }  // namespace
 
-bool swf_scan_avx512(const char* s, size_t len, SwfLineScan& out) {
+bool swf_scan_avx512(const char* s, size_t len, const SwfBounds (&bounds)[2], SwfLineScan& out) {
   // Two 64-byte halves; the last field's end must be a bit of the 128-bit masks.
   if (len == 0 || len >= 128) return false;
   const size_t n_lo = len < 64 ? len : 64;
@@ -180,18 +180,24 @@ bool swf_scan_avx512(const char* s, size_t len, SwfLineScan& out) {
   // Signs applied: the integer negated, the double's sign bit set (so that -0 stays -0.0, as the
   // byte loop has it).
   const __m512i sign_bit = _mm512_set1_epi64(INT64_MIN);
+  const SwfBounds& bound = bounds[fields == 21 ? 1 : 0];
+  bool in_range = true;
   for (int r = 0; r < 3; ++r) {
     const auto neg = static_cast<__mmask8>((negative >> (8 * r)) & 0xff);
     const __m512i as_int = _mm512_mask_sub_epi64(magnitude[r], neg, zero, magnitude[r]);
     const __m512i bits = _mm512_castpd_si512(_mm512_cvtepu64_pd(magnitude[r]));
     // Whole-vector stores (slots 18..23 are scratch): the caller reads the values at once, and
     // a masked store cannot forward to those loads.
+    const __mmask8 in = _mm512_cmpge_epi64_mask(as_int, _mm512_loadu_si512(bound.lo + 8 * r)) &
+                        _mm512_cmple_epi64_mask(as_int, _mm512_loadu_si512(bound.hi + 8 * r));
+    in_range &= (in | (r < 2 ? 0 : 0xfc)) == 0xff;  // fields 18..23: no bound
     _mm512_storeu_si512(out.iv + 8 * r, as_int);
     _mm512_storeu_si512(out.v + 8 * r, _mm512_mask_xor_epi64(bits, neg, bits, sign_bit));
   }
   _mm512_storeu_si512(out.start, start);
   _mm512_storeu_si512(out.end, end);
   out.fields = fields;
+  out.in_range = in_range;
   return true;
 }
 
@@ -201,7 +207,7 @@ bool swf_scan_avx512_built() {
 
 #else
 
-bool swf_scan_avx512(const char*, size_t, SwfLineScan&) {
+bool swf_scan_avx512(const char*, size_t, const SwfBounds (&)[2], SwfLineScan&) {
   return false;
 }
 bool swf_scan_avx512_built() {
