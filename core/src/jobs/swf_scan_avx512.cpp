@@ -156,12 +156,15 @@ bool swf_scan_avx512(const char* s, size_t len, const SwfBounds (&bounds)[2], Sw
   const __m512i zero = _mm512_setzero_si512();
   const __m512i e8 = _mm512_set1_epi64(100000000);
   const __m512i eight = _mm512_set1_epi8(8);
+  const __m512i sign_bit = _mm512_set1_epi64(INT64_MIN);
   // Fields of 9..15 digits: the digits before the last 8 too, converted the same way and added
   // as 10^8 x them (only in the registers that hold such a field).
   const auto long_fields =
       static_cast<uint32_t>(_mm512_mask_cmpgt_epu8_mask(first18_fields, digits, eight));
-  __m512i magnitude[3];
-  for (int r = 0; r < 3; ++r) {
+  const SwfBounds& bound = bounds[fields == 21 ? 1 : 0];
+  // Fields 8r..8r+7, one per 64-bit lane: read, signed, range-checked and stored. Returns the
+  // lanes within their bounds. Straight-line code for each r (no arrays on the stack).
+  const auto fields8 = [&](const int r) __attribute__((always_inline))->__mmask8 {
     const __m512i slot_field = _mm512_load_si512(TABLES.slot_field[r]);
     const __m512i field_end = _mm512_permutexvar_epi8(slot_field, end);
     const __m512i field_digits = _mm512_permutexvar_epi8(slot_field, digits);
@@ -169,31 +172,26 @@ bool swf_scan_avx512(const char* s, size_t len, const SwfBounds (&bounds)[2], Sw
     // digits (b >= 8 - digits), else 0: the last 8 digits end up right-aligned, zeros before.
     const __m512i pos = _mm512_add_epi8(field_end, back);
     const __m512i from_end = _mm512_add_epi8(field_digits, back);  // >= 0: a digit
-    magnitude[r] = eight_digits(_mm512_cmpge_epi8_mask(from_end, zero), pos, x_lo, x_hi);
+    __m512i magnitude = eight_digits(_mm512_cmpge_epi8_mask(from_end, zero), pos, x_lo, x_hi);
     if (((long_fields >> (8 * r)) & 0xff) != 0) {
       const __m512i high =
           eight_digits(_mm512_cmpge_epi8_mask(_mm512_sub_epi8(from_end, eight), zero),
                        _mm512_sub_epi8(pos, eight), x_lo, x_hi);
-      magnitude[r] = _mm512_add_epi64(_mm512_mul_epu32(high, e8), magnitude[r]);
+      magnitude = _mm512_add_epi64(_mm512_mul_epu32(high, e8), magnitude);
     }
-  }
-  // Signs applied: the integer negated, the double's sign bit set (so that -0 stays -0.0, as the
-  // byte loop has it).
-  const __m512i sign_bit = _mm512_set1_epi64(INT64_MIN);
-  const SwfBounds& bound = bounds[fields == 21 ? 1 : 0];
-  bool in_range = true;
-  for (int r = 0; r < 3; ++r) {
+    // Signs applied: the integer negated, the double's sign bit set (so that -0 stays -0.0, as
+    // the byte loop has it). Whole-vector stores (slots 18..23 are scratch): the caller reads
+    // the values at once, and a masked store cannot forward to those loads.
     const auto neg = static_cast<__mmask8>((negative >> (8 * r)) & 0xff);
-    const __m512i as_int = _mm512_mask_sub_epi64(magnitude[r], neg, zero, magnitude[r]);
-    const __m512i bits = _mm512_castpd_si512(_mm512_cvtepu64_pd(magnitude[r]));
-    // Whole-vector stores (slots 18..23 are scratch): the caller reads the values at once, and
-    // a masked store cannot forward to those loads.
-    const __mmask8 in = _mm512_cmpge_epi64_mask(as_int, _mm512_loadu_si512(bound.lo + 8 * r)) &
-                        _mm512_cmple_epi64_mask(as_int, _mm512_loadu_si512(bound.hi + 8 * r));
-    in_range &= (in | (r < 2 ? 0 : 0xfc)) == 0xff;  // fields 18..23: no bound
+    const __m512i as_int = _mm512_mask_sub_epi64(magnitude, neg, zero, magnitude);
+    const __m512i bits = _mm512_castpd_si512(_mm512_cvtepu64_pd(magnitude));
     _mm512_storeu_si512(out.iv + 8 * r, as_int);
     _mm512_storeu_si512(out.v + 8 * r, _mm512_mask_xor_epi64(bits, neg, bits, sign_bit));
-  }
+    return _mm512_cmpge_epi64_mask(as_int, _mm512_loadu_si512(bound.lo + 8 * r)) &
+           _mm512_cmple_epi64_mask(as_int, _mm512_loadu_si512(bound.hi + 8 * r));
+  };
+  const __mmask8 in0 = fields8(0), in1 = fields8(1), in2 = fields8(2);
+  const bool in_range = (in0 & in1) == 0xff && (in2 & 0x03) == 0x03;  // 18..23: no bound
   _mm512_storeu_si512(out.start, start);
   _mm512_storeu_si512(out.end, end);
   out.fields = fields;
