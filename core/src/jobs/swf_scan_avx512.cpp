@@ -36,6 +36,7 @@ struct Tables {
   alignas(64) uint8_t iota[64];           // 0..63
   alignas(64) uint8_t slot_field[3][64];  // byte b of register r reads field 8r + b / 8
   alignas(64) int8_t slot_back[64];       // (b mod 8) - 8: from a field's end back to byte b
+  alignas(64) uint8_t even[64], odd[64];  // 2k, 2k + 1: de-interleaving field bounds
 };
 
 constexpr Tables make_tables() {
@@ -43,6 +44,8 @@ constexpr Tables make_tables() {
   for (int i = 0; i < 64; ++i) {
     t.iota[i] = static_cast<uint8_t>(i);
     t.slot_back[i] = static_cast<int8_t>(i % 8 - 8);
+    t.even[i] = static_cast<uint8_t>((2 * i) % 64);
+    t.odd[i] = static_cast<uint8_t>((2 * i + 1) % 64);
     for (int r = 0; r < 3; ++r) t.slot_field[r][i] = static_cast<uint8_t>(8 * r + i / 8);
   }
   return t;
@@ -137,8 +140,12 @@ bool swf_scan_avx512(const char* s, size_t len, const SwfBounds (&bounds)[2], Sw
   }
 
   const __m512i iota = _mm512_load_si512(TABLES.iota);
-  const __m512i start = positions(starts, iota);  // start[k]: field k's first byte
-  const __m512i end = positions(ends, iota);      // end[k]: one past its last
+  // Field bounds in order, start and end alternating (a position is never both: a start is a
+  // field's byte, an end the white space after one), then split: start[k] is field k's first
+  // byte, end[k] one past its last (k < 32, more than the 21 used).
+  const __m512i bounds_in_order = positions(starts | ends, iota);
+  const __m512i start = _mm512_permutexvar_epi8(_mm512_load_si512(TABLES.even), bounds_in_order);
+  const __m512i end = _mm512_permutexvar_epi8(_mm512_load_si512(TABLES.odd), bounds_in_order);
   // Bit k: field k starts with '-' (starts_lo has at most 32 bits: the shift is defined).
   const uint64_t negative =
       _pext_u64(static_cast<uint64_t>(lead_minus), starts_lo) |
