@@ -14,7 +14,18 @@
 #include "mlprio/jobs/lublin.hpp"
 #include "mlprio/jobs/trace.hpp"
 
+namespace mlprio::detail {
+bool set_swf_scan_mode(int mode);  // core/src/jobs/swf_scan.hpp: 0 auto, 1 byte loop
+}
+
 namespace {
+
+// Arg 0: the SWF reader's automatic choice (its AVX-512 line scan where the CPU has it);
+// arg 1: its byte loop. The label says which ran, so a regression in either shows.
+void set_scan(benchmark::State& state) {
+  const bool vector = mlprio::detail::set_swf_scan_mode(static_cast<int>(state.range(0)));
+  state.SetLabel(state.range(0) == 0 && vector ? "vector scan" : "byte loop");
+}
 
 std::string synthetic_swf(int64_t n) {
   const std::string path =
@@ -83,9 +94,11 @@ std::string lublin_swf(int64_t n) {
 
 void BM_swf_lublin_200k(benchmark::State& state) {
   static const std::string path = lublin_swf(200000);
+  set_scan(state);
   read_and_check(state, path, 200000);
+  mlprio::detail::set_swf_scan_mode(0);
 }
-BENCHMARK(BM_swf_lublin_200k)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_swf_lublin_200k)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 void BM_swf_lcg_gzip(benchmark::State& state) {
   const std::string path = std::string(MLPRIO_SHARED_DATA) + "/swf/LCG-2005.swf.gz";
@@ -103,9 +116,11 @@ void BM_swf_mira_19col(benchmark::State& state) {
     state.SkipWithError("../shared/data absent: mira.swf not found");
     return;
   }
+  set_scan(state);
   read_and_check(state, path, 22508);
+  mlprio::detail::set_swf_scan_mode(0);
 }
-BENCHMARK(BM_swf_mira_19col)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_swf_mira_19col)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
