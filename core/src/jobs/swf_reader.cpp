@@ -290,7 +290,15 @@ class SwfReader final : public ReaderBase {
     const char* count = "-1 (unknown) or a count";
     const char* id_text = "an integer";
 
-    job = Job{};
+    // Job{}'s defaults for what no SWF field sets (every other field is assigned below);
+    // cheaper than constructing a Job and moving it in, once per line. A new Job member changes
+    // its size: reset it here too, then update the size.
+    static_assert(sizeof(void*) != 8 || sizeof(Job) == 192, "a new Job field: reset it here");
+    job.alloc_nodes = job.req_nodes = UNKNOWN_INT;
+    job.alloc_gpus = job.req_gpus = UNKNOWN;
+    job.req_mem = job.used_mem = UNKNOWN_INT;
+    job.exit_code = job.account = job.qos = job.name = -1;
+    job.features.clear();
     job.id = integer(0, I64_MIN, I64_MAX, id_text);
     job.submit = v[1];
     job.wait = unk(v[2]);
