@@ -87,6 +87,9 @@ void require_same(const Read& a, const Read& b) {
   REQUIRE(a.report.lines == b.report.lines);
   REQUIRE(a.report.skipped == b.report.skipped);
   REQUIRE(a.report.blank_lines == b.report.blank_lines);
+  REQUIRE(a.report.comment_lines == b.report.comment_lines);
+  REQUIRE(a.report.jobs == b.report.jobs);
+  REQUIRE(a.report.was_sorted == b.report.was_sorted);
   REQUIRE(a.report.out_of_order == b.report.out_of_order);
   REQUIRE(a.report.first_errors.size() == b.report.first_errors.size());
   for (size_t i = 0; i < a.report.first_errors.size(); ++i) {
@@ -179,6 +182,25 @@ TEST_CASE("SWF vector scan: the same jobs, counts and errors as the byte loop on
     std::ofstream out(path, std::ios::binary);
     out << "; MaxNodes: 64\n; MaxProcs: 128\n";
     for (int line = 0; line < 40000; ++line) {
+      switch (rng() % 200) {  // now and then a line that is no job
+        case 0:
+          out << "\n";
+          continue;
+        case 1:
+          out << " \t \r\n";
+          continue;
+        case 2:
+          out << "; Note: a comment between jobs\n";
+          continue;
+        case 3:
+          out << ";MaxProcs: " << (rng() % 4096) << "\n";
+          continue;
+        case 4:
+          out << "  ; indented comment 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18\n";
+          continue;
+        default:
+          break;
+      }
       // Mostly plain lines of 18/19/21 fields, with one hostile field now and then, and field
       // counts around the accepted ones.
       int fields = 18;
@@ -216,8 +238,10 @@ TEST_CASE("SWF vector scan: the same jobs, counts and errors as the byte loop on
   }
   const Read scalar = read_with(path.string(), 1);
   const Read vector = read_with(path.string(), 2);
-  CHECK(scalar.jobs.size() > 20000);    // most lines are jobs
-  CHECK(scalar.report.skipped > 1000);  // and the hostile ones are many
+  CHECK(scalar.jobs.size() > 20000);         // most lines are jobs
+  CHECK(scalar.report.skipped > 1000);       // and the hostile ones are many
+  CHECK(scalar.report.comment_lines > 400);  // comments and blank lines between jobs
+  CHECK(scalar.report.blank_lines > 200);
   require_same(scalar, vector);
   fs::remove(path);
 }

@@ -35,6 +35,14 @@ class LineReader {
   // on a read error, a truncated or corrupt gzip stream, or a line over MAX_LINE_BYTES.
   bool next(std::string_view& line);
   int64_t line_number() const { return line_no_; }
+  // For readers that split lines themselves (the SWF reader's vector path): the bytes read but
+  // not yet returned (LINE_PAD_AFTER readable bytes follow them), and taking the next `n` of
+  // them, the line's terminating '\n' included, as one line.
+  std::string_view unread() const { return {buf_.data() + begin_, end_ - begin_}; }
+  void take_line(size_t n) {
+    begin_ += n;
+    ++line_no_;
+  }
   const std::string& path() const { return path_; }
 
  private:

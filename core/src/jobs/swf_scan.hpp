@@ -33,6 +33,15 @@ struct SwfBounds {
 // swf_scan_vector_enabled().
 bool swf_scan_avx512(const char* s, size_t len, const SwfBounds (&bounds)[2], SwfLineScan& out);
 
+// The next line of a buffer, found and scanned in one pass: `s` holds `avail` bytes read from
+// the file (and 128 readable bytes, as above). When a '\n' lies within its first 128 bytes and
+// the line before it (white space at either end allowed: the fields are the same as trimmed)
+// is one swf_scan_avx512 takes, scans it and returns its length plus one (the '\n'); else
+// returns 0, `out` unspecified, and the caller reads the line the usual way (blank lines,
+// comments, longer and other lines).
+size_t swf_scan_avx512_next(const char* s, size_t avail, const SwfBounds (&bounds)[2],
+                            SwfLineScan& out);
+
 // Whether this build has the vector path (x86-64 with a compiler that knows AVX-512).
 bool swf_scan_avx512_built();
 

@@ -101,18 +101,13 @@ __m512i eight_digits(__mmask64 is_digit, __m512i pos, __m512i x_lo, __m512i x_hi
                           _mm512_srli_epi64(quads, 32));
 }
 
-}  // namespace
-
-bool swf_scan_avx512(const char* s, size_t len, const SwfBounds (&bounds)[2], SwfLineScan& out) {
-  // Two 64-byte halves; the last field's end must be a bit of the 128-bit masks.
-  if (len == 0 || len >= 128) return false;
+// The scan of a line already loaded (x_lo, x_hi: its first 128 bytes), 0 < len < 128.
+__attribute__((always_inline)) inline bool scan_loaded(__m512i x_lo, __m512i x_hi, size_t len,
+                                                       const SwfBounds (&bounds)[2],
+                                                       SwfLineScan& out) {
   const size_t n_lo = len < 64 ? len : 64;
   const uint64_t in_lo = _bzhi_u64(~uint64_t{0}, static_cast<unsigned>(n_lo));
   const uint64_t in_hi = _bzhi_u64(~uint64_t{0}, static_cast<unsigned>(len - n_lo));
-  // Plain loads: masked ones cost several times as much on some CPUs (AMD Zen 4), and the
-  // caller guarantees the 128 bytes (LINE_PAD_AFTER); bytes past the line are masked off below.
-  const __m512i x_lo = _mm512_loadu_si512(s);
-  const __m512i x_hi = _mm512_loadu_si512(s + 64);
   const Classes c_lo = classify(x_lo, in_lo), c_hi = classify(x_hi, in_hi);
   const u128 in_line = join(in_lo, in_hi);
   const u128 space = join(c_lo.space, c_hi.space) | ~in_line;  // past the end counts as space
@@ -206,6 +201,28 @@ bool swf_scan_avx512(const char* s, size_t len, const SwfBounds (&bounds)[2], Sw
   return true;
 }
 
+}  // namespace
+
+bool swf_scan_avx512(const char* s, size_t len, const SwfBounds (&bounds)[2], SwfLineScan& out) {
+  // Two 64-byte halves; the last field's end must be a bit of the 128-bit masks. Plain loads:
+  // masked ones cost several times as much on some CPUs (AMD Zen 4), and the caller guarantees
+  // the 128 bytes (LINE_PAD_AFTER); bytes past the line are masked off.
+  if (len == 0 || len >= 128) return false;
+  return scan_loaded(_mm512_loadu_si512(s), _mm512_loadu_si512(s + 64), len, bounds, out);
+}
+
+size_t swf_scan_avx512_next(const char* s, size_t avail, const SwfBounds (&bounds)[2],
+                            SwfLineScan& out) {
+  const __m512i x_lo = _mm512_loadu_si512(s);
+  const __m512i x_hi = _mm512_loadu_si512(s + 64);
+  const __m512i nl = _mm512_set1_epi8('\n');
+  const uint64_t nl_lo = _mm512_cmpeq_epi8_mask(x_lo, nl);
+  const uint64_t nl_hi = _mm512_cmpeq_epi8_mask(x_hi, nl);
+  const size_t len = nl_lo != 0 ? _tzcnt_u64(nl_lo) : 64 + _tzcnt_u64(nl_hi);  // 128: none
+  if (len == 0 || len >= 128 || len >= avail) return 0;
+  return scan_loaded(x_lo, x_hi, len, bounds, out) ? len + 1 : 0;
+}
+
 bool swf_scan_avx512_built() {
   return true;
 }
@@ -214,6 +231,9 @@ bool swf_scan_avx512_built() {
 
 bool swf_scan_avx512(const char*, size_t, const SwfBounds (&)[2], SwfLineScan&) {
   return false;
+}
+size_t swf_scan_avx512_next(const char*, size_t, const SwfBounds (&)[2], SwfLineScan&) {
+  return 0;
 }
 bool swf_scan_avx512_built() {
   return false;
