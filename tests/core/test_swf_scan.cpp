@@ -243,6 +243,25 @@ TEST_CASE("SWF vector scan: the same jobs, counts and errors as the byte loop on
   CHECK(scalar.report.comment_lines > 400);  // comments and blank lines between jobs
   CHECK(scalar.report.blank_lines > 200);
   require_same(scalar, vector);
+  // Strict mode: the same first error, naming the same line, field and problem.
+  const auto first_error = [&](int mode) {
+    detail::set_swf_scan_mode(mode);
+    ReadOptions strict;
+    strict.strict = true;
+    LineError e;
+    try {
+      load_trace(path.string(), strict);
+    } catch (const InputError& x) {
+      e = x.detail();
+    }
+    detail::set_swf_scan_mode(0);
+    return e;
+  };
+  const LineError s1 = first_error(1), s2 = first_error(2);
+  CHECK(s1.line > 0);
+  CHECK(s1.line == s2.line);
+  CHECK(s1.field == s2.field);
+  CHECK(s1.message == s2.message);
   fs::remove(path);
 }
 
