@@ -13,7 +13,7 @@ struct SwfLineScan {
   // Fields 0..17 as the byte loop reads a plain field: exactly, -0 included (18..23: scratch).
   int64_t iv[24];
   double v[24];
-  uint8_t start[64];  // field k: bytes [start[k], end[k]) of the line, k < min(fields, 64)
+  uint8_t start[64];  // field k: bytes [start[k], end[k]) of the line, k < min(fields, 32)
   uint8_t end[64];
   int fields;     // white-space-separated fields on the line
   bool in_range;  // every one of fields 0..17 within its SwfBounds
