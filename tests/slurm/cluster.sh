@@ -103,6 +103,16 @@ cluster_stop() {
   _kill_pidfile "$CL_DIR/slurmdbd.pid"
   _kill_pidfile "$CL_DIR/mariadb.pid"
   _kill_pidfile "$CL_DIR/munged.pid"
+  # From 23.11 "scontrol reconfigure" starts slurmctld and slurmd again under new PIDs; a slurmd
+  # that had not written its new PID yet when the test ended outlived it (found after the scope
+  # and jobcomp_loop cases on 26.05.3). Whatever still runs with this cluster's slurm.conf, a
+  # path no other cluster uses, is stopped too.
+  local conf="$CL_DIR/slurm.conf"
+  if pgrep -f -- "-f $conf" >/dev/null; then
+    pkill -TERM -f -- "-f $conf" 2>/dev/null
+    for _ in $(seq 50); do pgrep -f -- "-f $conf" >/dev/null || break; sleep 0.1; done
+    pkill -KILL -f -- "-f $conf" 2>/dev/null
+  fi
   if [ -n "${KEEP_CLUSTER_DIR:-}" ]; then echo "cluster dir kept: $CL_DIR"; else rm -rf "$CL_DIR"; fi
   CL_DIR=""
 }
