@@ -232,8 +232,9 @@ class SwfReader final : public ReaderBase {
     double* v;
     int64_t* iv;
     const bool* plain;  // read only where !vector_line
-    const bool vector_line =
-        scanned || (vector_scan_ && swf_scan_avx512(line.data(), line.size(), SWF_BOUNDS, vscan_));
+    // A line the vector scan declined in next() is not offered to it again: the byte loop reads
+    // it, with the same result.
+    const bool vector_line = scanned;
     // Every field's range already checked (the bounds below are integer()'s).
     const bool checked = vector_line && vscan_.in_range;
     if (vector_line) {

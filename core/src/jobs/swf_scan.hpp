@@ -25,20 +25,15 @@ struct SwfBounds {
   int64_t lo[24], hi[24];
 };
 
-// Scans a line (no line terminator, no leading or trailing white space) shorter than 128 bytes
-// with at least 18 fields whose first 18 are each an optional '-' and 1..15 ASCII digits: the
-// lines the byte loop reads as "plain" in every numeric field. Returns false, with `out`
-// unspecified, for any other line. Reads 128 bytes from `s` whatever `len` is: the line must lie
-// in a buffer with that much room (LineReader's LINE_PAD_AFTER). Call only where
-// swf_scan_vector_enabled().
-bool swf_scan_avx512(const char* s, size_t len, const SwfBounds (&bounds)[2], SwfLineScan& out);
-
-// The next line of a buffer, found and scanned in one pass: `s` holds `avail` bytes read from
-// the file (and 128 readable bytes, as above). When a '\n' lies within its first 128 bytes and
-// the line before it (white space at either end allowed: the fields are the same as trimmed)
-// is one swf_scan_avx512 takes, scans it and returns its length plus one (the '\n'); else
-// returns 0, `out` unspecified, and the caller reads the line the usual way (blank lines,
-// comments, longer and other lines).
+// The next line of a buffer, found and scanned in one pass. `s` holds `avail` bytes read from
+// the file, and 128 bytes from `s` are readable whatever `avail` is (LineReader's
+// LINE_PAD_AFTER). Takes the line when a '\n' lies within those 128 bytes and inside `avail`,
+// and the line before it (white space at either end allowed: the fields are those of the
+// trimmed line) has at least 18 fields whose first 18 are each an optional '-' and 1..15 ASCII
+// digits, the lines the byte loop reads as "plain" in every numeric field. Then it fills `out`
+// and returns the line's length plus one (the '\n'); else it returns 0, `out` unspecified, and
+// the caller reads the line the usual way (blank lines, comments, longer and other lines, a line
+// cut by the end of the buffer). Call only where swf_scan_vector_enabled().
 size_t swf_scan_avx512_next(const char* s, size_t avail, const SwfBounds (&bounds)[2],
                             SwfLineScan& out);
 

@@ -203,16 +203,11 @@ __attribute__((always_inline)) inline bool scan_loaded(__m512i x_lo, __m512i x_h
 
 }  // namespace
 
-bool swf_scan_avx512(const char* s, size_t len, const SwfBounds (&bounds)[2], SwfLineScan& out) {
-  // Two 64-byte halves; the last field's end must be a bit of the 128-bit masks. Plain loads:
-  // masked ones cost several times as much on some CPUs (this AMD EPYC, family 26), and the caller
-  // guarantees the 128 bytes (LINE_PAD_AFTER); bytes past the line are masked off.
-  if (len == 0 || len >= 128) return false;
-  return scan_loaded(_mm512_loadu_si512(s), _mm512_loadu_si512(s + 64), len, bounds, out);
-}
-
 size_t swf_scan_avx512_next(const char* s, size_t avail, const SwfBounds (&bounds)[2],
                             SwfLineScan& out) {
+  // Two 64-byte halves; the last field's end must be a bit of the 128-bit masks. Plain loads:
+  // masked ones cost several times as much on some CPUs (this AMD EPYC, family 26), and the
+  // caller guarantees the 128 bytes; bytes past the line are masked off.
   const __m512i x_lo = _mm512_loadu_si512(s);
   const __m512i x_hi = _mm512_loadu_si512(s + 64);
   const __m512i nl = _mm512_set1_epi8('\n');
@@ -229,9 +224,6 @@ bool swf_scan_avx512_built() {
 
 #else
 
-bool swf_scan_avx512(const char*, size_t, const SwfBounds (&)[2], SwfLineScan&) {
-  return false;
-}
 size_t swf_scan_avx512_next(const char*, size_t, const SwfBounds (&)[2], SwfLineScan&) {
   return 0;
 }
