@@ -9,6 +9,22 @@ find_package(CLI11 CONFIG REQUIRED)
 # Debian installs serial and Open MPI HDF5 side by side; name the serial one explicitly so the
 # h5cc alternative never decides for us. The MPI driver uses its own writer rank (see replay/).
 pkg_check_modules(HDF5 REQUIRED IMPORTED_TARGET hdf5-serial)
+# Debian's shared libhdf5 pulls in libcurl (its read-only S3 driver) and with it about 30
+# libraries, which cost every process ~3 ms to load and map (bench/RESULTS.md, "Start-up"). The
+# static archive, where it exists, links only the parts we call (no S3 driver, so no libcurl).
+# Every target gets HDF5 from PkgConfig::HDF5, so a process never holds both copies. OFF links
+# the shared library (needed, e.g., for HDF5 filter plugins built against it).
+option(MLPRIO_HDF5_STATIC "Link HDF5's static archive when the pkg-config folder has one" ON)
+set(MLPRIO_HDF5_LINK "shared")
+if(MLPRIO_HDF5_STATIC)
+  find_library(MLPRIO_HDF5_ARCHIVE NAMES libhdf5.a PATHS ${HDF5_LIBRARY_DIRS} NO_DEFAULT_PATH)
+  find_library(MLPRIO_SZIP_LIBRARY NAMES sz)
+  if(MLPRIO_HDF5_ARCHIVE AND MLPRIO_SZIP_LIBRARY)
+    set_target_properties(PkgConfig::HDF5 PROPERTIES INTERFACE_LINK_LIBRARIES
+      "${MLPRIO_HDF5_ARCHIVE};${MLPRIO_SZIP_LIBRARY};ZLIB::ZLIB;Threads::Threads;${CMAKE_DL_LIBS};m")
+    set(MLPRIO_HDF5_LINK "static (${MLPRIO_HDF5_ARCHIVE})")
+  endif()
+endif()
 
 set(_mlprio_summary "")
 macro(mlprio_report name found detail)
@@ -31,6 +47,7 @@ if(NOT MLPRIO_WITH_MPI STREQUAL "OFF")
   endif()
 endif()
 find_program(MLPRIO_MPIEXEC NAMES mpiexec mpirun)
+mlprio_report("HDF5 (MLPRIO_HDF5_STATIC)" HDF5_FOUND "${HDF5_VERSION}, ${MLPRIO_HDF5_LINK}")
 mlprio_report("MPI (MLPRIO_WITH_MPI)" MLPRIO_HAVE_MPI "${MPI_CXX_VERSION} ${MLPRIO_MPIEXEC}")
 
 # ---- CUDA ----

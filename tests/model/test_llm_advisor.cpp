@@ -48,6 +48,7 @@
 #include "../support/skip.hpp"
 #include "mlprio/model/llm_advisor.hpp"
 #include "mlprio/model/predictor.hpp"
+#include "model/curl_api.hpp"  // core/src: the loader, internal to core
 
 using namespace mlprio;
 using namespace mlprio::model;
@@ -282,6 +283,33 @@ TEST_CASE("advisor: a refused connection is a transport error, not a hang", "[mo
   cfg.base_url = "http://127.0.0.1:" + std::to_string(port);
   LlmAdvisor advisor(cfg);
   CHECK(run_one(advisor, 1, "x").status == AdviceStatus::TRANSPORT_ERROR);
+}
+
+TEST_CASE("advisor: libcurl is opened on first use; a missing or too old one is a clear error",
+          "[model][llm]") {
+  // The real library: every function the advisor calls is bound.
+  const CurlApi api = detail::load_curl_api("libcurl.so.4");
+  CHECK(api.global_init != nullptr);
+  CHECK(api.easy_setopt != nullptr);
+  CHECK(api.multi_wakeup != nullptr);
+  CHECK(api.slist_free_all != nullptr);
+  CHECK(&curl_api() == &curl_api());  // loaded once
+  // No such library: the message names it and says what needs it.
+  try {
+    (void)detail::load_curl_api("libmlprio-no-such-curl.so.4");
+    FAIL("loaded a library that does not exist");
+  } catch (const AdvisorError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("needs libcurl") != std::string::npos);
+    CHECK(what.find("libmlprio-no-such-curl.so.4") != std::string::npos);
+  }
+  // A library that is not libcurl (libc has none of its functions): the first missing one named.
+  try {
+    (void)detail::load_curl_api("libc.so.6");
+    FAIL("bound libcurl's functions in libc");
+  } catch (const AdvisorError& e) {
+    CHECK(std::string(e.what()).find("libc.so.6 has no curl_global_init") != std::string::npos);
+  }
 }
 
 TEST_CASE("advisor: the cache answers a repeated prompt without a request", "[model][llm]") {

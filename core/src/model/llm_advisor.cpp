@@ -4,13 +4,14 @@
 // (curl_multi_wakeup) and abort a transfer at once instead of waiting for a time-out. The worker
 // owns the curl handles, the LRU cache and the circuit breaker, so they need no lock; the queue,
 // the result store and the counters are the only state shared with callers. Compiled only when
-// libcurl is found (MLPRIO_HAVE_CURL). Every curl call goes through MLPRIO_CURL_CHECK, and no
+// libcurl is found (MLPRIO_HAVE_CURL); the library itself is opened when the first advisor
+// starts (curl_api.hpp). Every curl call goes through MLPRIO_CURL_CHECK, and no
 // exception leaves the worker thread: a failure becomes a result with a status.
 #include "mlprio/model/llm_advisor.hpp"
 
-#include <curl/curl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "model/curl_api.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -62,12 +63,12 @@ constexpr std::string_view ADVISOR_SYSTEM_PROMPT =
 void curl_check(CURLcode rc, const char* call, const char* file, int line) {
   if (rc != CURLE_OK)
     throw AdvisorError(std::string(call) + " failed at " + file + ":" + std::to_string(line) +
-                       ": " + curl_easy_strerror(rc));
+                       ": " + curl_api().easy_strerror(rc));
 }
 void curl_check(CURLMcode rc, const char* call, const char* file, int line) {
   if (rc != CURLM_OK)
     throw AdvisorError(std::string(call) + " failed at " + file + ":" + std::to_string(line) +
-                       ": " + curl_multi_strerror(rc));
+                       ": " + curl_api().multi_strerror(rc));
 }
 
 bool dropped_code_point(uint32_t cp) {
@@ -574,8 +575,8 @@ struct LlmAdvisor::Impl {
   }
 
   ~Impl() {
-    if (multi) curl_multi_cleanup(multi);
-    if (easy) curl_easy_cleanup(easy);
+    if (multi) curl_api().multi_cleanup(multi);
+    if (easy) curl_api().easy_cleanup(easy);
   }
 
   static size_t on_write(char* data, size_t size, size_t nmemb, void* user) {
@@ -639,9 +640,9 @@ struct LlmAdvisor::Impl {
   bool transfer(const std::string& payload, AdviceResult& r) {
     struct Headers {
       curl_slist* list = nullptr;
-      ~Headers() { curl_slist_free_all(list); }
+      ~Headers() { curl_api().slist_free_all(list); }
       void add(const std::string& h) {
-        curl_slist* next = curl_slist_append(list, h.c_str());
+        curl_slist* next = curl_api().slist_append(list, h.c_str());
         if (!next) throw AdvisorError("curl_slist_append failed (out of memory)");
         list = next;
       }
@@ -653,54 +654,55 @@ struct LlmAdvisor::Impl {
     response.clear();
     response_too_large = false;
     char errbuf[CURL_ERROR_SIZE] = {0};
-    curl_easy_reset(easy);
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_URL, url.c_str()));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https"));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_PROXY, ""));  // never an environment proxy
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L));
+    curl_api().easy_reset(easy);
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_URL, url.c_str()));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https"));
+    MLPRIO_CURL_CHECK(
+        curl_api().easy_setopt(easy, CURLOPT_PROXY, ""));  // never an environment proxy
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L));
     // https: verify the certificate chain and the host name (curl's defaults, stated so that
     // no change of defaults can turn them off), against ca_file when one is given.
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L));
     if (!cfg.ca_file.empty())
-      MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_CAINFO, cfg.ca_file.c_str()));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L));
+      MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_CAINFO, cfg.ca_file.c_str()));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_NOSIGNAL, 1L));
     MLPRIO_CURL_CHECK(
-        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(cfg.timeout_ms)));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
-                                       static_cast<long>(cfg.connect_timeout_ms)));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers.list));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_POSTFIELDS, payload.c_str()));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
-                                       static_cast<curl_off_t>(payload.size())));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::on_write));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_WRITEDATA, this));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, &Impl::on_progress));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_XFERINFODATA, this));
-    MLPRIO_CURL_CHECK(curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf));
+        curl_api().easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(cfg.timeout_ms)));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                                             static_cast<long>(cfg.connect_timeout_ms)));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_HTTPHEADER, headers.list));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_POSTFIELDS, payload.c_str()));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                                             static_cast<curl_off_t>(payload.size())));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::on_write));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_WRITEDATA, this));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_NOPROGRESS, 0L));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, &Impl::on_progress));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_XFERINFODATA, this));
+    MLPRIO_CURL_CHECK(curl_api().easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf));
 
-    MLPRIO_CURL_CHECK(curl_multi_add_handle(multi, easy));
+    MLPRIO_CURL_CHECK(curl_api().multi_add_handle(multi, easy));
     struct Added {
       CURLM* m;
       CURL* e;
-      ~Added() { curl_multi_remove_handle(m, e); }
+      ~Added() { curl_api().multi_remove_handle(m, e); }
     } added{multi, easy};
 
     int running = 1;
     bool aborted = false;
     while (true) {
-      MLPRIO_CURL_CHECK(curl_multi_perform(multi, &running));
+      MLPRIO_CURL_CHECK(curl_api().multi_perform(multi, &running));
       if (running == 0) break;
       if (abort_transfer.load()) {
         aborted = true;
         break;
       }
-      MLPRIO_CURL_CHECK(curl_multi_poll(multi, nullptr, 0, POLL_INTERVAL_MS, nullptr));
+      MLPRIO_CURL_CHECK(curl_api().multi_poll(multi, nullptr, 0, POLL_INTERVAL_MS, nullptr));
     }
     CURLcode rc = CURLE_ABORTED_BY_CALLBACK;
     int left = 0;
-    while (CURLMsg* m = curl_multi_info_read(multi, &left))
+    while (CURLMsg* m = curl_api().multi_info_read(multi, &left))
       if (m->msg == CURLMSG_DONE && m->easy_handle == easy) rc = m->data.result;
 
     if (aborted || rc == CURLE_ABORTED_BY_CALLBACK) {
@@ -710,7 +712,7 @@ struct LlmAdvisor::Impl {
     }
     if (rc == CURLE_OPERATION_TIMEDOUT) {
       r.status = AdviceStatus::TIMEOUT;
-      r.error = std::string("time-out: ") + (errbuf[0] ? errbuf : curl_easy_strerror(rc));
+      r.error = std::string("time-out: ") + (errbuf[0] ? errbuf : curl_api().easy_strerror(rc));
       return false;
     }
     if (response_too_large || rc == CURLE_FILESIZE_EXCEEDED) {
@@ -721,11 +723,12 @@ struct LlmAdvisor::Impl {
     }
     if (rc != CURLE_OK) {
       r.status = AdviceStatus::TRANSPORT_ERROR;
-      r.error = std::string(curl_easy_strerror(rc)) + (errbuf[0] ? std::string(": ") + errbuf : "");
+      r.error =
+          std::string(curl_api().easy_strerror(rc)) + (errbuf[0] ? std::string(": ") + errbuf : "");
       return false;
     }
     long code = 0;
-    MLPRIO_CURL_CHECK(curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code));
+    MLPRIO_CURL_CHECK(curl_api().easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code));
     if (code != 200) {
       r.status = AdviceStatus::HTTP_ERROR;
       r.error = "HTTP " + std::to_string(code);
@@ -820,12 +823,14 @@ struct LlmAdvisor::Impl {
 
 std::unique_ptr<LlmAdvisor::Impl> LlmAdvisor::make_impl(AdvisorConfig cfg, Callback callback) {
   validate(cfg);
+  curl_api();  // loads libcurl, or throws AdvisorError naming what is missing
   CURLcode global_rc = CURLE_OK;
-  std::call_once(CURL_GLOBAL_ONCE, [&] { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  std::call_once(CURL_GLOBAL_ONCE,
+                 [&] { global_rc = curl_api().global_init(CURL_GLOBAL_DEFAULT); });
   MLPRIO_CURL_CHECK(global_rc);
   auto impl = std::make_unique<Impl>(std::move(cfg), std::move(callback));
-  impl->easy = curl_easy_init();
-  impl->multi = curl_multi_init();
+  impl->easy = curl_api().easy_init();
+  impl->multi = curl_api().multi_init();
   if (!impl->easy || !impl->multi) throw AdvisorError("curl_easy_init/curl_multi_init failed");
   return impl;
 }
@@ -878,7 +883,7 @@ void LlmAdvisor::stop() {
   }
   impl_->abort_transfer.store(true);
   impl_->cv.notify_all();
-  if (impl_->multi) curl_multi_wakeup(impl_->multi);
+  if (impl_->multi) curl_api().multi_wakeup(impl_->multi);
   if (impl_->worker.joinable()) impl_->worker.join();
 }
 

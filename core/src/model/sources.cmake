@@ -16,7 +16,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|i[3-6]86)$")
 endif()
 # The LLM advisor (issue #5) needs libcurl; without it the advisor is simply not built.
 if(CURL_FOUND)
-  target_sources(mlprio_core PRIVATE ${CMAKE_CURRENT_LIST_DIR}/llm_advisor.cpp)
-  target_link_libraries(mlprio_core PRIVATE CURL::libcurl)
+  # libcurl's header only: the library is opened on first use (curl_api.hpp), so no process
+  # that never starts an advisor maps it.
+  target_sources(mlprio_core PRIVATE ${CMAKE_CURRENT_LIST_DIR}/llm_advisor.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/curl_api.cpp)
+  target_include_directories(mlprio_core PRIVATE
+                             $<TARGET_PROPERTY:CURL::libcurl,INTERFACE_INCLUDE_DIRECTORIES>)
+  target_link_libraries(mlprio_core PRIVATE ${CMAKE_DL_LIBS})
   target_compile_definitions(mlprio_core PUBLIC MLPRIO_HAVE_CURL=1)
 endif()
