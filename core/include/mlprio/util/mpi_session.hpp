@@ -4,7 +4,8 @@
 // (MPI_THREAD_FUNNELED: the replay sweep's rank 0 computes on a second thread that never calls
 // MPI) for the lifetime of one command and finalises it. Header-only and usable only where MPI
 // was found: link the INTERFACE target mlprio_mpi_session (core/CMakeLists.txt), which adds
-// MPI::MPI_CXX; nothing in core's own library includes it.
+// MPI::MPI_C (the C API; Open MPI's C++ bindings are not used); nothing in core's own library
+// includes it.
 #pragma once
 
 #include <mpi.h>
