@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -57,9 +58,111 @@ template <typename T>
   v.emplace_back(x);
 }
 
+// The waits' nearest-rank p95 and p99 (the smallest wait with at least p % of the jobs at or
+// below) and their maximum, exact, in memory that stops growing with the trace. The first
+// `histogram_after` waits are kept one by one and selected at the end (linear; what every window
+// of a sweep or tune uses). Past that the waits are counted instead: one 32-bit counter per whole
+// second up to the longest whole-second wait seen (at most HISTOGRAM_SECONDS of them, 4 MB, as
+// much as the waits kept before the switch), and only the waits that are not whole seconds under
+// that bound (fractions, waits of twelve days or more) are kept one by one, as is a wait whose
+// counter is full. Both give the same values, bit for bit (test_wait_quantiles).
+class WaitQuantiles {
+ public:
+  static constexpr size_t HISTOGRAM_AFTER = size_t{1} << 19;    // 4 MB of waits
+  static constexpr size_t HISTOGRAM_SECONDS = size_t{1} << 20;  // 12.1 days, 4 MB of counters
+
+  explicit WaitQuantiles(size_t histogram_after = HISTOGRAM_AFTER) : after_(histogram_after) {
+    if (after_ == 0) counting_ = true;
+  }
+
+  void add(double wait) {
+    ++n_;
+    if (counting_) {
+      count(wait);
+      return;
+    }
+    append_growing(waits_, wait);
+    if (waits_.size() >= after_) [[unlikely]] {
+      counting_ = true;
+      std::vector<double> kept;
+      kept.swap(waits_);
+      for (double w : kept) count(w);
+    }
+  }
+
+  struct Result {
+    double p95 = 0, p99 = 0, max = 0;
+  };
+
+  // After the last add(); needs at least one wait. Reorders the kept waits.
+  Result finish() {
+    const auto n = static_cast<double>(n_);
+    const auto rank = [&](double p) {
+      const auto k = static_cast<size_t>(std::ceil(p / 100.0 * n));
+      return std::max<size_t>(k, 1) - 1;
+    };
+    const size_t k95 = rank(95), k99 = rank(99);
+    Result r;
+    if (!counting_) {
+      // Selection, not a full sort: p95, then p99 among the waits above it, then the maximum
+      // among those above that.
+      const auto at = [&](size_t k) { return waits_.begin() + static_cast<std::ptrdiff_t>(k); };
+      std::nth_element(waits_.begin(), at(k95), waits_.end());
+      r.p95 = waits_[k95];
+      std::nth_element(at(k95), at(k99), waits_.end());
+      r.p99 = waits_[k99];
+      r.max = *std::max_element(at(k99), waits_.end());
+      return r;
+    }
+    // The counted seconds and the kept waits merged in increasing order (equal values may come
+    // in either order: the k-th value is the same).
+    std::sort(other_.begin(), other_.end());
+    size_t seen = 0, o = 0;
+    const auto take = [&](double value, size_t count) {
+      if (k95 >= seen && k95 < seen + count) r.p95 = value;
+      if (k99 >= seen && k99 < seen + count) r.p99 = value;
+      seen += count;
+    };
+    for (size_t sec = 0; sec < counts_.size(); ++sec) {
+      const auto v = static_cast<double>(sec);
+      for (; o < other_.size() && other_[o] < v; ++o) take(other_[o], 1);
+      if (counts_[sec] > 0) {
+        take(v, counts_[sec]);
+        r.max = v;
+      }
+    }
+    for (; o < other_.size(); ++o) take(other_[o], 1);
+    if (!other_.empty()) r.max = std::max(r.max, other_.back());
+    return r;
+  }
+
+ private:
+  void count(double w) {
+    if (w >= 0 && w < static_cast<double>(HISTOGRAM_SECONDS) && w == std::floor(w)) {
+      const auto sec = static_cast<size_t>(w);
+      if (sec >= counts_.size())
+        counts_.resize(std::min(HISTOGRAM_SECONDS, std::max(sec + 1, 2 * counts_.size())), 0);
+      if (counts_[sec] < UINT32_MAX) {
+        ++counts_[sec];
+        return;
+      }
+    }
+    append_growing(other_, w);
+  }
+
+  size_t after_;
+  size_t n_ = 0;
+  bool counting_ = false;
+  std::vector<double> waits_;     // before counting: every wait
+  std::vector<uint32_t> counts_;  // counting: jobs per whole second of wait
+  std::vector<double> other_;     // counting: the waits that are not counted
+};
+
 class MetricsAccumulator {
  public:
-  explicit MetricsAccumulator(const SimConfig& c) : cfg_(c) {}
+  explicit MetricsAccumulator(const SimConfig& c,
+                              size_t histogram_after = WaitQuantiles::HISTOGRAM_AFTER)
+      : cfg_(c), waits_(histogram_after) {}
 
   void started(const Job& j, double start, double end, double estimate, int64_t procs,
                bool killed) {
@@ -73,7 +176,7 @@ class MetricsAccumulator {
     ++n_;
     sum_wait_ += wait;
     sum_bsld_ += bsld;
-    append_growing(waits_, wait);
+    waits_.add(wait);
     sum_turn_ += wait + run;
     core_seconds_ += run * static_cast<double>(procs);
     killed_ += killed ? 1 : 0;
@@ -122,20 +225,10 @@ class MetricsAccumulator {
       s.last_end = last_end_;
       s.makespan = last_end_ - first_submit_;
       s.utilization = s.makespan > 0 ? core_seconds_ / (s.makespan * total_cores) : 0.0;
-      // Nearest-rank percentiles: the smallest wait with at least p % of the jobs at or below.
-      auto rank = [&](double p) {
-        const auto k = static_cast<size_t>(std::ceil(p / 100.0 * n));
-        return std::max<size_t>(k, 1) - 1;
-      };
-      // Selection, not a full sort (linear; the same values): p95, then p99 among the waits
-      // above it, then the maximum among those above that.
-      const size_t k95 = rank(95), k99 = rank(99);
-      const auto at = [&](size_t k) { return waits_.begin() + static_cast<std::ptrdiff_t>(k); };
-      std::nth_element(waits_.begin(), at(k95), waits_.end());
-      s.p95_wait = waits_[k95];
-      std::nth_element(at(k95), at(k99), waits_.end());
-      s.p99_wait = waits_[k99];
-      s.max_wait = *std::max_element(at(k99), waits_.end());
+      const WaitQuantiles::Result q = waits_.finish();
+      s.p95_wait = q.p95;
+      s.p99_wait = q.p99;
+      s.max_wait = q.max;
     }
     r.users.reserve(users_.size());
     for (auto& [id, u] : users_) {
@@ -167,7 +260,7 @@ class MetricsAccumulator {
   UserSummary* user_ = nullptr;  // users_[user_id_], the last job's user
   int32_t user_id_ = 0;
   std::vector<JobOutcome> jobs_;
-  std::vector<double> waits_;  // every job's wait, for the percentiles
+  WaitQuantiles waits_;
 };
 
 // Runs the rlscheduler profile (rlscheduler_engine.cpp).
