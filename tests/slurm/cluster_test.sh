@@ -214,6 +214,10 @@ load)
   expect_log "site_factor/mlprio: loaded, built for Slurm $v (formula model"
   expect_log "job_submit/mlprio: loaded, built for Slurm $v; decides with the model of site_factor/mlprio"
   expect_log "unknown parameter 'bogus_key' ignored"
+  # No llm_url: libcurl (opened only when an advisor starts) is not in slurmctld's memory.
+  if grep -q "libcurl" "/proc/$(cat "$CL_DIR/slurmctld.pid")/maps"; then
+    fail "slurmctld maps libcurl although no LLM advisor is configured"
+  fi
   # Every parameter in force, defaults included (scontrol show config prints (null) in 22.05).
   expect_log "site_factor/mlprio: parameters: model=$M/plain.json,weight=10000,max_boost=100000,limit_margin=0.25,refuse_above=1,refuse_mode=warn,llm_url=,.*,reload_wait_ms=1000,fsdp_table=,fsdp_refuse_oom=0,fsdp_gpu_gib=,fsdp_default_gpu_gib=80$"
   cluster_alive || fail "slurmctld not alive"
@@ -676,6 +680,9 @@ llm_good)
   start_llm good
   start "model=$M/plain.json,$BASE,llm_url=http://127.0.0.1:$LLM_PORT/v1,llm_timeout_ms=2000,llm_model=fake"
   expect_log "site_factor/mlprio: LLM advisor started: http://127.0.0.1:$LLM_PORT/v1/chat/completions"
+  # The advisor opened libcurl itself (the plugins do not link it).
+  grep -q "libcurl" "/proc/$(cat "$CL_DIR/slurmctld.pid")/maps" ||
+    fail "the LLM advisor started but slurmctld has not mapped libcurl"
   declare -A want
   for rt in 1 2000 100000 100000000 FAIL; do
     marker="WANT_RT=$rt"; [ "$rt" = FAIL ] && marker="WANT_FAIL"
