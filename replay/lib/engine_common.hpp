@@ -160,9 +160,7 @@ class WaitQuantiles {
 
 class MetricsAccumulator {
  public:
-  explicit MetricsAccumulator(const SimConfig& c,
-                              size_t histogram_after = WaitQuantiles::HISTOGRAM_AFTER)
-      : cfg_(c), waits_(histogram_after) {}
+  explicit MetricsAccumulator(const SimConfig& c) : cfg_(c) {}
 
   void started(const Job& j, double start, double end, double estimate, int64_t procs,
                bool killed) {

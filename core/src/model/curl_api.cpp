@@ -5,6 +5,8 @@
 
 #include <dlfcn.h>
 
+#include <type_traits>
+
 #include "mlprio/model/llm_advisor.hpp"
 
 namespace mlprio::model {
@@ -21,9 +23,11 @@ CurlApi load_curl_api(const std::string& soname) {
   CurlApi api;
   const auto bind = [&](auto& fn, const char* name) {
     void* sym = dlsym(lib, name);
-    if (!sym)
+    if (!sym) {
+      dlclose(lib);  // not libcurl, or too old: nothing of it was used
       throw AdvisorError("the LLM advisor needs libcurl 7.68 or later: " + soname + " has no " +
                          name);
+    }
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(sym);
   };
   bind(api.global_init, "curl_global_init");
