@@ -47,6 +47,9 @@ inline double job_estimate(const Job& j, const SimConfig& c) {
   }
 }
 
+// Rows a run hands its ResultSink at a time.
+inline constexpr size_t SINK_BLOCK_ROWS = 65536;
+
 // push_back for the vectors that grow with the whole run (the waits, the time series): when full,
 // reserve four times the capacity instead of twice. Pages that are reserved but not yet written
 // are never touched, and each reallocation of a large vector is a fresh mapping that faults in
@@ -203,6 +206,10 @@ class MetricsAccumulator {
       o.procs = procs;
       o.killed = killed ? 1 : 0;
       jobs_.push_back(o);
+      if (cfg_.sink != nullptr && jobs_.size() >= SINK_BLOCK_ROWS) [[unlikely]] {
+        cfg_.sink->jobs(jobs_);
+        jobs_.clear();
+      }
     }
   }
 
@@ -246,7 +253,12 @@ class MetricsAccumulator {
       sxx += u.mean_bsld * u.mean_bsld;
     }
     s.jain_user_bsld = sxx > 0 ? sx * sx / (static_cast<double>(r.users.size()) * sxx) : 1.0;
-    r.jobs = std::move(jobs_);
+    if (cfg_.sink != nullptr) {
+      if (!jobs_.empty()) cfg_.sink->jobs(jobs_);
+      jobs_.clear();
+    } else {
+      r.jobs = std::move(jobs_);
+    }
   }
 
  private:

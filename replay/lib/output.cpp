@@ -99,9 +99,8 @@ const h5::CompoundType<UserSummary>& user_type() {
   return t;
 }
 
-}  // namespace
-
-void write_run_group(const h5::Group& g, const RunRecord& r) {
+// The attributes of /runs/run_NNNN.
+void write_run_attrs(const h5::Group& g, const RunRecord& r) {
   const Summary& s = r.result.summary;
   g.set_attr("policy", r.policy);
   g.set_attr("backfill", backfill_name(r.backfill));
@@ -137,6 +136,28 @@ void write_run_group(const h5::Group& g, const RunRecord& r) {
     g.set_attr("agent_tokens_received", a.tokens_received);
     g.set_attr("agent_wait_seconds", a.wait_seconds);
   }
+}
+
+// The root's attributes beside the provenance, and the /runs group.
+h5::Group write_root(h5::Group& root, const Machine& machine) {
+  root.set_attr("replay_layout_version", static_cast<int64_t>(REPLAY_LAYOUT_VERSION));
+  root.set_attr("nodes", machine.nodes);
+  root.set_attr("cores_per_node", machine.cores_per_node);
+  root.set_attr("gpus_per_node", machine.gpus_per_node);
+  root.set_attr("allocation", machine.allocation == Allocation::NODES ? "nodes" : "cores");
+  return root.create_group("runs");
+}
+
+std::string run_group_name(size_t i) {
+  char name[32];
+  std::snprintf(name, sizeof name, "run_%04zu", i);
+  return name;
+}
+
+}  // namespace
+
+void write_run_group(const h5::Group& g, const RunRecord& r) {
+  write_run_attrs(g, r);
   g.write_table("jobs", job_type(), std::span<const JobOutcome>(r.result.jobs));
   g.write_table("users", user_type(), std::span<const UserSummary>(r.result.users));
   const h5::Group ts = g.create_group("series");
@@ -152,21 +173,55 @@ void write_run_group(const h5::Group& g, const RunRecord& r) {
 void write_runs_hdf5(const std::string& path, const std::vector<RunRecord>& runs,
                      const h5::Provenance& provenance, const Machine& machine) {
   h5::WriteFile file(path, provenance);
-  const h5::Group& root = file.root();
-  root.set_attr("replay_layout_version", static_cast<int64_t>(REPLAY_LAYOUT_VERSION));
-  root.set_attr("nodes", machine.nodes);
-  root.set_attr("cores_per_node", machine.cores_per_node);
-  root.set_attr("gpus_per_node", machine.gpus_per_node);
-  root.set_attr("allocation", machine.allocation == Allocation::NODES ? "nodes" : "cores");
-  const h5::Group all = root.create_group("runs");
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const RunRecord& r = runs[i];
-    char name[32];
-    std::snprintf(name, sizeof name, "run_%04zu", i);
-    const h5::Group g = all.create_group(name);
-    write_run_group(g, r);
-  }
+  const h5::Group all = write_root(file.root(), machine);
+  for (size_t i = 0; i < runs.size(); ++i)
+    write_run_group(all.create_group(run_group_name(i)), runs[i]);
   file.commit();
+}
+
+struct RunFileWriter::State {
+  State(const std::string& path, const h5::Provenance& provenance) : file(path, provenance) {}
+  h5::WriteFile file;
+  h5::Group run, series;
+  h5::Appender jobs, time, queue_length, busy_cores, mean_bsld;  // mean_bsld: made on first use
+};
+
+RunFileWriter::RunFileWriter(const std::string& path, const h5::Provenance& provenance,
+                             const Machine& machine)
+    : st_(std::make_unique<State>(path, provenance)) {
+  st_->run = write_root(st_->file.root(), machine).create_group(run_group_name(0));
+  st_->jobs = st_->run.append_table("jobs", job_type());
+  st_->series = st_->run.create_group("series");
+  st_->time = st_->series.append_column("time", h5::FieldType::FLOAT64);
+  st_->queue_length = st_->series.append_column("queue_length", h5::FieldType::INT64);
+  st_->busy_cores = st_->series.append_column("busy_cores", h5::FieldType::INT64);
+}
+
+RunFileWriter::~RunFileWriter() = default;
+
+void RunFileWriter::jobs(std::span<const JobOutcome> rows) {
+  st_->jobs.append(rows);
+}
+
+void RunFileWriter::series(const TimeSeries& s, size_t n) {
+  if (n == 0) return;
+  st_->time.append(std::span<const double>(s.time.data(), n));
+  st_->queue_length.append(std::span<const int64_t>(s.queue_length.data(), n));
+  st_->busy_cores.append(std::span<const int64_t>(s.busy_cores.data(), n));
+  if (s.mean_bsld.size() >= n) {  // as write_run_group: only where the engine records it
+    if (st_->mean_bsld.rows() == 0 && st_->time.rows() == n)
+      st_->mean_bsld = st_->series.append_column("mean_bsld", h5::FieldType::FLOAT64);
+    st_->mean_bsld.append(std::span<const double>(s.mean_bsld.data(), n));
+  }
+}
+
+void RunFileWriter::finish(const RunRecord& run) {
+  write_run_attrs(st_->run, run);
+  for (h5::Appender* a :
+       {&st_->jobs, &st_->time, &st_->queue_length, &st_->busy_cores, &st_->mean_bsld})
+    a->flush();
+  st_->run.write_table("users", user_type(), std::span<const UserSummary>(run.result.users));
+  st_->file.commit();
 }
 
 }  // namespace mlprio::replay

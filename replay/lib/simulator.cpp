@@ -446,7 +446,12 @@ class StandardEngine {
     r.summary.skipped = skipped_;
     r.summary.estimates_raised = raised_;
     metrics_.finish(r, static_cast<double>(cfg_.machine.total_cores()));
-    r.series = std::move(series_);
+    if (cfg_.sink != nullptr) {
+      if (!series_.time.empty()) cfg_.sink->series(series_, series_.time.size());
+      series_ = {};
+    } else {
+      r.series = std::move(series_);
+    }
     return r;
   }
 
@@ -552,6 +557,17 @@ class StandardEngine {
   }
 
   TimeSeries take_series() { return std::move(series_); }
+
+  // Gives the sink every point but the last, which the next pass may still overwrite.
+  void hand_series_to_sink() {
+    const size_t n = series_.time.size() - 1;
+    cfg_.sink->series(series_, n);
+    const auto drop = [n](auto& v) { v.erase(v.begin(), v.begin() + static_cast<ptrdiff_t>(n)); };
+    drop(series_.time);
+    drop(series_.queue_length);
+    drop(series_.busy_cores);
+    drop(series_.mean_bsld);
+  }
 
  private:
   Checkpoint checkpoint_at(double t) const {
@@ -1076,6 +1092,8 @@ class StandardEngine {
     detail::append_growing(series_.queue_length, q);
     detail::append_growing(series_.busy_cores, busy);
     detail::append_growing(series_.mean_bsld, bsld);
+    if (cfg_.sink != nullptr && series_.time.size() > detail::SINK_BLOCK_ROWS) [[unlikely]]
+      hand_series_to_sink();
   }
 
   const SimConfig& cfg_;
@@ -1152,6 +1170,8 @@ SegmentResult run_segment(std::span<const Job> jobs, int64_t begin, int64_t end,
                           int64_t every, const SegmentResult* recorded) {
   if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER)
     throw ConfigError("the rlscheduler profile cannot be replayed in time segments");
+  if (config.sink != nullptr)
+    throw ConfigError("a run in time segments keeps its rows: replay it without a result sink");
   if (is_agent_policy(config.policy))
     throw ConfigError("policy '" + config.policy +
                       "' asks an outside agent, whose state cannot be carried across time "
@@ -1258,6 +1278,8 @@ SimResult simulate(std::span<const Job> jobs, const SimConfig& config) {
                         "' reorders the queue, which the rlscheduler profile and backfill "
                         "(a copy of RLScheduler's score sort) do not; use the standard profile "
                         "with none, easy or conservative backfilling");
+    if (config.sink != nullptr)
+      throw ConfigError("the rlscheduler profile keeps its rows: replay it without a result sink");
     return detail::simulate_rlscheduler(jobs, config);
   }
   size_t i = 0;

@@ -104,28 +104,40 @@ std::string config_text(const RunArgs& a, const replay::ReplaySetup& setup,
   return s.str();
 }
 
+// What an --out file records of the run that made it.
+h5::Provenance run_provenance(const RunArgs& a, const replay::ReplaySetup& setup,
+                              const replay::Machine& machine, const std::string& trace_path,
+                              const std::string& config_suffix) {
+  h5::Provenance prov;
+  prov.kind = "replay";
+  prov.command_line = command_line();
+  prov.config = config_text(a, setup, machine) + config_suffix;
+  prov.input_sha256 = file_sha256(trace_path);
+  return prov;
+}
+
+// Prints the runs as --json or the table ask.
+void print_runs(const RunArgs& a, const std::vector<replay::RunRecord>& runs) {
+  if (a.json)
+    std::cout << replay::runs_json(runs) << "\n";
+  else
+    replay::print_runs_table(std::cout, runs);
+}
+
 // Writes the runs as --out, --json or the table ask.
 void emit_runs(const RunArgs& a, const replay::ReplaySetup& setup, const replay::Machine& machine,
                const std::string& trace_path, const std::vector<replay::RunRecord>& runs,
                const std::string& config_suffix) {
-  using namespace mlprio::replay;
-  if (!a.out.empty()) {
-    h5::Provenance prov;
-    prov.kind = "replay";
-    prov.command_line = command_line();
-    prov.config = config_text(a, setup, machine) + config_suffix;
-    prov.input_sha256 = file_sha256(trace_path);
-    write_runs_hdf5(a.out, runs, prov, machine);
-  }
-  if (a.json)
-    std::cout << runs_json(runs) << "\n";
-  else
-    print_runs_table(std::cout, runs);
+  if (!a.out.empty())
+    replay::write_runs_hdf5(a.out, runs,
+                            run_provenance(a, setup, machine, trace_path, config_suffix), machine);
+  print_runs(a, runs);
 }
 
 // One policy over the whole trace in the standard profile with estimates fixed in advance: the
-// jobs go from the reader straight into the engine, so memory follows the queue (and the
-// per-job figures the metrics keep), not the trace. The header is complete with the first job.
+// jobs go from the reader straight into the engine, and with --out the jobs table and the series
+// go from the engine into the file as they are made, so memory follows the queue (and the
+// compressed file), not the trace. The header is complete with the first job.
 // Returns false, with nothing written, when the trace turns out not to be sorted by submit time
 // (the loading path then sorts it as before) or its header comes late. Only regular files
 // stream: the fallback reads the file again.
@@ -148,6 +160,11 @@ bool streamed_run(const RunArgs& a, const replay::ReplaySetup& setup, replay::Pr
   cfg.record_series = !a.no_series && !a.out.empty();  // only the HDF5 file holds it
   cfg.record_jobs = !a.out.empty();
   cfg.policy = a.policies.front();
+  std::optional<RunFileWriter> file;
+  if (!a.out.empty()) {
+    file.emplace(a.out, run_provenance(a, setup, cfg.machine, a.trace.path, ""), cfg.machine);
+    cfg.sink = &*file;
+  }
   bool unsorted = false;
   double last_submit = -std::numeric_limits<double>::infinity();
   int64_t count = 0;
@@ -190,7 +207,8 @@ bool streamed_run(const RunArgs& a, const replay::ReplaySetup& setup, replay::Pr
   r.result = std::move(result);
   std::vector<RunRecord> runs;
   runs.push_back(std::move(r));
-  emit_runs(a, setup, cfg.machine, a.trace.path, runs, "");
+  if (file) file->finish(runs.front());
+  print_runs(a, runs);
   return true;
 }
 

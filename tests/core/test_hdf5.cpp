@@ -103,6 +103,62 @@ TEST_CASE("HDF5: attributes, tables and columns round-trip", "[hdf5]") {
   fs::remove(path);
 }
 
+TEST_CASE("HDF5: rows appended in blocks of any size read back as one table", "[hdf5][append]") {
+  const auto path = temp_file("append.h5");
+  std::vector<Row> rows(70001);  // more than four chunks, the last one partial
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i] = Row{static_cast<int64_t>(i) * 3,
+                  0.25 * static_cast<double>(i),
+                  static_cast<int32_t>(i % 89),
+                  static_cast<int8_t>(i % 3),
+                  {}};
+    std::snprintf(rows[i].policy, sizeof rows[i].policy, "u%zu", i % 11);
+  }
+  std::vector<double> values(rows.size());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 1.0 / static_cast<double>(i + 1);
+  // Blocks below, at and above the chunk (16384 rows), and a block that starts mid-chunk.
+  const std::vector<size_t> blocks = {1, 16383, 0, 16384, 5, 33000, 4228};
+  {
+    h5::WriteFile f(path.string(), {"test", "", "", ""});
+    auto g = f.root().create_group("run0");
+    h5::Appender table = g.append_table("jobs", row_type());
+    h5::Appender column = g.append_column("values", h5::FieldType::FLOAT64);
+    h5::Appender never = g.append_column("never", h5::FieldType::INT64);
+    size_t at = 0;
+    for (size_t b : blocks) {
+      table.append(std::span<const Row>(rows.data() + at, b));
+      column.append(std::span<const double>(values.data() + at, b));
+      at += b;
+      CHECK(table.rows() == at);
+    }
+    REQUIRE(at == rows.size());
+    // A row of another size is refused, naming both sizes, and nothing is appended.
+    const std::vector<int64_t> wrong = {1};
+    CHECK_THROWS_WITH(table.append(std::span<const int64_t>(wrong)),
+                      Catch::Contains("8 bytes") && Catch::Contains(std::to_string(sizeof(Row))));
+    CHECK(table.rows() == rows.size());
+    table.flush();
+    table.flush();  // twice is harmless
+    column.flush();
+    never.flush();
+    f.commit();
+  }
+  h5::ReadFile r(path.string(), "test");
+  auto g = r.root().open_group("run0");
+  const auto back = g.read_table("jobs", row_type());
+  REQUIRE(back.size() == rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (back[i].id != rows[i].id || back[i].start != rows[i].start ||
+        back[i].procs != rows[i].procs || back[i].flag != rows[i].flag ||
+        std::strcmp(back[i].policy, rows[i].policy) != 0) {
+      FAIL("row " << i << " differs");
+    }
+  }
+  CHECK(g.read_column_double("values") == values);
+  CHECK(g.read_column_int("never").empty());
+  fs::remove(path);
+}
+
 TEST_CASE("HDF5: a writer that never commits leaves no file behind", "[hdf5][crash]") {
   const auto path = temp_file("abandoned.h5");
   {

@@ -146,13 +146,46 @@ Handle chunked_plist(hsize_t n) {
   return p;
 }
 
-void write_1d(hid_t loc, const std::string& name, hid_t type, const void* data, size_t n) {
+// A 1-D dataset of `n` rows that can grow, chunked by chunked_plist(chunk_for).
+Handle create_1d(hid_t loc, const std::string& name, hid_t type, hsize_t n, hsize_t chunk_for) {
   const hsize_t dims = n, maxdims = H5S_UNLIMITED;
   Handle space(H5_CHECK(H5Screate_simple(1, &dims, &maxdims)));
-  Handle plist = chunked_plist(n);
-  Handle ds(H5_CHECK(
+  Handle plist = chunked_plist(chunk_for);
+  return Handle(H5_CHECK(
       H5Dcreate2(loc, name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT)));
+}
+
+void write_1d(hid_t loc, const std::string& name, hid_t type, const void* data, size_t n) {
+  Handle ds = create_1d(loc, name, type, n, n);
   if (n > 0) H5_CHECK(H5Dwrite(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+}
+
+// An owned copy of a native numeric type, for an Appender to keep.
+Handle native_type(FieldType type) {
+  switch (type) {
+    case FieldType::INT8:
+      return Handle(H5_CHECK(H5Tcopy(H5T_NATIVE_INT8)));
+    case FieldType::INT32:
+      return Handle(H5_CHECK(H5Tcopy(H5T_NATIVE_INT32)));
+    case FieldType::INT64:
+      return Handle(H5_CHECK(H5Tcopy(H5T_NATIVE_INT64)));
+    case FieldType::FLOAT64:
+      return Handle(H5_CHECK(H5Tcopy(H5T_NATIVE_DOUBLE)));
+    case FieldType::STRING:
+      break;
+  }
+  throw H5Error("append_column: a column of strings is not supported");
+}
+
+size_t native_size(FieldType type) {
+  switch (type) {
+    case FieldType::INT8:
+      return 1;
+    case FieldType::INT32:
+      return 4;
+    default:
+      return 8;
+  }
 }
 
 size_t rows_of(hid_t loc, const std::string& name) {
@@ -296,6 +329,60 @@ void Group::write_table_raw(const std::string& name, const CompoundDesc& d, cons
                             size_t n) const {
   Handle t = compound_type(d);
   write_1d(id(), name, t.id(), data, n);
+}
+
+Appender Group::append_table_raw(const std::string& name, const CompoundDesc& d) const {
+  quiet();
+  Handle t = compound_type(d);
+  Handle ds = create_1d(id(), name, t.id(), 0, CHUNK_ROWS);
+  return Appender(std::move(ds), std::move(t), d.row_size, CHUNK_ROWS);
+}
+
+Appender Group::append_column(const std::string& name, FieldType type) const {
+  quiet();
+  Handle t = native_type(type);
+  Handle ds = create_1d(id(), name, t.id(), 0, CHUNK_ROWS);
+  return Appender(std::move(ds), std::move(t), native_size(type), CHUNK_ROWS);
+}
+
+void Appender::append_raw(const void* rows, size_t n, size_t row_size) {
+  if (!ds_.valid()) throw H5Error("Appender: no dataset to append to");
+  if (row_size != row_size_)
+    throw H5Error("Appender: rows of " + std::to_string(row_size) +
+                  " bytes appended to a dataset of " + std::to_string(row_size_) + "-byte rows");
+  const auto* p = static_cast<const unsigned char*>(rows);
+  // Whole chunks go straight to the file when nothing is pending; the rest waits for a full chunk,
+  // so every chunk is compressed once.
+  if (pending_.empty() && n >= chunk_) {
+    const uint64_t whole = n / chunk_ * chunk_;
+    write_rows(p, whole);
+    p += whole * row_size_;
+    n -= whole;
+  }
+  pending_.insert(pending_.end(), p, p + n * row_size_);
+  const uint64_t have = pending_rows();
+  if (have >= chunk_) {
+    const uint64_t whole = have / chunk_ * chunk_;
+    write_rows(pending_.data(), whole);
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(whole * row_size_));
+  }
+}
+
+void Appender::flush() {
+  if (!ds_.valid() || pending_.empty()) return;
+  write_rows(pending_.data(), pending_rows());
+  pending_.clear();
+}
+
+void Appender::write_rows(const unsigned char* rows, uint64_t n) {
+  if (n == 0) return;
+  const hsize_t start = written_, count = n, total = written_ + n;
+  H5_CHECK(H5Dset_extent(ds_.id(), &total));
+  Handle file_space(H5_CHECK(H5Dget_space(ds_.id())));
+  H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &count, nullptr));
+  Handle mem_space(H5_CHECK(H5Screate_simple(1, &count, nullptr)));
+  H5_CHECK(H5Dwrite(ds_.id(), type_.id(), mem_space.id(), file_space.id(), H5P_DEFAULT, rows));
+  written_ = total;
 }
 
 void Group::read_table_raw(const std::string& name, const CompoundDesc& d, void* data,

@@ -107,6 +107,33 @@ CompoundDesc describe(const CompoundType<T>& t) {
   return d;
 }
 
+// A 1-D chunked, compressed dataset written a block at a time: rows are appended at its end, so a
+// table or column of unknown final length is written as it is made (memory: one chunk of rows
+// plus what HDF5 holds). Rows are buffered and written a whole chunk at a time; flush() writes the
+// rest and must be called before the file is committed (the destructor writes nothing).
+class Appender {
+ public:
+  Appender() = default;
+  template <class T>
+  void append(std::span<const T> rows) {
+    append_raw(rows.data(), rows.size(), sizeof(T));
+  }
+  void flush();
+  uint64_t rows() const { return written_ + pending_rows(); }
+
+ private:
+  friend class Group;
+  Appender(Handle ds, Handle type, size_t row_size, uint64_t chunk_rows)
+      : ds_(std::move(ds)), type_(std::move(type)), row_size_(row_size), chunk_(chunk_rows) {}
+  void append_raw(const void* rows, size_t n, size_t row_size);
+  void write_rows(const unsigned char* rows, uint64_t n);
+  uint64_t pending_rows() const { return row_size_ == 0 ? 0 : pending_.size() / row_size_; }
+  Handle ds_, type_;
+  size_t row_size_ = 0;
+  uint64_t chunk_ = 0, written_ = 0;
+  std::vector<unsigned char> pending_;
+};
+
 // A group (the file root is a group too).
 class Group {
  public:
@@ -147,7 +174,16 @@ class Group {
   }
   size_t table_rows(const std::string& name) const;
 
+  // The same datasets, created empty and filled by Appender::append (same types and filters; the
+  // chunk is always the full chunk size).
+  template <class T>
+  Appender append_table(const std::string& name, const CompoundType<T>& type) const {
+    return append_table_raw(name, describe(type));
+  }
+  Appender append_column(const std::string& name, FieldType type) const;
+
  private:
+  Appender append_table_raw(const std::string& name, const CompoundDesc& d) const;
   void write_table_raw(const std::string& name, const CompoundDesc& d, const void* data,
                        size_t n) const;
   void read_table_raw(const std::string& name, const CompoundDesc& d, void* data, size_t n) const;

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,5 +46,25 @@ void write_run_group(const h5::Group& g, const RunRecord& run);
 
 void write_runs_hdf5(const std::string& path, const std::vector<RunRecord>& runs,
                      const h5::Provenance& provenance, const Machine& machine);
+
+// The file write_runs_hdf5 writes for one run, written while the run goes: pass it as
+// SimConfig::sink (the jobs table and the series go into the file block by block), then call
+// finish() with the run's record (attributes, users; its jobs and series are empty). The file is
+// built in memory as every result file is (so memory follows the compressed file, not the rows)
+// and appears at `path` only when finish() returns; destroyed before that, it leaves nothing.
+class RunFileWriter final : public ResultSink {
+ public:
+  RunFileWriter(const std::string& path, const h5::Provenance& provenance, const Machine& machine);
+  ~RunFileWriter() override;
+  RunFileWriter(const RunFileWriter&) = delete;
+  RunFileWriter& operator=(const RunFileWriter&) = delete;
+  void jobs(std::span<const JobOutcome> rows) override;
+  void series(const TimeSeries& s, size_t n) override;
+  void finish(const RunRecord& run);
+
+ private:
+  struct State;
+  std::unique_ptr<State> st_;
+};
 
 }  // namespace mlprio::replay

@@ -126,6 +126,8 @@ class OnlineEstimator {
 };
 using OnlineEstimatorFactory = std::function<std::unique_ptr<OnlineEstimator>()>;
 
+class ResultSink;
+
 struct SimConfig {
   Machine machine;
   std::string policy = "fcfs";
@@ -144,6 +146,9 @@ struct SimConfig {
   double bsld_threshold = 10.0;  // seconds, the bounded-slowdown floor on run time
   bool record_jobs = true;       // per-job outcomes (memory grows with the trace)
   bool record_series = true;     // queue length / busy cores over time
+  // Where recorded outcomes and series points go as they are made (see ResultSink); null keeps
+  // them in SimResult. The standard profile only.
+  ResultSink* sink = nullptr;
 #ifdef NDEBUG
   bool check_invariants = false;  // costly checks (reservation never delayed, ...)
 #else
@@ -192,6 +197,18 @@ struct TimeSeries {
   std::vector<int64_t> queue_length;
   std::vector<int64_t> busy_cores;
   std::vector<double> mean_bsld;
+};
+
+// Takes a run's recorded rows as the engine makes them (SimConfig::sink): per-job outcomes in
+// start order (record_jobs) and series points in time order (record_series), a block at a time,
+// the same rows SimResult::jobs and ::series would hold, which a run with a sink leaves empty.
+// Memory then follows the queue, not the trace, for a streamed input.
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  virtual void jobs(std::span<const JobOutcome> rows) = 0;
+  // The first `n` points of `s` (every column of `s` has at least `n`).
+  virtual void series(const TimeSeries& s, size_t n) = 0;
 };
 
 struct SimResult {
