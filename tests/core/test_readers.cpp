@@ -9,11 +9,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "../support/skip.hpp"
 #include "mlprio/jobs/slurm_format.hpp"
 #include "mlprio/jobs/trace.hpp"
+
+namespace mlprio::detail {
+bool set_sha256_mode(int mode);  // core/src/util/sha256.cpp: 0 automatic, 1 portable rounds only
+}
 
 using namespace mlprio;
 namespace fs = std::filesystem;
@@ -464,6 +471,37 @@ TEST_CASE("file_sha256 matches the SHA-256 test vector", "[sha256]") {
   std::ofstream(tmp, std::ios::trunc).close();
   CHECK(file_sha256(tmp.string()) ==
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  fs::remove(tmp);
+}
+
+TEST_CASE("file_sha256: the SHA extensions and the portable rounds give the same digests",
+          "[sha256]") {
+  if (!mlprio::detail::set_sha256_mode(0))
+    MLPRIO_SKIP("this CPU has no SHA extensions: there is one path only");
+  const auto tmp = temp_path("mlprio_test_sha_paths.bin");
+  std::mt19937_64 rng(5);
+  std::string data(3 << 20, '\0');
+  for (auto& ch : data) ch = static_cast<char>(rng());
+  const auto digest = [&](size_t n, int mode) {
+    std::ofstream(tmp, std::ios::binary | std::ios::trunc)
+        .write(data.data(), static_cast<std::streamsize>(n));
+    mlprio::detail::set_sha256_mode(mode);
+    return file_sha256(tmp.string());
+  };
+  // Every length around the block and padding boundaries, then inputs that cross the 1 MiB reads.
+  std::vector<size_t> lengths;
+  for (size_t n = 0; n <= 200; ++n) lengths.push_back(n);
+  for (size_t n : {size_t{1} << 20, (size_t{1} << 20) + 55, (size_t{3} << 20) - 9, size_t{3} << 20})
+    lengths.push_back(n);
+  for (size_t n : lengths) {
+    const std::string hw = digest(n, 0), sw = digest(n, 1);
+    if (hw != sw) FAIL("length " << n << ": " << hw << " vs " << sw);
+  }
+  mlprio::detail::set_sha256_mode(0);
+  // The FIPS 180-4 two-block vector through the hardware path.
+  std::ofstream(tmp, std::ios::trunc) << "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  CHECK(file_sha256(tmp.string()) ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   fs::remove(tmp);
 }
 

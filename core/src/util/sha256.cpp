@@ -1,6 +1,10 @@
 // SHA-256 (FIPS 180-4) of a file, streamed in 1 MiB blocks. It gives HDF5 result files a
-// checksum of the trace they came from, without a crypto library dependency.
+// checksum of the trace they came from, without a crypto library dependency. Where the CPU has
+// the x86 SHA extensions (AMD since Zen, Intel since Ice Lake / Goldmont) the blocks go through
+// them, several times faster than the portable rounds; both give the same digest (the test
+// compares them on every length up to a few blocks and on large random inputs).
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -10,6 +14,12 @@
 #include <vector>
 
 #include "mlprio/jobs/trace.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define MLPRIO_SHA_NI 1
+#endif
 
 namespace mlprio {
 namespace {
@@ -32,17 +42,23 @@ class Sha256 {
  public:
   void update(const uint8_t* p, size_t n) {
     total_ += n;
-    while (n > 0) {
+    if (fill_ > 0) {  // complete the pending block first
       const size_t take = std::min(n, size_t{64} - fill_);
       std::memcpy(block_ + fill_, p, take);
       fill_ += take;
       p += take;
       n -= take;
-      if (fill_ == 64) {
-        compress(block_);
-        fill_ = 0;
-      }
+      if (fill_ < 64) return;
+      blocks(block_, 1);
+      fill_ = 0;
     }
+    if (n >= 64) {  // whole blocks straight from the input
+      blocks(p, n / 64);
+      p += n / 64 * 64;
+      n %= 64;
+    }
+    std::memcpy(block_, p, n);
+    fill_ = n;
   }
   std::string hex() {
     const uint64_t bits = total_ * 8;
@@ -60,6 +76,7 @@ class Sha256 {
   }
 
  private:
+  void blocks(const uint8_t* b, size_t count);
   void compress(const uint8_t* b) {
     uint32_t w[64];
     for (int i = 0; i < 16; ++i)
@@ -102,7 +119,92 @@ class Sha256 {
   uint64_t total_ = 0;
 };
 
+#ifdef MLPRIO_SHA_NI
+// The compression function on the SHA extensions. SHA256RNDS2 keeps the eight working variables
+// in two registers, {A,B,E,F} and {C,D,G,H} (A in the highest lane), does two rounds per
+// instruction with the round-constant-plus-message sums in the low 64 bits of its third operand,
+// and returns the new {A,B,E,F}; the old {A,B,E,F} is then the new {C,D,G,H}. SHA256MSG1/MSG2
+// compute the message schedule four words at a time.
+[[gnu::target("sha,ssse3,sse4.1")]] void blocks_sha_ni(std::array<uint32_t, 8>& h, const uint8_t* p,
+                                                       size_t count) {
+  const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  // {a,b,c,d}, {e,f,g,h} -> {f,e,b,a} (ABEF) and {h,g,d,c} (CDGH), lane 0 first.
+  __m128i abcd = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h.data()));
+  __m128i efgh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h.data() + 4));
+  abcd = _mm_shuffle_epi32(abcd, 0xB1);  // b a d c
+  efgh = _mm_shuffle_epi32(efgh, 0x1B);  // h g f e
+  __m128i abef = _mm_alignr_epi8(abcd, efgh, 8);
+  __m128i cdgh = _mm_blend_epi16(efgh, abcd, 0xF0);
+  for (; count > 0; --count, p += 64) {
+    const __m128i abef_in = abef, cdgh_in = cdgh;
+    __m128i w[4];
+    for (int i = 0; i < 4; ++i)
+      w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)),
+                              byte_swap);
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; ++g) {
+      if (g >= 4) {  // W[4g..4g+3] from W[4g-16..4g-1], replacing W[4g-16..4g-13]
+        __m128i& oldest = w[g % 4];
+        const __m128i& next = w[(g + 1) % 4];
+        const __m128i& third = w[(g + 2) % 4];
+        const __m128i& newest = w[(g + 3) % 4];
+        const __m128i t = _mm_add_epi32(_mm_sha256msg1_epu32(oldest, next),
+                                        _mm_alignr_epi8(newest, third, 4));  // + W[t-7]
+        oldest = _mm_sha256msg2_epu32(t, newest);
+      }
+      __m128i wk = _mm_add_epi32(
+          w[g % 4], _mm_loadu_si128(reinterpret_cast<const __m128i*>(K.data() + 4 * g)));
+      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);  // rounds 4g, 4g+1: cdgh holds the new ABEF
+      wk = _mm_shuffle_epi32(wk, 0x0E);
+      abef = _mm_sha256rnds2_epu32(abef, cdgh, wk);  // rounds 4g+2, 4g+3
+    }
+    abef = _mm_add_epi32(abef, abef_in);
+    cdgh = _mm_add_epi32(cdgh, cdgh_in);
+  }
+  // Back to {a,b,c,d}, {e,f,g,h}.
+  const __m128i abef_r = _mm_shuffle_epi32(abef, 0x1B);  // a b e f
+  const __m128i cdgh_r = _mm_shuffle_epi32(cdgh, 0xB1);  // g h c d
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h.data()), _mm_blend_epi16(abef_r, cdgh_r, 0xF0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h.data() + 4), _mm_alignr_epi8(cdgh_r, abef_r, 8));
+}
+
+bool cpu_has_sha_ni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool ssse3 = (c >> 9) & 1, sse41 = (c >> 19) & 1;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return ssse3 && sse41 && ((b >> 29) & 1);
+}
+#else
+bool cpu_has_sha_ni() {
+  return false;
+}
+#endif
+
+// 0: the extensions where the CPU has them; 1: the portable rounds (set by tests).
+std::atomic<int> g_mode{0};
+
+void Sha256::blocks(const uint8_t* b, size_t count) {
+#ifdef MLPRIO_SHA_NI
+  static const bool hw = cpu_has_sha_ni();
+  if (hw && g_mode.load(std::memory_order_relaxed) == 0) {
+    blocks_sha_ni(h_, b, count);
+    return;
+  }
+#endif
+  for (; count > 0; --count, b += 64) compress(b);
+}
+
 }  // namespace
+
+namespace detail {
+// For tests: 0 = automatic, 1 = the portable rounds only. Returns whether the CPU has the SHA
+// extensions (automatic mode uses them then).
+bool set_sha256_mode(int mode) {
+  g_mode.store(mode);
+  return cpu_has_sha_ni();
+}
+}  // namespace detail
 
 std::string file_sha256(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
