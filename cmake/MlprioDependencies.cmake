@@ -48,6 +48,22 @@ if(NOT MLPRIO_WITH_MPI STREQUAL "OFF")
 endif()
 find_program(MLPRIO_MPIEXEC NAMES mpiexec mpirun)
 mlprio_report("HDF5 (MLPRIO_HDF5_STATIC)" HDF5_FOUND "${HDF5_VERSION}, ${MLPRIO_HDF5_LINK}")
+
+# ---- libdeflate (optional) ----
+# Compresses whole chunks of our HDF5 tables and columns (shuffle + zlib stream, written with
+# H5Dwrite_chunk), about twice as fast as HDF5's zlib filter; the files read the same everywhere.
+# Linked from its static archive where there is one, so nothing adds a shared library.
+option(MLPRIO_WITH_LIBDEFLATE "Compress HDF5 chunks with libdeflate when it is found" ON)
+set(MLPRIO_HAVE_LIBDEFLATE OFF)
+if(MLPRIO_WITH_LIBDEFLATE)
+  find_path(MLPRIO_LIBDEFLATE_INCLUDE_DIR libdeflate.h)
+  find_library(MLPRIO_LIBDEFLATE_LIBRARY NAMES libdeflate.a deflate)
+  if(MLPRIO_LIBDEFLATE_INCLUDE_DIR AND MLPRIO_LIBDEFLATE_LIBRARY)
+    set(MLPRIO_HAVE_LIBDEFLATE ON)
+  endif()
+endif()
+mlprio_report("libdeflate (MLPRIO_WITH_LIBDEFLATE)" MLPRIO_HAVE_LIBDEFLATE
+              "${MLPRIO_LIBDEFLATE_LIBRARY}")
 mlprio_report("MPI (MLPRIO_WITH_MPI)" MLPRIO_HAVE_MPI "${MPI_CXX_VERSION} ${MLPRIO_MPIEXEC}")
 
 # ---- CUDA ----

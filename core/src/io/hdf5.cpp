@@ -6,6 +6,9 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <unistd.h>
+#ifdef MLPRIO_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -43,6 +46,7 @@ void quiet() {
 }
 
 constexpr hsize_t CHUNK_ROWS = 16384;
+constexpr int DEFLATE_LEVEL = 4;
 constexpr size_t CORE_INCREMENT = size_t{1} << 20;  // the in-memory file grows 1 MiB at a time
 
 }  // namespace
@@ -142,7 +146,7 @@ Handle chunked_plist(hsize_t n) {
   const hsize_t chunk = n == 0 ? 1 : std::min<hsize_t>(n, CHUNK_ROWS);
   H5_CHECK(H5Pset_chunk(p.id(), 1, &chunk));
   H5_CHECK(H5Pset_shuffle(p.id()));
-  H5_CHECK(H5Pset_deflate(p.id(), 4));
+  H5_CHECK(H5Pset_deflate(p.id(), DEFLATE_LEVEL));
   return p;
 }
 
@@ -155,9 +159,71 @@ Handle create_1d(hid_t loc, const std::string& name, hid_t type, hsize_t n, hsiz
       H5Dcreate2(loc, name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT)));
 }
 
+#ifdef MLPRIO_HAVE_LIBDEFLATE
+// What the shuffle and deflate filters of chunked_plist do to a whole chunk, done here: the shuffle
+// (byte k of every row together, as HDF5's filter with the row size as its element size), then a
+// zlib stream from libdeflate, about twice as fast as zlib at the same level. HDF5 reads it back
+// through its own filters as any other chunk.
+struct ChunkCompressor {
+  ChunkCompressor() : c(libdeflate_alloc_compressor(DEFLATE_LEVEL)) {}
+  ~ChunkCompressor() { libdeflate_free_compressor(c); }
+  ChunkCompressor(const ChunkCompressor&) = delete;
+  ChunkCompressor& operator=(const ChunkCompressor&) = delete;
+  libdeflate_compressor* c;
+  std::vector<unsigned char> shuffled, packed;
+};
+
+void shuffle_rows(const unsigned char* rows, size_t n, size_t row_size, unsigned char* out) {
+  for (size_t k = 0; k < row_size; ++k) {
+    const unsigned char* src = rows + k;
+    unsigned char* dst = out + k * n;
+    for (size_t i = 0; i < n; ++i) dst[i] = src[i * row_size];
+  }
+}
+#endif
+
+// Writes rows [start, start + n) of a 1-D dataset made by create_1d with `chunk`-row chunks (its
+// extent already covers them). Whole chunks starting on a chunk boundary are filtered here and
+// stored with H5Dwrite_chunk where libdeflate was built in; the rest goes through H5Dwrite and
+// HDF5's filters.
+void write_range(hid_t ds, hid_t type, size_t row_size, hsize_t chunk, hsize_t start,
+                 const unsigned char* rows, hsize_t n) {
+  hsize_t done = 0;
+#ifndef MLPRIO_HAVE_LIBDEFLATE
+  (void)chunk;
+#else
+  thread_local ChunkCompressor cc;
+  if (cc.c != nullptr && chunk > 0 && start % chunk == 0 && n >= chunk) {
+    const size_t bytes = static_cast<size_t>(chunk) * row_size;
+    cc.shuffled.resize(bytes);
+    cc.packed.resize(libdeflate_zlib_compress_bound(cc.c, bytes));
+    for (; n - done >= chunk; done += chunk) {
+      shuffle_rows(rows + done * row_size, static_cast<size_t>(chunk), row_size,
+                   cc.shuffled.data());
+      const size_t size = libdeflate_zlib_compress(cc.c, cc.shuffled.data(), bytes,
+                                                   cc.packed.data(), cc.packed.size());
+      if (size == 0) break;  // cannot happen within the bound; HDF5's filters take the rest
+      const hsize_t offset = start + done;
+      H5_CHECK(H5Dwrite_chunk(ds, H5P_DEFAULT, 0, &offset, size, cc.packed.data()));
+    }
+  }
+#endif
+  if (done == n) return;
+  const hsize_t first = start + done, count = n - done;
+  Handle file_space(H5_CHECK(H5Dget_space(ds)));
+  H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &first, nullptr, &count, nullptr));
+  Handle mem_space(H5_CHECK(H5Screate_simple(1, &count, nullptr)));
+  H5_CHECK(
+      H5Dwrite(ds, type, mem_space.id(), file_space.id(), H5P_DEFAULT, rows + done * row_size));
+}
+
 void write_1d(hid_t loc, const std::string& name, hid_t type, const void* data, size_t n) {
   Handle ds = create_1d(loc, name, type, n, n);
-  if (n > 0) H5_CHECK(H5Dwrite(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+  if (n == 0) return;
+  const hsize_t chunk = std::min<hsize_t>(n, CHUNK_ROWS);  // as chunked_plist(n)
+  const size_t row_size = H5Tget_size(type);
+  if (row_size == 0) fail("H5Tget_size(type)", __FILE__, __LINE__);
+  write_range(ds.id(), type, row_size, chunk, 0, static_cast<const unsigned char*>(data), n);
 }
 
 // An owned copy of a native numeric type, for an Appender to keep.
@@ -376,12 +442,9 @@ void Appender::flush() {
 
 void Appender::write_rows(const unsigned char* rows, uint64_t n) {
   if (n == 0) return;
-  const hsize_t start = written_, count = n, total = written_ + n;
+  const hsize_t total = written_ + n;
   H5_CHECK(H5Dset_extent(ds_.id(), &total));
-  Handle file_space(H5_CHECK(H5Dget_space(ds_.id())));
-  H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &count, nullptr));
-  Handle mem_space(H5_CHECK(H5Screate_simple(1, &count, nullptr)));
-  H5_CHECK(H5Dwrite(ds_.id(), type_.id(), mem_space.id(), file_space.id(), H5P_DEFAULT, rows));
+  write_range(ds_.id(), type_.id(), row_size_, chunk_, written_, rows, n);
   written_ = total;
 }
 
