@@ -7,15 +7,22 @@
 // utilisation <= 1); a wrong answer exits non-zero. BM_replay_load replays 50k jobs with the
 // arrival rate scaled (--load-scale) so that conservative's cost can be read against queue depth
 // (issue #3): its counters give the time-weighted mean and the maximum queue length of the run.
+// BM_replay_out is BM_replay/fcfs_easy writing `run --out`'s HDF5 file as it goes (the jobs table
+// and the series through RunFileWriter, compressed, committed to a temporary file): its ratio to
+// BM_replay/fcfs_easy is the cost of the file.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "mlprio/io/hdf5.hpp"
 #include "mlprio/jobs/lublin.hpp"
+#include "mlprio/replay/output.hpp"
 #include "mlprio/replay/simulator.hpp"
 
 using namespace mlprio;
@@ -171,6 +178,29 @@ void BM_rlscheduler_fcfs_none(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
+void BM_replay_out(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("mlprio_bench_out_" + std::to_string(::getpid()) + ".h5"))
+                               .string();
+  SimConfig c = config(Backfill::EASY);
+  c.record_jobs = true;
+  c.record_series = true;
+  for (auto _ : state) {
+    RunFileWriter file(path, h5::Provenance{"replay", "bench_replay", "", ""}, c.machine);
+    c.sink = &file;
+    RunRecord r;
+    r.policy = c.policy;
+    r.window_len = n;
+    r.result = replay_generated(n, c);
+    file.finish(r);
+    benchmark::DoNotOptimize(r.result.summary.avg_bsld);
+  }
+  state.counters["file_MB"] = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
+  std::filesystem::remove(path);
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
 }  // namespace
 
 BENCHMARK(BM_generate_only)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
@@ -184,6 +214,7 @@ BENCHMARK_CAPTURE(BM_replay, fcfs_easy, Backfill::EASY)
     ->Arg(100000)
     ->Arg(1000000)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_replay_out)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_replay, fcfs_conservative, Backfill::CONSERVATIVE)
     ->Arg(10000)
     ->Arg(100000)
