@@ -226,4 +226,24 @@ TEST_CASE("replay exit codes: 2 for usage and bad input, 1 for a runtime failure
   // A runtime failure: the result file cannot be written (its folder does not exist).
   CHECK(run_in(dir, "true", "run --trace t.swf --out no-such-folder/o.h5") == 1);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("no-such-folder/o.h5"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("replay run --out that fails part-way through a streamed trace leaves no file",
+          "[replay][cli][out]") {
+  if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
+  const fs::path dir = scratch("stream_fail");
+  // 70,000 jobs (more than one block of rows goes into the file), then one job wider than the
+  // machine, submitted last.
+  REQUIRE(run_in(dir, "true", "generate --jobs 70000 --nodes 64 --seed 4 -q -o t.swf") == 0);
+  std::ofstream(dir / "t.swf", std::ios::app)
+      << "70001 999999999 -1 10 4096 -1 -1 4096 10 -1 1 1 -1 -1 -1 -1 -1 -1\n";
+  CHECK(run_in(dir, "true", "run --trace t.swf --out o.h5") == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("job 70001 asks for 4096 processors"));
+  for (const auto& e : fs::directory_iterator(dir))
+    CHECK(e.path().filename().string().rfind("o.h5", 0) == std::string::npos);
+  // The same trace with the wide job skipped writes the file, every other job in it.
+  CHECK(run_in(dir, "true", "run --trace t.swf --too-large skip --out o.h5") == 0);
+  CHECK(fs::exists(dir / "o.h5"));
+  fs::remove_all(dir);
 }
