@@ -71,9 +71,7 @@ void print_runs_table(std::ostream& out, const std::vector<RunRecord>& runs) {
   }
 }
 
-namespace {
-
-const h5::CompoundType<JobOutcome>& job_type() {
+const h5::CompoundType<JobOutcome>& job_table_type() {
   static const auto t = h5::CompoundType<JobOutcome>{}
                             .add("id", &JobOutcome::id)
                             .add("user", &JobOutcome::user)
@@ -88,6 +86,8 @@ const h5::CompoundType<JobOutcome>& job_type() {
                             .add("killed", &JobOutcome::killed);
   return t;
 }
+
+namespace {
 
 const h5::CompoundType<UserSummary>& user_type() {
   static const auto t = h5::CompoundType<UserSummary>{}
@@ -158,7 +158,7 @@ std::string run_group_name(size_t i) {
 
 void write_run_group(const h5::Group& g, const RunRecord& r) {
   write_run_attrs(g, r);
-  g.write_table("jobs", job_type(), std::span<const JobOutcome>(r.result.jobs));
+  g.write_table("jobs", job_table_type(), std::span<const JobOutcome>(r.result.jobs));
   g.write_table("users", user_type(), std::span<const UserSummary>(r.result.users));
   const h5::Group ts = g.create_group("series");
   ts.write_column("time", std::span<const double>(r.result.series.time));
@@ -190,7 +190,7 @@ RunFileWriter::RunFileWriter(const std::string& path, const h5::Provenance& prov
                              const Machine& machine)
     : st_(std::make_unique<State>(path, provenance)) {
   st_->run = write_root(st_->file.root(), machine).create_group(run_group_name(0));
-  st_->jobs = st_->run.append_table("jobs", job_type());
+  st_->jobs = st_->run.append_table("jobs", job_table_type());
   st_->series = st_->run.create_group("series");
   st_->time = st_->series.append_column("time", h5::FieldType::FLOAT64);
   st_->queue_length = st_->series.append_column("queue_length", h5::FieldType::INT64);

@@ -74,21 +74,8 @@ struct Collect final : ResultSink {
   }
 };
 
-// Reads the jobs table back with a type of the test's own (fields matched by name).
 std::vector<JobOutcome> read_jobs(const h5::Group& g) {
-  const auto t = h5::CompoundType<JobOutcome>{}
-                     .add("id", &JobOutcome::id)
-                     .add("user", &JobOutcome::user)
-                     .add("submit", &JobOutcome::submit)
-                     .add("start", &JobOutcome::start)
-                     .add("end", &JobOutcome::end)
-                     .add("wait", &JobOutcome::wait)
-                     .add("run", &JobOutcome::run)
-                     .add("bsld", &JobOutcome::bsld)
-                     .add("estimate", &JobOutcome::estimate)
-                     .add("procs", &JobOutcome::procs)
-                     .add("killed", &JobOutcome::killed);
-  return g.read_table("jobs", t);
+  return g.read_table("jobs", job_table_type());
 }
 
 bool same_doubles(const std::vector<double>& a, const std::vector<double>& b) {

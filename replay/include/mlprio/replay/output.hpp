@@ -15,6 +15,8 @@
 namespace mlprio::h5 {
 struct Provenance;
 class Group;
+template <class T>
+class CompoundType;
 }  // namespace mlprio::h5
 
 namespace mlprio::replay {
@@ -37,6 +39,9 @@ std::string runs_json(const std::vector<RunRecord>& runs);
 
 // A fixed-width table, one line per run.
 void print_runs_table(std::ostream& out, const std::vector<RunRecord>& runs);
+
+// The HDF5 compound type of a run's `jobs` table (fields named as in replay/README.md).
+const h5::CompoundType<JobOutcome>& job_table_type();
 
 // Writes every run to `path` (created under a temporary name, renamed when complete). Throws
 // mlprio::h5::H5Error.
