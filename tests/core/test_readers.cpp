@@ -3,6 +3,7 @@
 // ../shared/data is present, every real trace counted exactly.
 #include <unistd.h>
 
+#include <zlib.h>
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -15,12 +16,15 @@
 #include <vector>
 
 #include "../support/skip.hpp"
+#include "mlprio/jobs/lublin.hpp"
 #include "mlprio/jobs/slurm_format.hpp"
 #include "mlprio/jobs/trace.hpp"
 
 namespace mlprio::detail {
+bool set_gzip_whole_decode(bool on);  // core/src/jobs/line_reader.hpp
+int64_t gzip_whole_decodes();         // gzip files decoded whole so far (all readers)
 bool set_sha256_mode(int mode);  // core/src/util/sha256.cpp: 0 automatic, 1 portable rounds only
-}
+}  // namespace mlprio::detail
 
 using namespace mlprio;
 namespace fs = std::filesystem;
@@ -472,6 +476,72 @@ TEST_CASE("file_sha256 matches the SHA-256 test vector", "[sha256]") {
   CHECK(file_sha256(tmp.string()) ==
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   fs::remove(tmp);
+}
+
+namespace {
+std::string gzip_bytes(const std::string& plain) {  // one gzip member, zlib's default level
+  z_stream zs{};
+  REQUIRE(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&zs, plain.size()), '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
+  zs.avail_in = static_cast<uInt>(plain.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("SWF: a large gzip file reads the same decoded whole as streamed through zlib",
+          "[swf][gzip][whole]") {
+  if (!mlprio::detail::set_gzip_whole_decode(true))
+    MLPRIO_SKIP("built without libdeflate: every gzip file streams through zlib");
+  // 40,000 jobs (about 2.5 MB of text, many fills of the reader's buffer).
+  LublinOptions o;
+  o.nodes = 128;
+  o.seed = 9;
+  Trace t;
+  t.header.max_nodes = 128;
+  t.jobs = generate_lublin(o, 40000);
+  std::ostringstream text;
+  write_swf(text, t.header, t.jobs);
+  const std::string bytes = gzip_bytes(text.str());
+  const auto whole_before = mlprio::detail::gzip_whole_decodes();
+  put_bytes(temp_path("mlprio_test_gzip_case.swf.gz"), bytes);
+  const Trace whole = load_trace(temp_path("mlprio_test_gzip_case.swf.gz").string());
+  CHECK(mlprio::detail::gzip_whole_decodes() == whole_before + 1);  // it did take the file
+  mlprio::detail::set_gzip_whole_decode(false);
+  const Trace streamed = load_trace(temp_path("mlprio_test_gzip_case.swf.gz").string());
+  mlprio::detail::set_gzip_whole_decode(true);
+  REQUIRE(whole.jobs.size() == t.jobs.size());
+  REQUIRE(streamed.jobs.size() == whole.jobs.size());
+  for (size_t i = 0; i < whole.jobs.size(); ++i)
+    if (whole.jobs[i].id != streamed.jobs[i].id ||
+        whole.jobs[i].submit != streamed.jobs[i].submit ||
+        whole.jobs[i].run != streamed.jobs[i].run ||
+        whole.jobs[i].procs() != streamed.jobs[i].procs())
+      FAIL("job " << i << " differs");
+  // Files it declines are read by zlib, with zlib's verdict: two members, a bad CRC-32, a bad
+  // length, cuts past the first block, bytes after the member.
+  CHECK(gzip_outcome(bytes + bytes, true) == "loaded 80000 jobs");
+  std::string bad_crc = bytes;
+  bad_crc[bad_crc.size() - 8] ^= 0x01;
+  CHECK_THAT(gzip_outcome(bad_crc, false), Catch::Contains("incorrect data check"));
+  std::string bad_len = bytes;
+  bad_len[bad_len.size() - 4] ^= 0x01;
+  CHECK_THAT(gzip_outcome(bad_len, false), Catch::Contains("incorrect length check"));
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] ^= 0x10;  // corrupt data in the middle
+  CHECK_THAT(gzip_outcome(flipped, false), Catch::Contains("truncated or corrupt gzip"));
+  for (size_t cut : {bytes.size() / 3, bytes.size() - 9, bytes.size() - 1})
+    CHECK_THAT(gzip_outcome(bytes.substr(0, cut), false),
+               Catch::Contains("truncated or corrupt gzip"));
+  CHECK_THAT(gzip_outcome(bytes + "x", false), Catch::Contains("not another gzip member"));
+  CHECK(mlprio::detail::gzip_whole_decodes() == whole_before + 1);  // none of those was taken
+  CHECK(gzip_outcome(bytes, true) == "loaded 40000 jobs");
+  CHECK(mlprio::detail::gzip_whole_decodes() == whole_before + 2);
 }
 
 TEST_CASE("file_sha256: the SHA extensions and the portable rounds give the same digests",

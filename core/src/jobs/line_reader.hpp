@@ -3,6 +3,10 @@
 // (the magic 1f 8b), not the name; its members are inflated with zlib and each must end properly
 // (end of deflate stream, CRC-32 and length trailer checked), so a truncated or corrupt file is an
 // InputError, never a silently shorter trace. Concatenated members (`cat a.gz b.gz`) read as one.
+// Where libdeflate was built in, a one-member gzip file of at most WHOLE_GZIP_MAX_BYTES
+// (decompressed, from its trailer) is decoded whole by it once the first block of lines has been
+// read, about twice zlib's speed; any file it does not take (several members, a bad trailer,
+// corrupt data) is read on by zlib as above, which also gives the error.
 #pragma once
 
 #include <zlib.h>
@@ -23,6 +27,15 @@ inline constexpr size_t MAX_LINE_BYTES = size_t{1} << 20;
 // past its last one lie inside the buffer. What they hold is unspecified (the next lines, stale
 // data, zeros), so such a reader must still stop at the line's end.
 inline constexpr size_t LINE_PAD_AFTER = 128;
+
+// The largest gzip file (decompressed) decoded whole; larger ones stream through zlib, so memory
+// stays bounded by this much beside the queue.
+inline constexpr size_t WHOLE_GZIP_MAX_BYTES = size_t{128} << 20;
+
+// For tests: false makes every gzip file stream through zlib. Returns whether the whole-file
+// decoder was built in.
+bool set_gzip_whole_decode(bool on);
+int64_t gzip_whole_decodes();  // files decoded whole so far, by every reader (for tests)
 
 class LineReader {
  public:
@@ -50,6 +63,7 @@ class LineReader {
   size_t read_raw(unsigned char* out, size_t n);  // from the file; 0 at its end
   size_t inflate_some(char* out, size_t n);       // gzip: decompressed bytes; 0 at the end
   [[noreturn]] void gzip_error(const std::string& what) const;
+  bool decode_whole();  // gzip: the whole file into whole_, when libdeflate takes it
 
   std::string path_;
   int fd_ = -1;
@@ -60,6 +74,12 @@ class LineReader {
   bool raw_eof_ = false;
   std::vector<unsigned char> in_;  // compressed input (gzip), or the first bytes of a plain file
   uint64_t compressed_read_ = 0;
+  struct Whole {  // a gzip file decoded whole (then no zlib stream), served from `at`
+    ~Whole();
+    char* data = nullptr;  // an anonymous mapping of `size` bytes
+    size_t size = 0, at = 0;
+  } whole_;
+  int64_t fills_ = 0;
   std::vector<char> buf_;  // MAX_LINE_BYTES of lines, then LINE_PAD_AFTER bytes never filled
   size_t begin_ = 0, end_ = 0;
   bool eof_ = false;
