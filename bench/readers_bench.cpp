@@ -15,8 +15,9 @@
 #include "mlprio/jobs/trace.hpp"
 
 namespace mlprio::detail {
-bool set_swf_scan_mode(int mode);  // core/src/jobs/swf_scan.hpp: 0 auto, 1 byte loop
-}
+bool set_swf_scan_mode(int mode);     // core/src/jobs/swf_scan.hpp: 0 auto, 1 byte loop
+bool set_gzip_whole_decode(bool on);  // core/src/jobs/line_reader.hpp
+}  // namespace mlprio::detail
 
 namespace {
 
@@ -106,9 +107,13 @@ void BM_swf_lcg_gzip(benchmark::State& state) {
     state.SkipWithError("../shared/data absent: LCG-2005.swf.gz not found");
     return;
   }
+  // Arg 0: decoded whole by libdeflate where built in; arg 1: streamed through zlib.
+  const bool whole = mlprio::detail::set_gzip_whole_decode(state.range(0) == 0);
+  state.SetLabel(state.range(0) == 0 && whole ? "libdeflate, whole file" : "zlib, streamed");
   read_and_check(state, path, 188041);
+  mlprio::detail::set_gzip_whole_decode(true);
 }
-BENCHMARK(BM_swf_lcg_gzip)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_swf_lcg_gzip)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 void BM_swf_mira_19col(benchmark::State& state) {
   const std::string path = std::string(MLPRIO_SHARED_DATA) + "/swf/mira.swf";
