@@ -70,44 +70,49 @@ LineReader::Whole::~Whole() {
 LineReader::Whole::~Whole() = default;
 #endif
 
-// Maps the file (the stream's offset stays where zlib left it, so zlib carries on when this
-// declines) and decodes it in one call. False, with nothing changed, for anything but a plain file
-// holding exactly one well-formed member of at most WHOLE_GZIP_MAX_BYTES.
+// Reads the whole file with pread (the stream's offset stays where zlib left it, so zlib carries
+// on when this declines) and decodes it in one call. False, with nothing changed, for anything but
+// a plain file holding exactly one well-formed member of at most WHOLE_GZIP_MAX_BYTES.
 bool LineReader::decode_whole() {
 #ifdef MLPRIO_HAVE_LIBDEFLATE
   if (!g_whole_gzip.load()) return false;
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 18) return false;
   const auto size = static_cast<size_t>(st.st_size);
-  void* in = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd_, 0);
-  if (in == MAP_FAILED) return false;
-  const auto* bytes = static_cast<const unsigned char*>(in);
   // The trailer's ISIZE: the member's length mod 2^32, a bound the decoder checks again. Deflate
-  // expands at most ~1032x: a larger claim is not this file's length.
-  const unsigned char* t = bytes + size - 4;
+  // expands at most ~1032x: a larger claim is not this file's length, and a file larger than the
+  // bound cannot be one member that decodes within it.
+  unsigned char t[4];
+  if (::pread(fd_, t, 4, st.st_size - 4) != 4) return false;
   const size_t out_bytes =
       size_t{t[0]} | size_t{t[1]} << 8 | size_t{t[2]} << 16 | size_t{t[3]} << 24;
-  bool ok = false;
-  if (out_bytes > 0 && out_bytes <= WHOLE_GZIP_MAX_BYTES && out_bytes / 1032 <= size) {
-    Mapping out(out_bytes);
-    libdeflate_decompressor* d = out.p != nullptr ? libdeflate_alloc_decompressor() : nullptr;
-    if (d != nullptr) {
-      size_t in_used = 0, out_used = 0;
-      const libdeflate_result rc =
-          libdeflate_gzip_decompress_ex(d, bytes, size, out.p, out_bytes, &in_used, &out_used);
-      libdeflate_free_decompressor(d);
-      // Exactly one member, filling the buffer (CRC-32 and ISIZE checked by the decoder).
-      ok = rc == LIBDEFLATE_SUCCESS && in_used == size && out_used == out_bytes;
-    }
-    if (ok) {
-      whole_.data = std::exchange(out.p, nullptr);
-      whole_.size = out_bytes;
-      compressed_read_ = size;
-      g_whole_decodes.fetch_add(1);
-    }
+  if (out_bytes == 0 || out_bytes > WHOLE_GZIP_MAX_BYTES || out_bytes / 1032 > size ||
+      size > WHOLE_GZIP_MAX_BYTES + (WHOLE_GZIP_MAX_BYTES >> 6))
+    return false;
+  // Read, not mapped: a file cut short while it is read is then a short read (zlib reports it),
+  // never a SIGBUS.
+  Mapping in(size);
+  if (in.p == nullptr) return false;
+  for (size_t got = 0; got < size;) {
+    const ssize_t n = ::pread(fd_, in.p + got, size - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got += static_cast<size_t>(n);
   }
-  ::munmap(in, size);
-  return ok;
+  Mapping out(out_bytes);
+  libdeflate_decompressor* d = out.p != nullptr ? libdeflate_alloc_decompressor() : nullptr;
+  if (d == nullptr) return false;
+  size_t in_used = 0, out_used = 0;
+  const libdeflate_result rc =
+      libdeflate_gzip_decompress_ex(d, in.p, size, out.p, out_bytes, &in_used, &out_used);
+  libdeflate_free_decompressor(d);
+  // Exactly one member, filling the buffer (CRC-32 and ISIZE checked by the decoder).
+  if (rc != LIBDEFLATE_SUCCESS || in_used != size || out_used != out_bytes) return false;
+  whole_.data = std::exchange(out.p, nullptr);
+  whole_.size = out_bytes;
+  compressed_read_ = size;
+  g_whole_decodes.fetch_add(1);
+  return true;
 #else
   return false;
 #endif
