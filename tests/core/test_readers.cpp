@@ -132,6 +132,19 @@ std::string gzip_outcome(const std::string& bytes, bool strict) {
 }
 }  // namespace
 
+namespace {
+// A one-bit change in the trailer's CRC-32, then in its length (little-endian, last 8 bytes), is
+// zlib's error, naming which check failed.
+void check_trailer_errors(const std::string& bytes) {
+  std::string bad_crc = bytes;
+  bad_crc[bad_crc.size() - 8] ^= 0x01;
+  CHECK_THAT(gzip_outcome(bad_crc, false), Catch::Contains("incorrect data check"));
+  std::string bad_len = bytes;
+  bad_len[bad_len.size() - 4] ^= 0x01;
+  CHECK_THAT(gzip_outcome(bad_len, false), Catch::Contains("incorrect length check"));
+}
+}  // namespace
+
 TEST_CASE("SWF: a truncated gzip file is an error naming the file, wherever it is cut",
           "[swf][gzip]") {
   // zlib's gzread reported a cut inside the deflate data as a plain end of file: the trace came
@@ -153,13 +166,7 @@ TEST_CASE("SWF: gzip trailer checks, concatenated members and trailing bytes", "
   // `cat a.gz b.gz` is one gzip file holding both.
   CHECK(gzip_outcome(bytes + bytes, true) == "loaded 8 jobs");
   CHECK(gzip_outcome(bytes + bytes + bytes, false) == "loaded 12 jobs");
-  // The trailer is CRC-32 then the length, little-endian, in the last 8 bytes.
-  std::string bad_crc = bytes;
-  bad_crc[bad_crc.size() - 8] ^= 0x01;
-  CHECK_THAT(gzip_outcome(bad_crc, false), Catch::Contains("incorrect data check"));
-  std::string bad_len = bytes;
-  bad_len[bad_len.size() - 4] ^= 0x01;
-  CHECK_THAT(gzip_outcome(bad_len, false), Catch::Contains("incorrect length check"));
+  check_trailer_errors(bytes);
   // A second member cut short, and bytes after the last member that are not a member.
   CHECK_THAT(gzip_outcome(bytes + bytes.substr(0, bytes.size() / 2), false),
              Catch::Contains("truncated or corrupt gzip"));
@@ -526,12 +533,7 @@ TEST_CASE("SWF: a large gzip file reads the same decoded whole as streamed throu
   // Files it declines are read by zlib, with zlib's verdict: two members, a bad CRC-32, a bad
   // length, cuts past the first block, bytes after the member.
   CHECK(gzip_outcome(bytes + bytes, true) == "loaded 80000 jobs");
-  std::string bad_crc = bytes;
-  bad_crc[bad_crc.size() - 8] ^= 0x01;
-  CHECK_THAT(gzip_outcome(bad_crc, false), Catch::Contains("incorrect data check"));
-  std::string bad_len = bytes;
-  bad_len[bad_len.size() - 4] ^= 0x01;
-  CHECK_THAT(gzip_outcome(bad_len, false), Catch::Contains("incorrect length check"));
+  check_trailer_errors(bytes);
   std::string flipped = bytes;
   flipped[bytes.size() / 2] ^= 0x10;  // corrupt data in the middle
   CHECK_THAT(gzip_outcome(flipped, false), Catch::Contains("truncated or corrupt gzip"));
