@@ -183,7 +183,8 @@ struct RunFileWriter::State {
   State(const std::string& path, const h5::Provenance& provenance) : file(path, provenance) {}
   h5::WriteFile file;
   h5::Group run, series;
-  h5::Appender jobs, time, queue_length, busy_cores, mean_bsld;  // mean_bsld: made on first use
+  h5::Appender jobs, time, queue_length, busy_cores, mean_bsld;
+  bool has_mean_bsld = false;  // made with the first points that carry it, as write_run_group
 };
 
 RunFileWriter::RunFileWriter(const std::string& path, const h5::Provenance& provenance,
@@ -208,9 +209,10 @@ void RunFileWriter::series(const TimeSeries& s, size_t n) {
   st_->time.append(std::span<const double>(s.time.data(), n));
   st_->queue_length.append(std::span<const int64_t>(s.queue_length.data(), n));
   st_->busy_cores.append(std::span<const int64_t>(s.busy_cores.data(), n));
-  if (s.mean_bsld.size() >= n) {  // as write_run_group: only where the engine records it
-    if (st_->mean_bsld.rows() == 0 && st_->time.rows() == n)
+  if (s.mean_bsld.size() >= n) {  // only where the engine records it
+    if (!st_->has_mean_bsld)
       st_->mean_bsld = st_->series.append_column("mean_bsld", h5::FieldType::FLOAT64);
+    st_->has_mean_bsld = true;
     st_->mean_bsld.append(std::span<const double>(s.mean_bsld.data(), n));
   }
 }

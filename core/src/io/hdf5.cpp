@@ -243,17 +243,6 @@ Handle native_type(FieldType type) {
   throw H5Error("append_column: a column of strings is not supported");
 }
 
-size_t native_size(FieldType type) {
-  switch (type) {
-    case FieldType::INT8:
-      return 1;
-    case FieldType::INT32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
 size_t rows_of(hid_t loc, const std::string& name) {
   Handle ds(H5_CHECK(H5Dopen2(loc, name.c_str(), H5P_DEFAULT)));
   Handle space(H5_CHECK(H5Dget_space(ds.id())));
@@ -408,7 +397,8 @@ Appender Group::append_column(const std::string& name, FieldType type) const {
   quiet();
   Handle t = native_type(type);
   Handle ds = create_1d(id(), name, t.id(), 0, CHUNK_ROWS);
-  return Appender(std::move(ds), std::move(t), native_size(type), CHUNK_ROWS);
+  const size_t row_size = H5Tget_size(t.id());
+  return Appender(std::move(ds), std::move(t), row_size, CHUNK_ROWS);
 }
 
 void Appender::append_raw(const void* rows, size_t n, size_t row_size) {
