@@ -125,6 +125,17 @@ double log_run(const Job& j) {
   return std::log(std::max(j.run, 1.0));
 }
 
+// XGBoost's saved JSON model with its trees removed: a model whose margin is its base score.
+std::string without_trees(const std::string& saved) {
+  nlohmann::json m = nlohmann::json::parse(saved);
+  auto& model = m.at("learner").at("gradient_booster").at("model");
+  model["trees"] = nlohmann::json::array();
+  model["tree_info"] = nlohmann::json::array();
+  model.at("gbtree_model_param")["num_trees"] = "0";
+  if (model.contains("iteration_indptr")) model["iteration_indptr"] = nlohmann::json::array({0});
+  return m.dump();
+}
+
 // The margin anchors of rows idx (features Xm, in the same order) around base score `base`.
 std::vector<float> anchors(MarginAnchor anchor, const std::vector<Job>& jobs,
                            const std::vector<size_t>& idx, const std::vector<float>& Xm,
@@ -256,6 +267,14 @@ class RuntimeFitter {
     }
     RegFit chosen;
     chosen.loss = std::numeric_limits<double>::infinity();
+    // The anchor alone (no trees) competes first: on a small or drifting trace, trees fitted to
+    // the fitting slice can make the anchor worse on later jobs, which the selection then sees.
+    if (anchor_ != MarginAnchor::NONE && opt_.tune && early_stop_) {
+      RegFit a = anchor_only();
+      choose_blend(a);
+      candidates.push_back(candidate_json(a));
+      chosen = std::move(a);
+    }
     for (const auto& [d, c] : grid) {
       RegFit f = fit_regressor(d, c);
       choose_blend(f);
@@ -269,19 +288,20 @@ class RuntimeFitter {
         fits.push_back(std::move(f));
       }
       for (RegFit& h : fits) {
-        candidates.push_back({{"max_depth", d},
-                              {"min_child_weight", c},
-                              {"modal", h.modal},
-                              {"rounds_run", h.rounds_run},
-                              {"trees", h.trees},
-                              {"modal_trees", h.modal_trees},
-                              {"blend_weight", h.w},
-                              {"shifted", h.shifted},
-                              {"calib_loss", h.loss}});
+        candidates.push_back(candidate_json(h));
         if (h.loss < chosen.loss) chosen = std::move(h);
       }
     }
     return chosen;
+  }
+
+  static nlohmann::json candidate_json(const RegFit& h) {
+    return {{"anchor_alone", h.trees == 0 && h.rounds_run == 0},
+            {"max_depth", h.max_depth},       {"min_child_weight", h.min_child_weight},
+            {"modal", h.modal},               {"rounds_run", h.rounds_run},
+            {"trees", h.trees},               {"modal_trees", h.modal_trees},
+            {"blend_weight", h.w},            {"shifted", h.shifted},
+            {"calib_loss", h.loss}};
   }
 
   // The model document's "calibration" object for the chosen candidate.
@@ -307,6 +327,7 @@ class RuntimeFitter {
   // anchor, blend weight and shifts stay as calibrated; the trees see the same features.
   // Returns the refitted booster's JSON.
   std::string refit(const RegFit& chosen, const FeatureMatrix& X) const {
+    if (chosen.trees == 0) return chosen.json;  // the anchor alone: nothing to refit
     const std::vector<size_t>& train = s_.train;
     const std::vector<float> Xall = gather(X, train);
     std::vector<float> yall;
@@ -503,6 +524,20 @@ class RuntimeFitter {
     f.stop_loss = best;
     f.json = f.trees == f.rounds_run ? reg.save_json() : reg.save_json_rounds(f.trees);
     return with_calibration_margins(std::move(f));
+  }
+
+  // The candidate without trees: its margin is the anchor (the base score where a row has none),
+  // saved as a booster whose trees were removed (XGBoost cannot slice down to zero rounds).
+  RegFit anchor_only() {
+    Booster reg(&dfit_);
+    set_common(reg, opt_, 1, 1.0);
+    reg.set("objective", opt_.objective);
+    reg.set("base_score", num(base_score_));
+    XGB_CHECK(XGBoosterUpdateOneIter(reg.get(), 0, dfit_.get()));
+    RegFit f;
+    f.json = without_trees(reg.save_json());
+    f.mcal = anchors(anchor_, jobs_, cal_idx_, Xcal_, base_score_);
+    return f;
   }
 
   // The modal continuation of `base` (see modal_kernel).

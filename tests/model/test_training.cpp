@@ -277,11 +277,12 @@ TEST_CASE("early stopping and tuning see only the training slice", "[model][trai
   // Each grid point once as fitted and (unless it used every round) once continued by the
   // modal rounds; never more than `rounds` trees in all.
   const size_t grid = std::size(TUNE_DEPTHS) * std::size(TUNE_MIN_CHILD_WEIGHTS);
-  size_t plain = 0, modal = 0;
+  size_t plain = 0, modal = 0, alone = 0;
   for (const auto& c : a["training"]["tuning"]["candidates"]) {
-    (c["modal"].get<bool>() ? modal : plain) += 1;
+    (c["anchor_alone"].get<bool>() ? alone : c["modal"].get<bool>() ? modal : plain) += 1;
     CHECK(c["trees"].get<int>() <= 150);
   }
+  CHECK(alone == 1);
   CHECK(plain == grid);
   CHECK(modal > 0);
   CHECK(modal <= grid);
@@ -304,6 +305,33 @@ TEST_CASE("early stopping and tuning see only the training slice", "[model][trai
   CHECK(b["training"]["tuning"].dump() == a["training"]["tuning"].dump());
   CHECK(b["training"]["params"].dump() == a["training"]["params"].dump());
   CHECK(b["training"]["metrics"].dump() == a["training"]["metrics"].dump());
+}
+
+TEST_CASE("the anchor alone is a candidate, and wins where trees only add noise",
+          "[model][train][anchor]") {
+  Trace t = testing::synthetic_trace(3000, 23);
+  // Each user runs a few kinds of job (a request and a size each), every kind always for the
+  // same time: the latest similar job predicts each run exactly, and trees fitted on the few
+  // rows without such a job can only move predictions away from it.
+  for (auto& j : t.jobs) {
+    const auto kind = static_cast<int>(j.id % 3);
+    j.req_time = 3600.0 * (kind + 1);
+    j.req_procs = 4 << kind;
+    j.run = 200.0 + 37.0 * static_cast<double>(j.user) + 900.0 * kind;
+  }
+  std::vector<std::string> notes;
+  const auto doc = train_model(t, "x", TrainOptions{}, notes);
+  const auto& first = doc["training"]["tuning"]["candidates"][0];
+  CHECK(first["anchor_alone"].get<bool>());
+  CHECK(first["trees"].get<int>() == 0);
+  CHECK(doc["training"]["params"]["runtime_trees"].get<int>() == 0);
+  CHECK(trees_in(doc, "booster_runtime") == 0);
+  CHECK(doc["calibration"]["margin_anchor"] == "similar");
+  // The deployed predictor (the tree walker, no trees) gives the anchor.
+  const auto r = evaluate_model(doc, t, EvalOptions{});
+  INFO(r.dump(1));
+  CHECK(r["mae_model"].get<double>() < 0.2 * r["mae_last2"].get<double>());
+  CHECK(r["within_2x_model"].get<double>() > 0.95);
 }
 
 TEST_CASE("training defaults are the documented ones", "[model][train]") {
