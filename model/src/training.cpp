@@ -297,10 +297,14 @@ class RuntimeFitter {
 
   static nlohmann::json candidate_json(const RegFit& h) {
     return {{"anchor_alone", h.trees == 0 && h.rounds_run == 0},
-            {"max_depth", h.max_depth},       {"min_child_weight", h.min_child_weight},
-            {"modal", h.modal},               {"rounds_run", h.rounds_run},
-            {"trees", h.trees},               {"modal_trees", h.modal_trees},
-            {"blend_weight", h.w},            {"shifted", h.shifted},
+            {"max_depth", h.max_depth},
+            {"min_child_weight", h.min_child_weight},
+            {"modal", h.modal},
+            {"rounds_run", h.rounds_run},
+            {"trees", h.trees},
+            {"modal_trees", h.modal_trees},
+            {"blend_weight", h.w},
+            {"shifted", h.shifted},
             {"calib_loss", h.loss}};
   }
 
