@@ -327,7 +327,26 @@ TEST_CASE("the anchor alone is a candidate, and wins where trees only add noise"
   CHECK(doc["training"]["params"]["runtime_trees"].get<int>() == 0);
   CHECK(trees_in(doc, "booster_runtime") == 0);
   CHECK(doc["calibration"]["margin_anchor"] == "similar");
-  // The deployed predictor (the tree walker, no trees) gives the anchor.
+  // The deployed predictor (the tree walker, no trees) gives the calibrated anchor, on the
+  // many-row path and on the one-row path the plugin takes per job.
+  const auto pred = make_predictor(doc);
+  const FeatureMatrix X = build_features(t.jobs, t.names, trace_epoch_offset(t));
+  std::vector<Prediction> all(t.jobs.size());
+  pred->predict_rows(X.values, t.jobs, all);
+  const Calibration cal = calibration_from_json(doc);
+  const auto saved =
+      nlohmann::json::parse(base64_decode(doc["booster_runtime"].get<std::string>()));
+  const double base =
+      std::stod(saved["learner"]["learner_model_param"]["base_score"].get<std::string>());
+  for (size_t i = 0; i < t.jobs.size(); i += 97) {
+    Prediction one;
+    pred->predict_rows(std::span<const float>(X.values).subspan(i * N_FEATURES, N_FEATURES),
+                       std::span<const Job>(&t.jobs[i], 1), std::span<Prediction>(&one, 1));
+    CHECK(one.runtime == all[i].runtime);
+    const double z = calibrated_log(base, base, X.row(i).data(), t.jobs[i].req_time, cal);
+    CHECK(all[i].runtime ==
+          Approx(std::min(std::exp(z + cal.point_shift), t.jobs[i].req_time)).epsilon(1e-12));
+  }
   const auto r = evaluate_model(doc, t, EvalOptions{});
   INFO(r.dump(1));
   CHECK(r["mae_model"].get<double>() < 0.2 * r["mae_last2"].get<double>());
