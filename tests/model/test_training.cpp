@@ -28,6 +28,12 @@ TrainOptions quick() {
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("mlprio_model_test_" + name)).string();
 }
+// The run-time booster's base score, as saved in the model document.
+double runtime_base_score(const nlohmann::json& doc) {
+  const auto saved =
+      nlohmann::json::parse(base64_decode(doc["booster_runtime"].get<std::string>()));
+  return std::stod(saved["learner"]["learner_model_param"]["base_score"].get<std::string>());
+}
 }  // namespace
 
 TEST_CASE("trained model beats the request baseline on a structured trace", "[model][train]") {
@@ -91,10 +97,7 @@ TEST_CASE("the tree walker reproduces XGBoost's predictions", "[model][train]") 
   // XGBoost's margin here starts from the base score (no base_margin given); the predictor
   // replaces it by the anchor.
   const Calibration cal = calibration_from_json(doc);
-  const auto saved =
-      nlohmann::json::parse(base64_decode(doc["booster_runtime"].get<std::string>()));
-  const double base =
-      std::stod(saved["learner"]["learner_model_param"]["base_score"].get<std::string>());
+  const double base = runtime_base_score(doc);
   for (size_t i = 0; i < t.jobs.size(); ++i) {
     const double z = calibrated_log(static_cast<double>(margin[i]), base, X.row(i).data(),
                                     t.jobs[i].req_time, cal);
@@ -334,10 +337,7 @@ TEST_CASE("the anchor alone is a candidate, and wins where trees only add noise"
   std::vector<Prediction> all(t.jobs.size());
   pred->predict_rows(X.values, t.jobs, all);
   const Calibration cal = calibration_from_json(doc);
-  const auto saved =
-      nlohmann::json::parse(base64_decode(doc["booster_runtime"].get<std::string>()));
-  const double base =
-      std::stod(saved["learner"]["learner_model_param"]["base_score"].get<std::string>());
+  const double base = runtime_base_score(doc);
   for (size_t i = 0; i < t.jobs.size(); i += 97) {
     Prediction one;
     pred->predict_rows(std::span<const float>(X.values).subspan(i * N_FEATURES, N_FEATURES),
