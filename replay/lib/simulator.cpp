@@ -691,6 +691,7 @@ class StandardEngine {
       running_by_est_.erase(j.est_end, j.seq);
       j.est_end = next;
       running_by_est_.insert(j.est_end, j.seq, e.slot, j.need);
+      easy_kept_.valid = false;
       ++corrections_;
       watch_expiry(j, e.slot);
     }
@@ -778,6 +779,7 @@ class StandardEngine {
       auto it = std::upper_bound(queue_.begin(), queue_.end(), slot,
                                  [this](int32_t a, int32_t b) { return before(a, b); });
       queue_.insert(it, slot);
+      easy_kept_.valid = false;
     }
     if (cfg_.backfill == Backfill::CONSERVATIVE) unplaced_ = true;
     min_queued_units_ = std::min(min_queued_units_, need.units);
@@ -801,6 +803,7 @@ class StandardEngine {
 
   // Returns true when the job ended before its estimated end (conservative must replan).
   bool finish(int32_t slot) {
+    easy_kept_.valid = false;
     SimJob& j = slab_[static_cast<size_t>(slot)];
     free_ += j.need;
     MLPRIO_REPLAY_CHECK(free_.units <= total_.units && free_.gpus <= total_.gpus,
@@ -825,6 +828,7 @@ class StandardEngine {
 
   void order_queue() {
     if (!policy_.dynamic()) return;
+    easy_kept_.valid = false;
     const ClusterState s = state();
     for (int32_t slot : queue_) {
       SimJob& j = slab_[static_cast<size_t>(slot)];
@@ -895,21 +899,49 @@ class StandardEngine {
       start(queue_[i++]);
     // Nothing else can start when fewer units are free than any queued job needs (most passes
     // that start nothing): the queue stays as it is.
+    if (i > 0) easy_kept_.valid = false;
     if (i == queue_.size() || free_.units < min_queued_units_) {
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i));
       if (queue_.empty()) min_queued_units_ = std::numeric_limits<int64_t>::max();
       return;
     }
     // The head's reservation, worked out at the first candidate that fits the free resources,
-    // before any backfills (in many passes none fits, and the walk is skipped).
+    // before any backfills (in many passes none fits, and the walk is skipped). `reserved_end`
+    // is the estimated end it waits for (-INF: not worked out yet); the shadow time is that end
+    // or now, whichever is later.
     const SimJob& head = slab_[static_cast<size_t>(queue_[i])];
-    double shadow = -INF;  // not worked out yet
+    double reserved_end = -INF;
     Res extra;
+    // Only jobs arrived since the previous pass, queued behind its candidates, and the head is
+    // the same: free resources, running jobs and hence the head's reservation are those that
+    // pass left (its backfills took what they used of `extra`), and each of its candidates
+    // failed with at least as much free and as much `extra` and a shadow no later than now's.
+    // So they fail again: only the new jobs are tried, against the reservation kept.
+    size_t first = i + 1;
+    if (easy_kept_.valid && cfg_.backfill_order == BackfillOrder::QUEUE && i == 0 &&
+        queue_[0] == easy_kept_.head && easy_kept_.tried <= queue_.size()) {
+      first = easy_kept_.tried;
+      reserved_end = easy_kept_.reserved_end;
+      extra = easy_kept_.extra;
+      if (cfg_.check_invariants) check_kept_pass(head, first);
+    }
+    // A backfill that ends by the shadow time but not before the head's reserved end (it ends
+    // just then, or that end is past) lies at or after that end in the running-jobs order, so
+    // the next pass's walk could stop elsewhere: the reservation is then not kept.
+    bool keep_reservation = true;
     // May this candidate start now without delaying the head's reservation?
     auto may_backfill = [&](const SimJob& j) {
       if (!j.need.fits_in(free_)) return false;
-      if (shadow == -INF) reserve(head, shadow, extra);
-      return backfills(j, shadow, extra);
+      if (reserved_end == -INF) reserved_end = reserve(head, extra);
+      const double ends = now_ + j.estimate;
+      if (ends <= std::max(reserved_end, now_)) {  // ends by the shadow time
+        keep_reservation &= ends < reserved_end;
+        return true;
+      }
+      // Else it may use the resources the reservation leaves over (which it then takes).
+      if (!j.need.fits_in(extra)) return false;
+      extra -= j.need;
+      return true;
     };
     // Every job needs at least one unit: once none is free, no later candidate can start.
     const auto cand = queue_.begin() + static_cast<std::ptrdiff_t>(i + 1);
@@ -946,8 +978,8 @@ class StandardEngine {
     const SimJob* const slab = slab_.data();
     const size_t n = queue_.size();
     queue[0] = queue[i];
-    int64_t min_units = head.need.units;
-    size_t w = 1, k = i + 1;
+    int64_t min_units = first > i + 1 ? min_queued_units_ : head.need.units;
+    size_t w = first - i, k = first;
     for (; k < n && free_.units > 0; ++k) {
       const int32_t slot = queue[k];
       const SimJob& j = slab[static_cast<size_t>(slot)];
@@ -963,33 +995,49 @@ class StandardEngine {
     const auto rest = std::copy(queue_.begin() + static_cast<std::ptrdiff_t>(k), queue_.end(),
                                 queue_.begin() + static_cast<std::ptrdiff_t>(w));
     queue_.erase(rest, queue_.end());
+    // Candidates a cut-short scan did not reach count as tried: it stopped with no unit free,
+    // and until a job ends none is.
+    easy_kept_ = {keep_reservation, queue_[0], queue_.size(), reserved_end, extra};
   }
 
-  // Whether a candidate that fits the free resources backfills: it ends by the shadow time, or
-  // it fits in the resources the reservation leaves over (which it then takes).
-  bool backfills(const SimJob& j, double shadow, Res& extra) const {
-    if (now_ + j.estimate <= shadow) return true;
-    if (!j.need.fits_in(extra)) return false;
-    extra -= j.need;
-    return true;
+  // Costly check of a pass that tries only the new candidates: the kept reservation is the one
+  // a walk gives now, and none of the candidates the previous pass tried could start now.
+  void check_kept_pass(const SimJob& head, size_t tried) const {
+    const double kept_end = easy_kept_.reserved_end;
+    if (kept_end != -INF) {
+      Res extra;
+      const double end = reserve(head, extra);
+      MLPRIO_REPLAY_CHECK(
+          end == kept_end && extra.units == easy_kept_.extra.units &&
+              extra.gpus == easy_kept_.extra.gpus,
+          "the EASY reservation kept from the previous pass differs from a fresh walk");
+    }
+    for (size_t k = 1; k < tried; ++k) {
+      const SimJob& j = slab_[static_cast<size_t>(queue_[k])];
+      if (!j.need.fits_in(free_)) continue;
+      MLPRIO_REPLAY_CHECK(kept_end != -INF && now_ + j.estimate > std::max(kept_end, now_) &&
+                              !j.need.fits_in(easy_kept_.extra),
+                          "a candidate the previous EASY pass tried could start now");
+    }
   }
 
   // EASY's reservation for the blocked job `head` (once a pass at most, out of the scan loop): the
   // estimated end at which enough running jobs have finished (an overrunning job is taken to end
   // now), and what is left over at that time.
-  [[gnu::noinline]] void reserve(const SimJob& head, double& shadow, Res& extra) const {
+  // Returns that estimated end (the shadow time is the later of it and now) and sets `extra`.
+  [[gnu::noinline]] double reserve(const SimJob& head, Res& extra) const {
     Res avail = free_;
     double s = INF;
     running_by_est_.walk([&](const RunningByEnd::Entry& e) {
       avail += e.need;
       if (!head.need.fits_in(avail)) return false;
-      s = std::max(e.est_end, now_);
+      s = e.est_end;
       return true;
     });
     MLPRIO_REPLAY_CHECK(s < INF, "the blocked job fits nowhere on the machine");
-    shadow = s;
     extra = avail;
     extra -= head.need;
+    return s;
   }
 
   void place(SimJob& j) {
@@ -1104,6 +1152,16 @@ class StandardEngine {
   double now_ = -INF;
   double wakeup_ = -INF;  // conservative: earliest future reservation start
   bool unplaced_ = false;
+  // EASY (queue order candidates): what the last pass left, for a pass that follows only
+  // arrivals queued at the back (see schedule_easy). Invalid after anything else: a job's end,
+  // a corrected estimate, an arrival queued ahead of others, a reordered queue, a start.
+  struct EasyKept {
+    bool valid = false;
+    int32_t head = -1;        // the blocked head's slot
+    size_t tried = 0;         // queue positions [0, tried) were the head and tried candidates
+    double reserved_end = 0;  // -INF: the head's reservation was not worked out
+    Res extra;
+  } easy_kept_;
   // EASY: at most the smallest need (units) of the queued jobs; lowered at every submit, made
   // exact again by a full backfill scan (0 when not known: never skips a pass).
   int64_t min_queued_units_ = 0;
