@@ -918,8 +918,8 @@ class StandardEngine {
     // failed with at least as much free and as much `extra` and a shadow no later than now's.
     // So they fail again: only the new jobs are tried, against the reservation kept.
     size_t first = i + 1;
-    if (easy_kept_.valid && cfg_.backfill_order == BackfillOrder::QUEUE && i == 0 &&
-        queue_[0] == easy_kept_.head && easy_kept_.tried <= queue_.size()) {
+    if (easy_kept_.valid && i == 0 && queue_[0] == easy_kept_.head &&
+        easy_kept_.tried <= queue_.size()) {
       first = easy_kept_.tried;
       reserved_end = easy_kept_.reserved_end;
       extra = easy_kept_.extra;
@@ -944,10 +944,10 @@ class StandardEngine {
       return true;
     };
     // Every job needs at least one unit: once none is free, no later candidate can start.
-    const auto cand = queue_.begin() + static_cast<std::ptrdiff_t>(i + 1);
     if (cfg_.backfill_order == BackfillOrder::SJBF) {
       // Candidates by increasing estimate (stable: ties keep queue order); the ones that start
       // leave the queue, the rest keep their queue order. Nothing to sort when none fits now.
+      const auto cand = queue_.begin() + static_cast<std::ptrdiff_t>(first);
       const auto fits_now = [this](int32_t slot) {
         return slab_[static_cast<size_t>(slot)].need.fits_in(free_);
       };
@@ -969,6 +969,7 @@ class StandardEngine {
       for (int32_t slot : queue_)
         min_queued_units_ =
             std::min(min_queued_units_, slab_[static_cast<size_t>(slot)].need.units);
+      easy_kept_ = {keep_reservation, queue_[0], queue_.size(), reserved_end, extra};
       return;
     }
     // Compact the queue in place as it is scanned: the head first, then the candidates that do not
@@ -1152,7 +1153,7 @@ class StandardEngine {
   double now_ = -INF;
   double wakeup_ = -INF;  // conservative: earliest future reservation start
   bool unplaced_ = false;
-  // EASY (queue order candidates): what the last pass left, for a pass that follows only
+  // EASY: what the last pass left, for a pass that follows only
   // arrivals queued at the back (see schedule_easy). Invalid after anything else: a job's end,
   // a corrected estimate, an arrival queued ahead of others, a reordered queue, a start.
   struct EasyKept {

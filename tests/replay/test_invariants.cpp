@@ -106,6 +106,7 @@ TEST_CASE("EASY passes after arrivals alone keep the previous pass's reservation
     }
     for (Correction c : {Correction::NONE, Correction::TSAFRIR, Correction::REQUEST}) {
       SimConfig cfg;
+      cfg.backfill_order = seed % 4 < 2 ? BackfillOrder::QUEUE : BackfillOrder::SJBF;
       cfg.machine = {16, 1, 0, Allocation::NODES};
       cfg.policy = seed % 2 == 0 ? "fcfs" : "sjf";  // SJF queues some arrivals ahead
       cfg.backfill = Backfill::EASY;
