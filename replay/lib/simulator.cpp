@@ -1153,9 +1153,9 @@ class StandardEngine {
   double now_ = -INF;
   double wakeup_ = -INF;  // conservative: earliest future reservation start
   bool unplaced_ = false;
-  // EASY: what the last pass left, for a pass that follows only
-  // arrivals queued at the back (see schedule_easy). Invalid after anything else: a job's end,
-  // a corrected estimate, an arrival queued ahead of others, a reordered queue, a start.
+  // EASY: what the last pass left, for a pass that follows only arrivals queued at the back (see
+  // schedule_easy). Invalid after anything else: a job's end, a corrected estimate, an arrival
+  // queued ahead of others, a reordered queue, a start.
   struct EasyKept {
     bool valid = false;
     int32_t head = -1;        // the blocked head's slot
