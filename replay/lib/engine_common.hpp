@@ -273,6 +273,11 @@ class MetricsAccumulator {
   WaitQuantiles waits_;
 };
 
+// Which free-profile scan conservative backfilling uses from the next engine on (simulator.cpp):
+// 0 = automatic (AVX-512 where the CPU has it), 1 = the step loop, 2 = AVX-512 where usable.
+// Returns whether the AVX-512 scan is usable here. For tests and benchmarks.
+bool set_profile_scan_mode(int mode);
+
 // Runs the rlscheduler profile (rlscheduler_engine.cpp).
 SimResult simulate_rlscheduler(std::span<const Job> jobs, const SimConfig& config);
 

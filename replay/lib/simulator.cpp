@@ -10,7 +10,11 @@
 #include "mlprio/replay/simulator.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <queue>
 #include <string>
@@ -22,6 +26,13 @@
 #include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/segment.hpp"
 #include "mlprio/util/checked_cast.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MLPRIO_PROFILE_AVX512 1
+#else
+#define MLPRIO_PROFILE_AVX512 0
+#endif
 
 namespace mlprio::replay {
 
@@ -177,26 +188,74 @@ struct SimJob : SimState {
   Job job;  // the trace record (kept for the estimate hook and the outcome)
 };
 
+// Which profile scan conservative backfilling uses: 0 = automatic (AVX-512 where the CPU has
+// it), 1 = the step loop, 2 = AVX-512 where usable. Internal switch for tests and benchmarks (see
+// detail::set_profile_scan_mode); MLPRIO_PROFILE_SCAN=scalar|avx512 sets the starting value.
+int initial_profile_scan_mode() {
+  const char* e = std::getenv("MLPRIO_PROFILE_SCAN");
+  if (e != nullptr && std::strcmp(e, "scalar") == 0) return 1;
+  if (e != nullptr && std::strcmp(e, "avx512") == 0) return 2;
+  return 0;
+}
+
+std::atomic<int>& profile_scan_mode() {
+  static std::atomic<int> mode{initial_profile_scan_mode()};
+  return mode;
+}
+
+bool cpu_has_avx512_profile() {
+#if MLPRIO_PROFILE_AVX512
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+#else
+  return false;
+#endif
+}
+
+#if MLPRIO_PROFILE_AVX512
+// LAST_START[m][j]: the highest k <= j with bit k of m set, or 8 when none (then the run open
+// from the round before: the second table of vpermt2pd).
+struct LastStart {
+  alignas(64) uint8_t at[256][8];
+};
+constexpr LastStart make_last_start() {
+  LastStart l{};
+  for (unsigned m = 0; m < 256; ++m) {
+    uint8_t last = 8;
+    for (unsigned j = 0; j < 8; ++j) {
+      if ((m >> j) & 1) last = static_cast<uint8_t>(j);
+      l.at[m][j] = last;
+    }
+  }
+  return l;
+}
+constexpr LastStart LAST_START = make_last_start();
+#endif
+
 // Free resources over time: a step function, free[i] holding from t[i] until t[i+1] (the last step
 // forever). Conservative backfilling books running jobs (until their estimated end) and
 // reservations in it.
 class FreeProfile {
  public:
-  void reset(double now, Res total) { steps_ = {{now, total}}; }
+  void reset(double now, Res total) {
+    t_.assign(1, now);
+    units_.assign(1, total.units);
+    gpus_.assign(1, total.gpus);
+  }
 
   // Forgets steps that ended before `now`, so the profile stays as short as the plan ahead.
   void advance(double now) {
     size_t k = 0;
-    while (k + 1 < steps_.size() && steps_[k + 1].t <= now) ++k;
-    if (k > 0) steps_.erase(steps_.begin(), steps_.begin() + static_cast<std::ptrdiff_t>(k));
-    if (steps_.front().t < now) steps_.front().t = now;
+    while (k + 1 < t_.size() && t_[k + 1] <= now) ++k;
+    if (k > 0) erase_range(0, k);
+    if (t_.front() < now) t_.front() = now;
   }
 
   Res free_at(double t) const {
-    Res r = steps_.front().free;
-    for (const auto& s : steps_) {
-      if (s.t > t) break;
-      r = s.free;
+    Res r = at(0);
+    for (size_t k = 0; k < t_.size(); ++k) {
+      if (t_[k] > t) break;
+      r = at(k);
     }
     return r;
   }
@@ -224,27 +283,34 @@ class FreeProfile {
   void book(double t0, double t1, const Res& need) { add(t0, t1, need, -1); }
   void unbook(double t0, double t1, const Res& need) { add(t0, t1, need, +1); }
 
-  size_t size() const { return steps_.size(); }
+  size_t size() const { return t_.size(); }
 
   // Both queries in one scan over the steps before s (s = INF: all): skip the steps that end by
-  // `now`; then, alternately, find the first step that fits (none before s: s) and follow its run
-  // of fitting steps until it reaches cand + duration or s (a start: cand) or a step blocks (start
-  // over after it). Each phase is a tight loop with one kind of test; the answers are those of a
-  // single pass restarting the candidate at every blocking step, rounding included (cand +
-  // duration is formed once per run, as that pass did).
+  // `now`; then follow the runs of steps where `need` fits, a run starting at cand = max(its first
+  // step's t, now), and answer the first run that reaches cand + duration or s (cand), or s when
+  // none does. The answers are those of a single pass restarting the candidate at every blocking
+  // step, rounding included (cand + duration is formed once per run).
   double scan_fit(double now, double s, double duration, const Res& need) const {
-    const Step* st = steps_.data();
-    const size_t n = steps_.size();
+    const double* t = t_.data();
+    const size_t n = t_.size();
     size_t i = 0;
-    while (i < n && st[i].t < s && std::min(i + 1 < n ? st[i + 1].t : INF, s) <= now) ++i;
+    while (i < n && t[i] < s && std::min(i + 1 < n ? t[i + 1] : INF, s) <= now) ++i;
+#if MLPRIO_PROFILE_AVX512
+    if (vector_) return scan_runs_avx512(i, now, s, duration, need);
+#endif
+    // Alternately: find the first step that fits (none before s: s), then follow its run until
+    // it reaches cand + duration or s (a start: cand) or a step blocks (start over after it).
+    const int64_t* u = units_.data();
+    const int64_t* g = gpus_.data();
+    const auto fits = [&](size_t k) { return need.units <= u[k] && need.gpus <= g[k]; };
     for (;;) {
-      while (i < n && st[i].t < s && !need.fits_in(st[i].free)) ++i;
-      if (i == n || !(st[i].t < s)) return s;
-      const double cand = std::max(st[i].t, now);
+      while (i < n && t[i] < s && !fits(i)) ++i;
+      if (i == n || !(t[i] < s)) return s;
+      const double cand = std::max(t[i], now);
       const double limit = std::min(s, cand + duration);
       size_t k = i + 1;
-      while (k < n && st[k].t < limit && need.fits_in(st[k].free)) ++k;
-      if (k == n || !(st[k].t < limit)) return cand;
+      while (k < n && t[k] < limit && fits(k)) ++k;
+      if (k == n || !(t[k] < limit)) return cand;
       i = k + 1;  // step k blocks
     }
   }
@@ -255,52 +321,157 @@ class FreeProfile {
     FreeProfile cut = *this;
     cut.advance(t);
     std::vector<ProfileStep> out;
-    for (const auto& s : cut.steps_) out.push_back({s.t, s.free.units, s.free.gpus});
+    for (size_t k = 0; k < cut.t_.size(); ++k)
+      out.push_back({cut.t_[k], cut.units_[k], cut.gpus_[k]});
     return out;
   }
   void import(const std::vector<ProfileStep>& steps) {
-    steps_.clear();
-    for (const auto& s : steps) steps_.push_back({s.t, Res{s.units, s.gpus}});
+    t_.clear();
+    units_.clear();
+    gpus_.clear();
+    for (const auto& s : steps) {
+      t_.push_back(s.t);
+      units_.push_back(s.units);
+      gpus_.push_back(s.gpus);
+    }
   }
 
  private:
-  struct Step {
-    double t;
-    Res free;
-  };
+  Res at(size_t k) const {
+    return Res{units_[k], gpus_[k]};
+  }
+
+#if MLPRIO_PROFILE_AVX512
+
+// GCC 12's AVX-512 intrinsics fill unused lanes from _mm512_undefined_*(), a self-initialised
+// variable that -Wmaybe-uninitialized reports where they are inlined. Nothing here reads it.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+  // scan_fit's runs from step i on, eight steps per round and no branch per step or per run. On
+  // a deep queue the steps alternate between fitting and blocking every few steps (about 28 runs
+  // of 2 fitting steps per probe, bench/RESULTS.md), so a loop that tests step by step
+  // mispredicts at every run's start and end. Here each round marks the steps that fit, that
+  // start a run, and that stop one (the first step after a fitting one that does not fit, or is
+  // at or past s); gives every step the t of its run's first step (a table lookup and one
+  // permute; the run open from the round before carries its t in a vector), hence the run's
+  // cand = max(t, now) and cand + duration; and a stopping step decides its run when its own t
+  // reaches cand + duration or s (t only grows, so this is when the run reached
+  // min(s, cand + duration)). The first decided run is the answer.
+  [[gnu::target("avx512f")]] double scan_runs_avx512(size_t i, double now, double s,
+                                                     double duration, const Res& need) const {
+    const double* t = t_.data();
+    const int64_t* u = units_.data();
+    const int64_t* g = gpus_.data();
+    const size_t n = t_.size();
+    const __m512d vs = _mm512_set1_pd(s);
+    const __m512d vnow = _mm512_set1_pd(now);
+    const __m512d vdur = _mm512_set1_pd(duration);
+    const __m512i nu = _mm512_set1_epi64(need.units);
+    const __m512i ng = _mm512_set1_epi64(need.gpus);
+    unsigned open = 0;                    // 1: a run is open entering the round, from t = ...
+    __m512d carry = _mm512_setzero_pd();  // ... this (in every lane)
+    for (; i < n; i += 8) {
+      const auto len = static_cast<unsigned>(std::min<size_t>(8, n - i));
+      const unsigned valid = (1u << len) - 1;
+      const auto m = static_cast<__mmask8>(valid);
+      const __m512d T = _mm512_maskz_loadu_pd(m, t + i);
+      const unsigned before_s = _mm512_mask_cmp_pd_mask(m, T, vs, _CMP_LT_OQ);
+      const unsigned fits =
+          before_s & _mm512_mask_cmpge_epi64_mask(m, _mm512_maskz_loadu_epi64(m, u + i), nu) &
+          _mm512_mask_cmpge_epi64_mask(m, _mm512_maskz_loadu_epi64(m, g + i), ng);
+      const unsigned after = ((fits << 1) | open) & valid;  // steps whose predecessor fits
+      const unsigned starts = fits & ~after;
+      const unsigned stops = valid & ~fits & after;
+      uint64_t idx_bytes;
+      std::memcpy(&idx_bytes, LAST_START.at[starts], 8);
+      const __m512i idx = _mm512_cvtepu8_epi64(_mm_cvtsi64_si128(static_cast<int64_t>(idx_bytes)));
+      const __m512d first_t = _mm512_permutex2var_pd(T, idx, carry);
+      const __m512d cand = _mm512_max_pd(vnow, first_t);  // equal: t, as std::max(t, now)
+      const auto sm = static_cast<__mmask8>(stops);
+      const unsigned decided =
+          _mm512_mask_cmp_pd_mask(sm, T, _mm512_add_pd(cand, vdur), _CMP_GE_OQ) |
+          _mm512_mask_cmp_pd_mask(sm, T, vs, _CMP_GE_OQ);
+      if (decided != 0) {
+        alignas(64) double lanes[8];
+        _mm512_store_pd(lanes, cand);
+        return lanes[std::countr_zero(decided)];
+      }
+      open = (fits >> (len - 1)) & 1;
+      carry = _mm512_permutexvar_pd(_mm512_set1_epi64(len - 1), first_t);
+      // At or past s with no run open (an open one is decided at the first step past s).
+      if (before_s != valid) return s;
+    }
+    // A run still open at the last step goes on forever (the last step is all free).
+    return open != 0 ? std::max(_mm512_cvtsd_f64(carry), now) : s;
+  }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+  void erase_range(size_t a, size_t b) {
+    const auto at = [a](auto& v) { return v.begin() + static_cast<std::ptrdiff_t>(a); };
+    const auto to = [b](auto& v) { return v.begin() + static_cast<std::ptrdiff_t>(b); };
+    t_.erase(at(t_), to(t_));
+    units_.erase(at(units_), to(units_));
+    gpus_.erase(at(gpus_), to(gpus_));
+  }
+
+  // The first k with t_[k] >= t (t_.size() when none), by a binary search whose steps select
+  // instead of branching: the bookings land anywhere in the profile, so a branch per halving
+  // mispredicts about every other time.
+  size_t lower_bound(double t) const {
+    const double* base = t_.data();
+    size_t len = t_.size();  // never 0: the profile has a step from its start on
+    while (len > 1) {
+      const size_t half = len / 2;
+      base = base[half - 1] < t ? base + half : base;
+      len -= half;
+    }
+    return static_cast<size_t>(base - t_.data()) + (*base < t ? 1 : 0);
+  }
+
   size_t split(double t) {
-    auto it = std::lower_bound(steps_.begin(), steps_.end(), t,
-                               [](const Step& s, double v) { return s.t < v; });
-    if (it != steps_.end() && it->t == t) return static_cast<size_t>(it - steps_.begin());
-    const Res prev = std::prev(it)->free;
-    it = steps_.insert(it, Step{t, prev});
-    return static_cast<size_t>(it - steps_.begin());
+    const size_t k = lower_bound(t);
+    const auto it = t_.begin() + static_cast<std::ptrdiff_t>(k);
+    if (it != t_.end() && *it == t) return k;
+    const auto pos = static_cast<std::ptrdiff_t>(k);
+    t_.insert(it, t);
+    units_.insert(units_.begin() + pos, units_[k - 1]);
+    gpus_.insert(gpus_.begin() + pos, gpus_[k - 1]);
+    return k;
   }
   void add(double t0, double t1, const Res& need, int sign) {
     if (!(t1 > t0)) return;
-    t0 = std::max(t0, steps_.front().t);
+    t0 = std::max(t0, t_.front());
     if (!(t1 > t0)) return;
     const size_t a = split(t0);
     const size_t b = split(t1);
+    const int64_t du = sign < 0 ? -need.units : need.units;
+    const int64_t dg = sign < 0 ? -need.gpus : need.gpus;
     for (size_t k = a; k < b; ++k) {
-      if (sign < 0)
-        steps_[k].free -= need;
-      else
-        steps_[k].free += need;
+      units_[k] += du;
+      gpus_[k] += dg;
     }
     // Merge equal neighbours so the profile does not grow with history. The profile was merged
     // before this call and [a, b) moved by one constant, so only the two edges can have become
     // equal to their neighbour: merging there keeps the whole profile merged (the same steps a
     // full pass would leave, which segment states compare) at O(log n) plus one move, not O(n).
-    if (b < steps_.size() && same(steps_[b], steps_[b - 1]))
-      steps_.erase(steps_.begin() + static_cast<std::ptrdiff_t>(b));
-    if (a > 0 && same(steps_[a], steps_[a - 1]))
-      steps_.erase(steps_.begin() + static_cast<std::ptrdiff_t>(a));
+    if (b < t_.size() && same(b, b - 1)) erase_range(b, b + 1);
+    if (a > 0 && same(a, a - 1)) erase_range(a, a + 1);
   }
-  static bool same(const Step& x, const Step& y) {
-    return x.free.units == y.free.units && x.free.gpus == y.free.gpus;
+  bool same(size_t x, size_t y) const {
+    return units_[x] == units_[y] && gpus_[x] == gpus_[y];
   }
-  std::vector<Step> steps_;
+
+  // The AVX-512 scan, chosen once per engine (see profile_scan_mode).
+  bool vector_ = profile_scan_mode().load() != 1 && cpu_has_avx512_profile();
+  // The step function as three arrays (the free resources from t_[k] until t_[k + 1], the last
+  // step forever), so that scan_fit reads each quantity as a plain array.
+  std::vector<double> t_;
+  std::vector<int64_t> units_, gpus_;
 };
 
 // The running jobs ordered by (estimated end, start order), which EASY walks from the earliest
@@ -1203,6 +1374,15 @@ class StandardEngine {
 };
 
 }  // namespace
+
+namespace detail {
+
+bool set_profile_scan_mode(int mode) {
+  profile_scan_mode().store(mode);
+  return cpu_has_avx512_profile();
+}
+
+}  // namespace detail
 
 SimResult simulate_stream(const JobSource& next, const SimConfig& config) {
   if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER)
