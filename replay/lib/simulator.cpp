@@ -412,11 +412,11 @@ class FreeProfile {
 #endif
 
   void erase_range(size_t a, size_t b) {
-    const auto at = [a](auto& v) { return v.begin() + static_cast<std::ptrdiff_t>(a); };
+    const auto from = [a](auto& v) { return v.begin() + static_cast<std::ptrdiff_t>(a); };
     const auto to = [b](auto& v) { return v.begin() + static_cast<std::ptrdiff_t>(b); };
-    t_.erase(at(t_), to(t_));
-    units_.erase(at(units_), to(units_));
-    gpus_.erase(at(gpus_), to(gpus_));
+    t_.erase(from(t_), to(t_));
+    units_.erase(from(units_), to(units_));
+    gpus_.erase(from(gpus_), to(gpus_));
   }
 
   // The first k with t_[k] >= t (t_.size() when none), by a binary search whose steps select
