@@ -428,6 +428,9 @@ class FreeProfile {
   // instead of branching: the bookings land anywhere in the profile, so a branch per halving
   // mispredicts about every other time.
   size_t lower_bound(double t) const {
+#if MLPRIO_PROFILE_AVX512
+    if (vector_) return lower_bound_avx512(t);
+#endif
     const double* base = t_.data();
     size_t len = t_.size();  // never 0: the profile has a step from its start on
     while (len > 1) {
@@ -437,6 +440,31 @@ class FreeProfile {
     }
     return static_cast<size_t>(base - t_.data()) + (*base < t ? 1 : 0);
   }
+
+#if MLPRIO_PROFILE_AVX512
+  // The same halvings down to 32 steps, then one count of the steps before t among those 32:
+  // the last five halvings are a chain of dependent loads (on the deep 20k-job trace the two
+  // searches of every booking took 70 % of it), the count four independent compares.
+  [[gnu::target("avx512f")]] size_t lower_bound_avx512(double t) const {
+    const double* base = t_.data();
+    size_t len = t_.size();
+    while (len > 32) {
+      const size_t half = len / 2;
+      base = base[half - 1] < t ? base + half : base;
+      len -= half;
+    }
+    // The answer is in [base, base + len]: every step before base is earlier than t.
+    const __m512d vt = _mm512_set1_pd(t);
+    uint64_t before = 0;
+    for (size_t k = 0; k < 32; k += 8) {
+      const size_t left = len > k ? len - k : 0;
+      const auto m = static_cast<__mmask8>(left >= 8 ? 0xff : (1u << left) - 1);
+      const __m512d steps = _mm512_maskz_loadu_pd(m, base + k);
+      before |= uint64_t{_mm512_mask_cmp_pd_mask(m, steps, vt, _CMP_LT_OQ)} << k;
+    }
+    return static_cast<size_t>(base - t_.data()) + static_cast<size_t>(std::popcount(before));
+  }
+#endif
 
   size_t split(double t) {
     const size_t k = lower_bound(t);
