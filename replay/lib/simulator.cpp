@@ -284,6 +284,66 @@ class FreeProfile {
   void unbook(double t0, double t1, const Res& need) { add(t0, t1, need, +1); }
 
   size_t size() const { return t_.size(); }
+  bool operator==(const FreeProfile& o) const {
+    return t_ == o.t_ && units_ == o.units_ && gpus_ == o.gpus_;
+  }
+
+  // Moves a booking of `need` from [old, old + d) to [to, to + d), to < old, both at or after
+  // the profile's first step: the steps unbook(old, old + d) then book(to, to + d) leave, merged
+  // the same way, but by one rewrite of the steps from `to` to old + d. The two calls would
+  // shift the whole profile after each step they insert or merge away (four times per move on
+  // a deep queue); this shifts it once, by the net count, and searches twice instead of four
+  // times. The change is -need on [to, p1), none on [p1, p2), +need on [p2, old + d), where
+  // p1 and p2 are old and to + d in time order (equal when the slots touch).
+  void move(double old, double to, double d, const Res& need) {
+    const double p[4] = {to, std::min(old, to + d), std::max(old, to + d), old + d};
+    const int64_t du[5] = {0, -need.units, 0, need.units, 0};  // after 0..4 of p[] passed
+    const int64_t dg[5] = {0, -need.gpus, 0, need.gpus, 0};
+    MLPRIO_REPLAY_CHECK(to >= t_.front() && to < old, "a booking moved before the profile");
+    const size_t n = t_.size();
+    size_t a = lower_bound(p[0]);  // the step holding `to`
+    if (a == n || t_[a] != p[0]) --a;
+    size_t b = lower_bound(p[3]);  // the first step starting after old + d
+    if (b < n && t_[b] == p[3]) ++b;
+    wt_.clear();
+    wu_.clear();
+    wg_.clear();
+    bool have_last = a > 0;  // the last step kept before the one being written, to merge with
+    int64_t last_u = have_last ? units_[a - 1] : 0, last_g = have_last ? gpus_[a - 1] : 0;
+    const double window_end = b < n ? t_[b] : INF;
+    size_t k = a;
+    int q = 0;
+    for (double x = t_[a]; x < window_end;) {
+      while (q < 4 && p[q] <= x) ++q;
+      const double step_end = k + 1 < n ? t_[k + 1] : INF;
+      const double y = std::min(step_end, q < 4 ? p[q] : INF);
+      const int64_t vu = units_[k] + du[q], vg = gpus_[k] + dg[q];
+      if (!have_last || vu != last_u || vg != last_g) {
+        wt_.push_back(x);
+        wu_.push_back(vu);
+        wg_.push_back(vg);
+        have_last = true;
+        last_u = vu;
+        last_g = vg;
+      }
+      if (y == step_end) ++k;
+      x = y;
+    }
+    // No merge with step b: the window ends with step b - 1's part after old + d, unchanged, and
+    // the profile was merged.
+    const size_t m = wt_.size(), span = b - a;
+    if (m > span) {
+      const auto at = static_cast<std::ptrdiff_t>(b);
+      t_.insert(t_.begin() + at, m - span, 0.0);
+      units_.insert(units_.begin() + at, m - span, 0);
+      gpus_.insert(gpus_.begin() + at, m - span, 0);
+    } else if (m < span) {
+      erase_range(a + m, b);
+    }
+    std::copy(wt_.begin(), wt_.end(), t_.begin() + static_cast<std::ptrdiff_t>(a));
+    std::copy(wu_.begin(), wu_.end(), units_.begin() + static_cast<std::ptrdiff_t>(a));
+    std::copy(wg_.begin(), wg_.end(), gpus_.begin() + static_cast<std::ptrdiff_t>(a));
+  }
 
   // Both queries in one scan over the steps before s (s = INF: all): skip the steps that end by
   // `now`; then follow the runs of steps where `need` fits, a run starting at cand = max(its first
@@ -505,6 +565,9 @@ class FreeProfile {
   // step forever), so that scan_fit reads each quantity as a plain array.
   std::vector<double> t_;
   std::vector<int64_t> units_, gpus_;
+  // move()'s rewritten steps, kept to reuse their memory.
+  std::vector<double> wt_;
+  std::vector<int64_t> wu_, wg_;
 };
 
 // What the probes of one compression pass proved, so that later probes in the pass skip the
@@ -1377,15 +1440,19 @@ class StandardEngine {
           }
           continue;
         }
-        profile_.unbook(old, old + j.estimate, j.need);
         if (cfg_.check_invariants) {
+          FreeProfile moved = profile_;
+          moved.move(old, to, j.estimate, j.need);
+          profile_.unbook(old, old + j.estimate, j.need);
           place(j);
           MLPRIO_REPLAY_CHECK(j.res_start == to,
                               "a reservation moved elsewhere than the read-only probe found");
+          MLPRIO_REPLAY_CHECK(moved == profile_,
+                              "moving a booking left other steps than unbooking and booking it");
         } else {
           // The probe's answer is earliest_fit() after the unbook (see earliest_fit_before):
-          // book there without scanning the profile again.
-          profile_.book(to, to + j.estimate, j.need);
+          // move there without scanning the profile again.
+          profile_.move(old, to, j.estimate, j.need);
           j.res_start = to;
         }
       }
