@@ -613,6 +613,9 @@ class ProbeProofs {
   }
   // Resources came back from time a on: the proofs that read steps at or past a no longer hold.
   void freed_from(double a) {
+#if MLPRIO_PROFILE_AVX512
+    if (vector_) return freed_from_avx512(a);
+#endif
     for (size_t k = 0; k < CAP; ++k) r_[k] = r_[k] > a ? INF : r_[k];
   }
 
@@ -638,6 +641,14 @@ class ProbeProofs {
       b = _mm512_mask_max_pd(b, applies, b, _mm512_load_pd(b_ + k));
     }
     return _mm512_reduce_max_pd(b);
+  }
+  [[gnu::target("avx512f")]] void freed_from_avx512(double a) {
+    const __m512d va = _mm512_set1_pd(a);
+    const __m512d inf = _mm512_set1_pd(INF);
+    for (size_t k = 0; k < CAP; k += 8) {
+      const __m512d r = _mm512_load_pd(r_ + k);
+      _mm512_store_pd(r_ + k, _mm512_mask_mov_pd(r, _mm512_cmp_pd_mask(r, va, _CMP_GT_OQ), inf));
+    }
   }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -1465,19 +1476,19 @@ class StandardEngine {
       unplaced_ = false;
     }
     size_t w = 0;
-    wakeup_ = INF;
+    double wakeup = INF;  // a local: start() does not read it, and a member would be stored per job
     for (size_t k = 0; k < queue_.size(); ++k) {
       const int32_t slot = queue_[k];
       SimJob& j = slab_[static_cast<size_t>(slot)];
       if (j.res_start <= now_) {
         start(slot);  // its booking in the profile now stands for the running job
       } else {
-        wakeup_ = std::min(wakeup_, j.res_start);
+        wakeup = std::min(wakeup, j.res_start);
         queue_[w++] = slot;
       }
     }
     queue_.resize(w);
-    if (queue_.empty()) wakeup_ = -INF;
+    wakeup_ = queue_.empty() ? -INF : wakeup;
   }
 
   void record_series() {
