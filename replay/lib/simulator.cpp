@@ -504,7 +504,7 @@ class FreeProfile {
 #if MLPRIO_PROFILE_AVX512
   // The same halvings down to 32 steps, then one count of the steps before t among those 32:
   // the last five halvings are a chain of dependent loads (on the deep 20k-job trace the two
-  // searches of every booking took 70 % of it), the count four independent compares.
+  // searches took 70 % of a booking's time), the count four independent compares.
   [[gnu::target("avx512f")]] size_t lower_bound_avx512(double t) const {
     const double* base = t_.data();
     size_t len = t_.size();
@@ -582,11 +582,13 @@ class FreeProfile {
 // and a pass gives back only where a moved job's old slot is left, from max(its old start, its
 // new end) on, so a reservation moving frees and drops the proofs with r past that time. Early
 // ends give back from `now` on and happen between passes: every pass starts with none.
-// The last CAP proofs are kept, in arrays a query reads in one vectorisable loop; on the deep
-// 5k-job trace they save 56 % of the steps a pass's probes span, against 60 % for all of them.
+// The last CAP proofs are kept, in arrays one AVX-512 query reads (a loop on other CPUs); on the
+// deep 5k-job trace they save 56 % of the steps a pass's probes span, against 60 % for all of
+// them.
 class ProbeProofs {
  public:
   static constexpr size_t CAP = 16;
+  ProbeProofs() { clear(); }
   void clear() {
     for (size_t k = 0; k < CAP; ++k) r_[k] = INF;  // r = INF: usable by no probe
     next_ = 0;
@@ -659,7 +661,7 @@ class ProbeProofs {
   alignas(64) int64_t g_[CAP] = {};
   alignas(64) double d_[CAP] = {};
   alignas(64) double b_[CAP] = {};
-  alignas(64) double r_[CAP] = {INF};
+  alignas(64) double r_[CAP] = {};  // INF in unused entries (clear)
   size_t next_ = 0;
   bool vector_ = profile_scan_mode().load() != 1 && cpu_has_avx512_profile();
 };
