@@ -212,6 +212,11 @@ bool cpu_has_avx512_profile() {
 #endif
 }
 
+// Whether an engine made now uses the AVX-512 profile code (FreeProfile, ProbeProofs).
+bool profile_avx512_chosen() {
+  return profile_scan_mode().load() != 1 && cpu_has_avx512_profile();
+}
+
 #if MLPRIO_PROFILE_AVX512
 // LAST_START[m][j]: the highest k <= j with bit k of m set, or 8 when none (then the run open
 // from the round before: the second table of vpermt2pd).
@@ -560,7 +565,7 @@ class FreeProfile {
   }
 
   // The AVX-512 scan, chosen once per engine (see profile_scan_mode).
-  bool vector_ = profile_scan_mode().load() != 1 && cpu_has_avx512_profile();
+  bool vector_ = profile_avx512_chosen();
   // The step function as three arrays (the free resources from t_[k] until t_[k + 1], the last
   // step forever), so that scan_fit reads each quantity as a plain array.
   std::vector<double> t_;
@@ -663,7 +668,7 @@ class ProbeProofs {
   alignas(64) double b_[CAP] = {};
   alignas(64) double r_[CAP] = {};  // INF in unused entries (clear)
   size_t next_ = 0;
-  bool vector_ = profile_scan_mode().load() != 1 && cpu_has_avx512_profile();
+  bool vector_ = profile_avx512_chosen();
 };
 
 // The running jobs ordered by (estimated end, start order), which EASY walks from the earliest
@@ -1441,10 +1446,6 @@ class StandardEngine {
           MLPRIO_REPLAY_CHECK(to == profile_.earliest_fit_before(now_, old, j.estimate, j.need),
                               "a probe started where an earlier one proved no start differs");
         proofs_.add(to, old, j.estimate, j.need);
-        if (to < old) {
-          const double freed = std::max(old, to + j.estimate);
-          if (freed < old + j.estimate) proofs_.freed_from(freed);
-        }
         if (!(to < old)) {
           if (cfg_.check_invariants) {  // the skipped take-out-and-put-back must be a no-op
             profile_.unbook(old, old + j.estimate, j.need);
@@ -1453,6 +1454,9 @@ class StandardEngine {
           }
           continue;
         }
+        // The move gives back its old slot from max(old, to + estimate) on.
+        const double freed = std::max(old, to + j.estimate);
+        if (freed < old + j.estimate) proofs_.freed_from(freed);
         if (cfg_.check_invariants) {
           FreeProfile moved = profile_;
           moved.move(old, to, j.estimate, j.need);
