@@ -285,6 +285,17 @@ class FreeProfile {
     return scan_fit(now, s, duration, need);
   }
 
+  // The end of a booking of `d` seconds from t: t + d, or the next representable time after t
+  // where that sum is t itself (a job whose estimate is 0 s, or a start so late that adding its
+  // estimate rounds it away). An empty booking would leave the job's resources free at t, where
+  // another job could then be booked; at t both would start on resources that are there once.
+  // The scans need no change: a run of fitting steps that lasts `d` from cand (cand + d rounding
+  // to cand) is one fitting step at cand, which holds [cand, slot_end(cand, d)) too.
+  static double slot_end(double t, double d) {
+    const double e = t + d;
+    return e > t ? e : std::nextafter(t, INF);
+  }
+
   void book(double t0, double t1, const Res& need) { add(t0, t1, need, -1); }
   void unbook(double t0, double t1, const Res& need) { add(t0, t1, need, +1); }
 
@@ -293,22 +304,24 @@ class FreeProfile {
     return t_ == o.t_ && units_ == o.units_ && gpus_ == o.gpus_;
   }
 
-  // Moves a booking of `need` from [old, old + d) to [to, to + d), to < old, both at or after
-  // the profile's first step: the steps unbook(old, old + d) then book(to, to + d) leave, merged
-  // the same way, but by one rewrite of the steps from `to` to old + d. The two calls would
-  // shift the whole profile after each step they insert or merge away (four times per move on
-  // a deep queue); this shifts it once, by the net count, and searches twice instead of four
-  // times. The change is -need on [to, p1), none on [p1, p2), +need on [p2, old + d), where
-  // p1 and p2 are old and to + d in time order (equal when the slots touch).
+  // Moves a booking of `need` for d seconds from [old, old_end) to [to, to_end), to < old, both
+  // at or after the profile's first step (the ends are slot_end(old, d) and slot_end(to, d)):
+  // the steps unbook(old, old_end) then book(to, to_end) leave, merged the same way, but by one
+  // rewrite of the steps from `to` to old_end. The two calls would shift the whole profile after
+  // each step they insert or merge away (four times per move on a deep queue); this shifts it
+  // once, by the net count, and searches twice instead of four times. The change is -need on
+  // [to, p1), none on [p1, p2), +need on [p2, old_end), where p1 and p2 are old and to_end in
+  // time order (equal when the slots touch).
   void move(double old, double to, double d, const Res& need) {
-    const double p[4] = {to, std::min(old, to + d), std::max(old, to + d), old + d};
+    const double to_end = slot_end(to, d);
+    const double p[4] = {to, std::min(old, to_end), std::max(old, to_end), slot_end(old, d)};
     const int64_t du[5] = {0, -need.units, 0, need.units, 0};  // after 0..4 of p[] passed
     const int64_t dg[5] = {0, -need.gpus, 0, need.gpus, 0};
     MLPRIO_REPLAY_CHECK(to >= t_.front() && to < old, "a booking moved before the profile");
     const size_t n = t_.size();
     size_t a = lower_bound(p[0]);  // the step holding `to`
     if (a == n || t_[a] != p[0]) --a;
-    size_t b = lower_bound(p[3]);  // the first step starting after old + d
+    size_t b = lower_bound(p[3]);  // the first step starting after old_end
     if (b < n && t_[b] == p[3]) ++b;
     wt_.clear();
     wu_.clear();
@@ -334,7 +347,7 @@ class FreeProfile {
       if (y == step_end) ++k;
       x = y;
     }
-    // No merge with step b: the window ends with step b - 1's part after old + d, unchanged, and
+    // No merge with step b: the window ends with step b - 1's part after old_end, unchanged, and
     // the profile was merged.
     const size_t m = wt_.size(), span = b - a;
     if (m > span) {
@@ -1040,9 +1053,20 @@ class StandardEngine {
       if (est > elapsed) break;
       est += step;
     }
-    while (est <= elapsed) est += STEPS[std::size(STEPS) - 1];
+    // Then 100 h at a time, up to MAX_LONG_STEPS of them (114 years past the table): a job that
+    // runs longer still is taken to end now, as under REQUEST. Each step is an event, so without
+    // the bound a trace's absurd run time (10^16 s) would stall the replay; so would adding 100 h
+    // to an estimate so large that the sum rounds back to it.
+    const double last = STEPS[std::size(STEPS) - 1];
+    if (est <= elapsed && !((elapsed - est) / last < MAX_LONG_STEPS)) return now_;
+    while (est <= elapsed) {
+      const double next = est + last;
+      if (!(next > est)) return now_;
+      est = next;
+    }
     return j.start + est;
   }
+  static constexpr double MAX_LONG_STEPS = 10000;
 
   // Applies the corrections due now: each expired job gets its next estimate and, when it is
   // still short of the job's end, a new expiry. The following scheduling pass sees the new ends.
@@ -1185,9 +1209,12 @@ class StandardEngine {
     policy_.on_job_end(view(j), j.start, now_, j.job.procs());
     if (online_) online_->finish(j.job, j.start, now_);
     bool early = false;
-    if (cfg_.backfill == Backfill::CONSERVATIVE && now_ < j.est_end) {
+    // Conservative: its booking ends at est_end = start + estimate (slot_end: a zero estimate
+    // holds the resources until just after the start, so a job that ran 0 s ends early).
+    const double booked_end = FreeProfile::slot_end(j.start, j.estimate);
+    if (cfg_.backfill == Backfill::CONSERVATIVE && now_ < booked_end) {
       profile_.advance(now_);
-      profile_.unbook(now_, j.est_end, j.need);
+      profile_.unbook(now_, booked_end, j.need);
       early = true;
     }
     free_slots_.push_back(slot);
@@ -1412,7 +1439,7 @@ class StandardEngine {
   void place(SimJob& j) {
     const double t = profile_.earliest_fit(now_, j.estimate, j.need);
     MLPRIO_REPLAY_CHECK(t < INF, "no place in the profile for a job that fits the machine");
-    profile_.book(t, t + j.estimate, j.need);
+    profile_.book(t, FreeProfile::slot_end(t, j.estimate), j.need);
     j.res_start = t;
   }
 
@@ -1448,19 +1475,20 @@ class StandardEngine {
         proofs_.add(to, old, j.estimate, j.need);
         if (!(to < old)) {
           if (cfg_.check_invariants) {  // the skipped take-out-and-put-back must be a no-op
-            profile_.unbook(old, old + j.estimate, j.need);
+            profile_.unbook(old, FreeProfile::slot_end(old, j.estimate), j.need);
             place(j);
             MLPRIO_REPLAY_CHECK(j.res_start == old, "the probe kept a reservation that could move");
           }
           continue;
         }
-        // The move gives back its old slot from max(old, to + estimate) on.
-        const double freed = std::max(old, to + j.estimate);
-        if (freed < old + j.estimate) proofs_.freed_from(freed);
+        // The move gives back its old slot from max(old, the new slot's end) on.
+        const double old_end = FreeProfile::slot_end(old, j.estimate);
+        const double freed = std::max(old, FreeProfile::slot_end(to, j.estimate));
+        if (freed < old_end) proofs_.freed_from(freed);
         if (cfg_.check_invariants) {
           FreeProfile moved = profile_;
           moved.move(old, to, j.estimate, j.need);
-          profile_.unbook(old, old + j.estimate, j.need);
+          profile_.unbook(old, old_end, j.need);
           place(j);
           MLPRIO_REPLAY_CHECK(j.res_start == to,
                               "a reservation moved elsewhere than the read-only probe found");

@@ -1,0 +1,136 @@
+// The replay engine on hostile job lists: any bytes decode to a machine, a configuration
+// (backfilling, queue order, estimates, corrections, limits) and up to 256 jobs, with sizes
+// that do not fit, unknown run times, requests below and above the run time, GPUs, and times
+// from seconds up to 2^62 s, where adding a run time to a start rounds. The engine must give a
+// result or a UsageError (a bad configuration or a job too large), never a crash, a hang or an
+// InvariantError. And every way of computing the same schedule must give the same one:
+// the costly invariant checks on and off, and, for conservative backfilling, the profile's step
+// loop and its AVX-512 scan (where the CPU has AVX-512); the fuzzer traps on any difference.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "../replay/lib/engine_common.hpp"
+#include "mlprio/replay/policy.hpp"
+#include "mlprio/replay/simulator.hpp"
+
+namespace {
+
+namespace rp = mlprio::replay;
+
+// Reads the input a byte at a time; zeros past its end.
+struct Bytes {
+  const uint8_t* p;
+  size_t n, at = 0;
+  uint8_t u8() { return at < n ? p[at++] : 0; }
+  uint16_t u16() { return static_cast<uint16_t>(u8() | (u8() << 8)); }
+  bool more() const { return at < n; }
+};
+
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+// The run's outcome: the result, or the text of the UsageError it threw.
+struct Outcome {
+  bool ok = false;
+  std::string error;
+  rp::SimResult result;
+};
+
+bool same(const Outcome& a, const Outcome& b) {
+  if (a.ok != b.ok || a.error != b.error) return false;
+  if (!a.ok) return true;
+  const rp::Summary &x = a.result.summary, &y = b.result.summary;
+  if (x.jobs != y.jobs || x.skipped != y.skipped || x.killed != y.killed ||
+      x.estimates_raised != y.estimates_raised || !same_bits(x.avg_wait, y.avg_wait) ||
+      !same_bits(x.avg_bsld, y.avg_bsld) || !same_bits(x.max_wait, y.max_wait) ||
+      !same_bits(x.p99_wait, y.p99_wait) || !same_bits(x.makespan, y.makespan))
+    return false;
+  const auto &ja = a.result.jobs, &jb = b.result.jobs;
+  if (ja.size() != jb.size()) return false;
+  for (size_t i = 0; i < ja.size(); ++i)
+    if (ja[i].id != jb[i].id || !same_bits(ja[i].start, jb[i].start) ||
+        !same_bits(ja[i].end, jb[i].end))
+      return false;
+  return true;
+}
+
+Outcome run(const std::vector<mlprio::Job>& jobs, rp::SimConfig cfg, bool check, int scan) {
+  cfg.check_invariants = check;
+  rp::detail::set_profile_scan_mode(scan);
+  Outcome o;
+  try {
+    o.result = rp::simulate(jobs, cfg);
+    o.ok = true;
+  } catch (const rp::InvariantError& e) {
+    std::fprintf(stderr, "fuzz_replay: %s\n", e.what());
+    __builtin_trap();  // a broken invariant is an engine bug, whatever the input
+  } catch (const mlprio::UsageError& e) {
+    o.error = e.what();
+  }
+  rp::detail::set_profile_scan_mode(0);
+  return o;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Bytes in{data, size};
+  rp::SimConfig cfg;
+  const uint8_t mode = in.u8();
+  static const rp::Backfill BACKFILL[] = {rp::Backfill::NONE, rp::Backfill::EASY,
+                                          rp::Backfill::CONSERVATIVE, rp::Backfill::CONSERVATIVE};
+  cfg.backfill = BACKFILL[mode & 3];
+  cfg.estimate = (mode >> 2) & 1 ? rp::EstimateMode::ACTUAL : rp::EstimateMode::REQUEST;
+  cfg.machine.allocation = (mode >> 3) & 1 ? rp::Allocation::CORES : rp::Allocation::NODES;
+  cfg.kill_at_limit = (mode >> 4) & 1;
+  cfg.backfill_order = (mode >> 5) & 1 ? rp::BackfillOrder::SJBF : rp::BackfillOrder::QUEUE;
+  static const rp::Correction CORRECTION[] = {rp::Correction::NONE, rp::Correction::REQUEST,
+                                              rp::Correction::TSAFRIR, rp::Correction::NONE};
+  cfg.correction = CORRECTION[(mode >> 6) & 3];
+  static const std::vector<std::string> POLICIES = rp::policy_names();
+  cfg.policy = POLICIES[in.u8() % POLICIES.size()];
+  const uint8_t shape = in.u8();
+  cfg.machine.nodes = 1 + (shape & 7);
+  cfg.machine.cores_per_node = 1 + ((shape >> 3) & 3);
+  cfg.machine.gpus_per_node = (shape >> 5) & 3;
+  cfg.too_large = rp::TooLarge::SKIP;
+  cfg.record_series = false;
+  // Time units: seconds, minutes, a million seconds, and 2^40 s (near 2^62 s a run time of a
+  // few units no longer changes a start when added to it).
+  static const double SCALE[] = {1.0, 60.0, 1e6, 1099511627776.0};
+  const double scale = SCALE[in.u8() & 3];
+
+  std::vector<mlprio::Job> jobs;
+  double submit = 0;
+  while (in.more() && jobs.size() < 256) {
+    mlprio::Job j;
+    j.id = static_cast<int64_t>(jobs.size()) + 1;
+    submit += static_cast<double>(in.u8() & 63) * scale;  // ties where the byte is 0
+    j.submit = submit;
+    const uint16_t run = in.u16();
+    j.run = run == 0xffff ? -1.0 : static_cast<double>(run & 0x3fff) * scale;
+    const uint8_t req = in.u8();  // 0: none; else run x req / 16 (below, at and above it)
+    j.req_time = req == 0 ? -1.0 : j.run * static_cast<double>(req) / 16.0;
+    if (j.req_time < 0 && req != 0) j.req_time = static_cast<double>(req) * scale;
+    const uint8_t size = in.u8();
+    j.req_procs = size & 63;  // 0 cannot be replayed; above the machine's: skipped
+    j.alloc_procs = (size >> 6) & 1 ? j.req_procs : -1;
+    j.req_gpus = (size >> 7) & 1 ? static_cast<double>(in.u8() & 7) : -1.0;
+    j.user = in.u8() & 7;
+    jobs.push_back(j);
+  }
+
+  const bool conservative = cfg.backfill == rp::Backfill::CONSERVATIVE;
+  const Outcome checked = run(jobs, cfg, true, conservative ? 1 : 0);
+  if (!same(checked, run(jobs, cfg, false, conservative ? 1 : 0))) __builtin_trap();
+  if (conservative) {  // the AVX-512 scan (the step loop again where the CPU has none)
+    if (!same(checked, run(jobs, cfg, true, 2))) __builtin_trap();
+    if (!same(checked, run(jobs, cfg, false, 2))) __builtin_trap();
+  }
+  return 0;
+}
