@@ -5,16 +5,20 @@
 // result or a UsageError (a bad configuration or a job too large), never a crash, a hang or an
 // InvariantError. And every way of computing the same schedule must give the same one:
 // the costly invariant checks on and off, and, for conservative backfilling, the profile's step
-// loop and its AVX-512 scan (where the CPU has AVX-512); the fuzzer traps on any difference.
+// loop and its AVX-512 scan (where the CPU has AVX-512), and the run cut in two time segments
+// at an arrival, the second started from the first's final state (the time-parallel replay's
+// step); the fuzzer traps on any difference.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "../replay/lib/engine_common.hpp"
 #include "mlprio/replay/policy.hpp"
+#include "mlprio/replay/segment.hpp"
 #include "mlprio/replay/simulator.hpp"
 
 namespace {
@@ -76,6 +80,36 @@ Outcome run(const std::vector<mlprio::Job>& jobs, rp::SimConfig cfg, bool check,
   return o;
 }
 
+// The same run in two time segments cut at jobs[cut]'s submit time (the first job submitted
+// then), the second resumed from the first's final state: the outcomes must be the serial run's.
+void check_segments(const std::vector<mlprio::Job>& jobs, const rp::SimConfig& cfg,
+                    const Outcome& serial, size_t cut) {
+  if (!serial.ok || jobs.empty()) return;
+  const double t = jobs[cut].submit;
+  while (cut > 0 && jobs[cut - 1].submit == t) --cut;
+  const auto n = static_cast<int64_t>(jobs.size()), k = static_cast<int64_t>(cut);
+  rp::SimConfig c = cfg;
+  c.check_invariants = true;
+  try {
+    const rp::SegmentResult a = rp::simulate_segment(jobs, 0, k, 0, t, rp::idle_state(c), c);
+    const rp::SegmentResult b = rp::simulate_segment(
+        jobs, k, n, t, std::numeric_limits<double>::infinity(), a.final_state, c);
+    const auto& want = serial.result.jobs;
+    bool same = a.skipped + b.skipped == serial.result.summary.skipped &&
+                a.jobs.size() + b.jobs.size() == want.size();
+    for (size_t i = 0; same && i < want.size(); ++i) {
+      const rp::JobOutcome& o = i < a.jobs.size() ? a.jobs[i] : b.jobs[i - a.jobs.size()];
+      same =
+          o.id == want[i].id && same_bits(o.start, want[i].start) && same_bits(o.end, want[i].end);
+    }
+    if (!same) __builtin_trap();
+  } catch (const rp::InvariantError& e) {
+    std::fprintf(stderr, "fuzz_replay (segments): %s\n", e.what());
+    __builtin_trap();
+  } catch (const mlprio::UsageError&) {  // e.g. an order whose state cannot be carried
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -103,7 +137,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Time units: seconds, minutes, a million seconds, and 2^40 s (near 2^62 s a run time of a
   // few units no longer changes a start when added to it).
   static const double SCALE[] = {1.0, 60.0, 1e6, 1099511627776.0};
-  const double scale = SCALE[in.u8() & 3];
+  const uint8_t time = in.u8();
+  const double scale = SCALE[time & 3];
+  const size_t cut_at = time >> 2;  // the time segments' cut: this job's arrival (mod the jobs)
 
   std::vector<mlprio::Job> jobs;
   double submit = 0;
@@ -132,5 +168,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!same(checked, run(jobs, cfg, true, 2))) __builtin_trap();
     if (!same(checked, run(jobs, cfg, false, 2))) __builtin_trap();
   }
+  if (!jobs.empty()) check_segments(jobs, cfg, checked, cut_at % jobs.size());
   return 0;
 }
