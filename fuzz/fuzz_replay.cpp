@@ -7,7 +7,7 @@
 // the costly invariant checks on and off, and, for conservative backfilling, the profile's step
 // loop and its AVX-512 scan (where the CPU has AVX-512), and the run cut in two time segments
 // at an arrival, the second started from the first's final state (the time-parallel replay's
-// step); the fuzzer traps on any difference.
+// step); the fuzzer traps on any difference. RLScheduler's profile runs on its prepared list.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +18,7 @@
 
 #include "../replay/lib/engine_common.hpp"
 #include "mlprio/replay/policy.hpp"
+#include "mlprio/replay/rlscheduler.hpp"
 #include "mlprio/replay/segment.hpp"
 #include "mlprio/replay/simulator.hpp"
 
@@ -161,6 +162,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     jobs.push_back(j);
   }
 
+  if (shape >> 7) {  // RLScheduler's profile (its job handling first), its backfilling or none
+    cfg.profile = rp::Profile::RLSCHEDULER;
+    cfg.backfill = (mode & 1) ? rp::Backfill::RLSCHEDULER : rp::Backfill::NONE;
+    cfg.kill_at_limit = false;
+    const std::vector<mlprio::Job> prepared = rp::prepare_rlscheduler_jobs(jobs);
+    const Outcome checked = run(prepared, cfg, true, 0);
+    if (!same(checked, run(prepared, cfg, false, 0))) __builtin_trap();
+    return 0;
+  }
   const bool conservative = cfg.backfill == rp::Backfill::CONSERVATIVE;
   const Outcome checked = run(jobs, cfg, true, conservative ? 1 : 0);
   if (!same(checked, run(jobs, cfg, false, conservative ? 1 : 0))) __builtin_trap();

@@ -878,7 +878,10 @@ class StandardEngine {
       free_ -= Res{s.units, s.gpus};
       completions_.push({s.end, s.seq, slot});
       running_by_est_.insert(s.est_end, s.seq, slot, Res{s.units, s.gpus});
-      watch_expiry(slab_[static_cast<size_t>(slot)], slot);
+      // An estimated end before the boundary was an event before it: the correction it asked for
+      // is made (est_end moved on, with a new expiry) or was declined (REQUEST's "ends now"
+      // rule), and a sequential run holds no expiry for it any more.
+      if (s.est_end >= t_begin) watch_expiry(slab_[static_cast<size_t>(slot)], slot);
       next_seq_ = std::max(next_seq_, s.seq + 1);
     }
     MLPRIO_REPLAY_CHECK(free_.units >= 0 && free_.gpus >= 0,

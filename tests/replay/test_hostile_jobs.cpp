@@ -2,13 +2,16 @@
 // with a booking that rounds to nothing (a zero estimate, or a start so late that adding the
 // estimate gives the start back), which let two jobs be booked on the same resources at one
 // instant ("job started without free resources"), and Tsafrir's correction on an absurd run
-// time, which raised one correction event per 100 h of it (10^16 s: a stalled replay).
+// time, which raised one correction event per 100 h of it (10^16 s: a stalled replay). And a
+// time segment resumed with a running job whose estimated end had passed before the boundary,
+// which replayed that expiry in the past ("time went backwards").
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <vector>
 
 #include "../../replay/lib/engine_common.hpp"
+#include "mlprio/replay/segment.hpp"
 #include "mlprio/replay/simulator.hpp"
 
 using namespace mlprio;
@@ -94,4 +97,23 @@ TEST_CASE("Tsafrir's correction stops after 10,000 steps of 100 h: no stall on a
     CHECK(r.jobs[0].end == 1e16);
     CHECK(r.jobs[1].start == 1e16);
   }
+}
+
+TEST_CASE("a time segment resumes past an estimated end whose correction was declined",
+          "[replay][easy][segment][hostile]") {
+  // A asks for 100 s and runs 1000 s: at 100, --correction request declines to raise it (the
+  // request has passed), so A counts as ending now from then on. The cut at B's arrival (500)
+  // carries A with its estimated end at 100, already handled.
+  SimConfig cfg = one_node(Backfill::EASY);
+  cfg.correction = Correction::REQUEST;
+  cfg.check_invariants = true;
+  const std::vector<Job> jobs = {job(1, 0, 1000, 100, 1), job(2, 500, 10, 10, 1)};
+  const SimResult serial = simulate(jobs, cfg);
+  const SegmentResult a = simulate_segment(jobs, 0, 1, 0, 500, idle_state(cfg), cfg);
+  const SegmentResult b = simulate_segment(jobs, 1, 2, 500, INFINITY, a.final_state, cfg);
+  REQUIRE(a.jobs.size() + b.jobs.size() == serial.jobs.size());
+  REQUIRE(serial.jobs.size() == 2);
+  CHECK(a.jobs[0].start == serial.jobs[0].start);
+  CHECK(b.jobs[0].start == serial.jobs[1].start);
+  CHECK(b.jobs[0].start == 1000);
 }
