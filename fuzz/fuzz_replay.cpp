@@ -1,13 +1,14 @@
 // The replay engine on hostile job lists: any bytes decode to a machine, a configuration
-// (backfilling, queue order, estimates, corrections, limits) and up to 256 jobs, with sizes
-// that do not fit, unknown run times, requests below and above the run time, GPUs, and times
-// from seconds up to 2^62 s, where adding a run time to a start rounds. The engine must give a
-// result or a UsageError (a bad configuration or a job too large), never a crash, a hang or an
-// InvariantError. And every way of computing the same schedule must give the same one:
-// the costly invariant checks on and off, and, for conservative backfilling, the profile's step
-// loop and its AVX-512 scan (where the CPU has AVX-512), and the run cut in two time segments
-// at an arrival, the second started from the first's final state (the time-parallel replay's
-// step); the fuzzer traps on any difference. RLScheduler's profile runs on its prepared list.
+// (backfilling, queue order, estimates fixed or Tsafrir's online ones, corrections, limits) and
+// up to 256 jobs, with sizes that do not fit, unknown run times, requests below and above the
+// run time, GPUs, and times from seconds up to 2^62 s, where adding a run time to a start
+// rounds. The engine must give a result or a UsageError (a bad configuration or a job too
+// large), never a crash, a hang or an InvariantError. And every way of computing the same
+// schedule must give the same one: the costly invariant checks on and off; for conservative
+// backfilling, the profile's step loop and its AVX-512 scan (where the CPU has AVX-512); and the
+// run cut in two time segments at an arrival, the second started from the first's final state
+// (the time-parallel replay's step). The fuzzer traps on any difference. RLScheduler's profile
+// runs on its prepared list.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "mlprio/replay/rlscheduler.hpp"
 #include "mlprio/replay/segment.hpp"
 #include "mlprio/replay/simulator.hpp"
+#include "mlprio/replay/spec.hpp"
 
 namespace {
 
@@ -128,7 +130,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                               rp::Correction::TSAFRIR, rp::Correction::NONE};
   cfg.correction = CORRECTION[(mode >> 6) & 3];
   static const std::vector<std::string> POLICIES = rp::policy_names();
-  cfg.policy = POLICIES[in.u8() % POLICIES.size()];
+  const uint8_t order = in.u8();
+  cfg.policy = POLICIES[(order & 127) % POLICIES.size()];
+  const bool last2 = order >> 7;  // Tsafrir's online estimates (set once the jobs are known)
   const uint8_t shape = in.u8();
   cfg.machine.nodes = 1 + (shape & 7);
   cfg.machine.cores_per_node = 1 + ((shape >> 3) & 3);
@@ -162,10 +166,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     jobs.push_back(j);
   }
 
+  if (last2) cfg.online = rp::last2_estimator(jobs, 0);
   if (shape >> 7) {  // RLScheduler's profile (its job handling first), its backfilling or none
     cfg.profile = rp::Profile::RLSCHEDULER;
     cfg.backfill = (mode & 1) ? rp::Backfill::RLSCHEDULER : rp::Backfill::NONE;
     cfg.kill_at_limit = false;
+    cfg.online = nullptr;
     const std::vector<mlprio::Job> prepared = rp::prepare_rlscheduler_jobs(jobs);
     const Outcome checked = run(prepared, cfg, true, 0);
     if (!same(checked, run(prepared, cfg, false, 0))) __builtin_trap();
