@@ -1212,13 +1212,15 @@ class StandardEngine {
     policy_.on_job_end(view(j), j.start, now_, j.job.procs());
     if (online_) online_->finish(j.job, j.start, now_);
     bool early = false;
-    // Conservative: its booking ends at est_end = start + estimate (slot_end: a zero estimate
-    // holds the resources until just after the start, so a job that ran 0 s ends early).
-    const double booked_end = FreeProfile::slot_end(j.start, j.estimate);
-    if (cfg_.backfill == Backfill::CONSERVATIVE && now_ < booked_end) {
-      profile_.advance(now_);
-      profile_.unbook(now_, booked_end, j.need);
-      early = true;
+    if (cfg_.backfill == Backfill::CONSERVATIVE) {
+      // Its booking ends at est_end = start + estimate, or just after the start where that sum
+      // rounds to it (slot_end): a job that ran 0 s then ends early too.
+      const double booked_end = FreeProfile::slot_end(j.start, j.estimate);
+      if (now_ < booked_end) {
+        profile_.advance(now_);
+        profile_.unbook(now_, booked_end, j.need);
+        early = true;
+      }
     }
     free_slots_.push_back(slot);
     return early;
