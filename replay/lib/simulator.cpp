@@ -245,7 +245,8 @@ class FreeProfile {
   void reset(double now, Res total) {
     t_.assign(1, now);
     units_.assign(1, total.units);
-    gpus_.assign(1, total.gpus);
+    gpus_on_ = total.gpus != 0;
+    gpus_.assign(gpus_on_ ? 1 : 0, total.gpus);
   }
 
   // Forgets steps that ended before `now`, so the profile stays as short as the plan ahead.
@@ -301,7 +302,7 @@ class FreeProfile {
 
   size_t size() const { return t_.size(); }
   bool operator==(const FreeProfile& o) const {
-    return t_ == o.t_ && units_ == o.units_ && gpus_ == o.gpus_;
+    return t_ == o.t_ && units_ == o.units_ && gpus_on_ == o.gpus_on_ && gpus_ == o.gpus_;
   }
 
   // Moves a booking of `need` for d seconds from [old, old_end) to [to, to_end), to < old, both
@@ -327,7 +328,7 @@ class FreeProfile {
     wu_.clear();
     wg_.clear();
     bool have_last = a > 0;  // the last step kept before the one being written, to merge with
-    int64_t last_u = have_last ? units_[a - 1] : 0, last_g = have_last ? gpus_[a - 1] : 0;
+    int64_t last_u = have_last ? units_[a - 1] : 0, last_g = have_last ? g(a - 1) : 0;
     const double window_end = b < n ? t_[b] : INF;
     size_t k = a;
     int q = 0;
@@ -335,11 +336,11 @@ class FreeProfile {
       while (q < 4 && p[q] <= x) ++q;
       const double step_end = k + 1 < n ? t_[k + 1] : INF;
       const double y = std::min(step_end, q < 4 ? p[q] : INF);
-      const int64_t vu = units_[k] + du[q], vg = gpus_[k] + dg[q];
+      const int64_t vu = units_[k] + du[q], vg = g(k) + dg[q];
       if (!have_last || vu != last_u || vg != last_g) {
         wt_.push_back(x);
         wu_.push_back(vu);
-        wg_.push_back(vg);
+        if (gpus_on_) wg_.push_back(vg);
         have_last = true;
         last_u = vu;
         last_g = vg;
@@ -354,13 +355,13 @@ class FreeProfile {
       const auto at = static_cast<std::ptrdiff_t>(b);
       t_.insert(t_.begin() + at, m - span, 0.0);
       units_.insert(units_.begin() + at, m - span, 0);
-      gpus_.insert(gpus_.begin() + at, m - span, 0);
+      if (gpus_on_) gpus_.insert(gpus_.begin() + at, m - span, 0);
     } else if (m < span) {
       erase_range(a + m, b);
     }
     std::copy(wt_.begin(), wt_.end(), t_.begin() + static_cast<std::ptrdiff_t>(a));
     std::copy(wu_.begin(), wu_.end(), units_.begin() + static_cast<std::ptrdiff_t>(a));
-    std::copy(wg_.begin(), wg_.end(), gpus_.begin() + static_cast<std::ptrdiff_t>(a));
+    if (gpus_on_) std::copy(wg_.begin(), wg_.end(), gpus_.begin() + static_cast<std::ptrdiff_t>(a));
   }
 
   // Both queries in one scan over the steps before s (s = INF: all): skip the steps that end by
@@ -379,13 +380,15 @@ class FreeProfile {
     size_t i = 0;
     while (i + 8 < n && t[i + 8] <= now) i += 8;
 #if MLPRIO_PROFILE_AVX512
-    if (vector_) return scan_runs_avx512(i, now, s, duration, need);
+    MLPRIO_REPLAY_CHECK(gpus_on_ || need.gpus == 0, "a job needs GPUs on a machine without any");
+    if (vector_)
+      return need.gpus > 0 ? scan_runs_avx512<true>(i, now, s, duration, need)
+                           : scan_runs_avx512<false>(i, now, s, duration, need);
 #endif
     // Alternately: find the first step that fits (none before s: s), then follow its run until
     // it reaches cand + duration or s (a start: cand) or a step blocks (start over after it).
     const int64_t* u = units_.data();
-    const int64_t* g = gpus_.data();
-    const auto fits = [&](size_t k) { return need.units <= u[k] && need.gpus <= g[k]; };
+    const auto fits = [&](size_t k) { return need.units <= u[k] && need.gpus <= g(k); };
     for (;;) {
       while (i < n && t[i] < s && !fits(i)) ++i;
       if (i == n || !(t[i] < s)) return s;
@@ -404,24 +407,29 @@ class FreeProfile {
     FreeProfile cut = *this;
     cut.advance(t);
     std::vector<ProfileStep> out;
-    for (size_t k = 0; k < cut.t_.size(); ++k)
-      out.push_back({cut.t_[k], cut.units_[k], cut.gpus_[k]});
+    for (size_t k = 0; k < cut.t_.size(); ++k) out.push_back({cut.t_[k], cut.units_[k], cut.g(k)});
     return out;
   }
   void import(const std::vector<ProfileStep>& steps) {
     t_.clear();
     units_.clear();
     gpus_.clear();
+    gpus_on_ = false;
+    for (const auto& s : steps) gpus_on_ = gpus_on_ || s.gpus != 0;
     for (const auto& s : steps) {
       t_.push_back(s.t);
       units_.push_back(s.units);
-      gpus_.push_back(s.gpus);
+      if (gpus_on_) gpus_.push_back(s.gpus);
     }
   }
 
  private:
   Res at(size_t k) const {
-    return Res{units_[k], gpus_[k]};
+    return Res{units_[k], g(k)};
+  }
+  // Free GPUs in step k: 0 throughout on a machine without GPUs, whose profile keeps no gpus_.
+  int64_t g(size_t k) const {
+    return gpus_on_ ? gpus_[k] : 0;
   }
 
 #if MLPRIO_PROFILE_AVX512
@@ -442,6 +450,7 @@ class FreeProfile {
   // cand = max(t, now) and cand + duration; and a stopping step decides its run when its own t
   // reaches cand + duration or s (t only grows, so this is when the run reached
   // min(s, cand + duration)). The first decided run is the answer.
+  template <bool GPUS>
   [[gnu::target("avx512f")]] double scan_runs_avx512(size_t i, double now, double s,
                                                      double duration, const Res& need) const {
     const double* t = t_.data();
@@ -461,9 +470,10 @@ class FreeProfile {
       const auto m = static_cast<__mmask8>(valid);
       const __m512d T = _mm512_maskz_loadu_pd(m, t + i);
       const unsigned before_s = _mm512_mask_cmp_pd_mask(m, T, vs, _CMP_LT_OQ);
-      const unsigned fits =
-          before_s & _mm512_mask_cmpge_epi64_mask(m, _mm512_maskz_loadu_epi64(m, u + i), nu) &
-          _mm512_mask_cmpge_epi64_mask(m, _mm512_maskz_loadu_epi64(m, g + i), ng);
+      unsigned fits =
+          before_s & _mm512_mask_cmpge_epi64_mask(m, _mm512_maskz_loadu_epi64(m, u + i), nu);
+      if constexpr (GPUS)
+        fits &= _mm512_mask_cmpge_epi64_mask(m, _mm512_maskz_loadu_epi64(m, g + i), ng);
       const unsigned after = ((fits << 1) | open) & valid;  // steps whose predecessor fits
       const unsigned starts = fits & ~after;
       const unsigned stops = valid & ~fits & after;
@@ -499,7 +509,7 @@ class FreeProfile {
     const auto to = [b](auto& v) { return v.begin() + static_cast<std::ptrdiff_t>(b); };
     t_.erase(from(t_), to(t_));
     units_.erase(from(units_), to(units_));
-    gpus_.erase(from(gpus_), to(gpus_));
+    if (gpus_on_) gpus_.erase(from(gpus_), to(gpus_));
   }
 
   // The first k with t_[k] >= t (t_.size() when none), by a binary search whose steps select
@@ -551,7 +561,7 @@ class FreeProfile {
     const auto pos = static_cast<std::ptrdiff_t>(k);
     t_.insert(it, t);
     units_.insert(units_.begin() + pos, units_[k - 1]);
-    gpus_.insert(gpus_.begin() + pos, gpus_[k - 1]);
+    if (gpus_on_) gpus_.insert(gpus_.begin() + pos, gpus_[k - 1]);
     return k;
   }
   void add(double t0, double t1, const Res& need, int sign) {
@@ -564,7 +574,7 @@ class FreeProfile {
     const int64_t dg = sign < 0 ? -need.gpus : need.gpus;
     for (size_t k = a; k < b; ++k) {
       units_[k] += du;
-      gpus_[k] += dg;
+      if (gpus_on_) gpus_[k] += dg;
     }
     // Merge equal neighbours so the profile does not grow with history. The profile was merged
     // before this call and [a, b) moved by one constant, so only the two edges can have become
@@ -574,15 +584,19 @@ class FreeProfile {
     if (a > 0 && same(a, a - 1)) erase_range(a, a + 1);
   }
   bool same(size_t x, size_t y) const {
-    return units_[x] == units_[y] && gpus_[x] == gpus_[y];
+    return units_[x] == units_[y] && g(x) == g(y);
   }
 
   // The AVX-512 scan, chosen once per engine (see profile_scan_mode).
   bool vector_ = profile_avx512_chosen();
   // The step function as three arrays (the free resources from t_[k] until t_[k + 1], the last
-  // step forever), so that scan_fit reads each quantity as a plain array.
+  // step forever), so that scan_fit reads each quantity as a plain array, and a probe for a job
+  // that needs no GPU reads no GPU count.
   std::vector<double> t_;
+  // gpus_ is empty on a machine without GPUs (gpus_on_ false): every step then has 0 free GPUs
+  // and no job needs one, and bookings and moves shift two arrays instead of three.
   std::vector<int64_t> units_, gpus_;
+  bool gpus_on_ = true;
   // move()'s rewritten steps, kept to reuse their memory.
   std::vector<double> wt_;
   std::vector<int64_t> wu_, wg_;

@@ -206,6 +206,30 @@ TEST_CASE("the one-process emulation is exact for N = 1..8", "[mpi][time]") {
       }
 }
 
+// The carried plan of conservative backfilling holds GPU counts beside cores: a machine whose
+// GPUs bind as often as its cores (every other job asks for two per node's worth) must cross
+// segment boundaries with both, and one without GPUs with cores alone.
+TEST_CASE("time-parallel conservative replay carries GPU bookings across boundaries",
+          "[mpi][time]") {
+  if (test::world_rank() != 0) return;
+  std::vector<Job> jobs = test::lublin_jobs(8000, 3, 1.4);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const int64_t nodes = jobs[i].procs();
+    jobs[i].req_procs = jobs[i].alloc_procs = 4 * nodes;
+    jobs[i].req_gpus = static_cast<double>(i % 2 == 0 ? std::min<int64_t>(2 * nodes, 128) : 0);
+  }
+  SimConfig cfg = small_machine("fcfs", Backfill::CONSERVATIVE);
+  cfg.machine = {128, 4, 1, Allocation::CORES};
+  cfg.record_jobs = true;
+  cfg.record_series = false;
+  const SimResult seq = simulate(jobs, cfg);
+  for (int n = 2; n <= 4; ++n) {
+    const auto tp = dist::time_parallel_serial(jobs, cfg, n);
+    INFO("N = " << n << ": " << dist::describe(tp.stats));
+    check_same_schedule(tp, seq, cfg);
+  }
+}
+
 TEST_CASE("time-parallel replay equals the sequential one on a generated trace", "[mpi][time]") {
   const auto jobs = test::lublin_jobs(8000, 3, 1.4);
   for (const char* policy : {"fcfs", "sjf", "multifactor"})
