@@ -602,18 +602,19 @@ class FreeProfile {
   std::vector<int64_t> wu_, wg_;
 };
 
-// What the probes of one compression pass proved, so that later probes in the pass skip the
-// start of the profile. A probe for a job of need (u, g) and duration d booked at r that answers b
-// (b = r: it cannot move) found every run of steps fitting (u, g) that starts before b blocked by
-// a step before r. Such a step blocks every job needing at least (u, g), and every run starting
-// before b from the same `now` is then blocked before b + d' for any duration d' >= d. So a
-// later job of need >= (u, g), duration >= d, booked at s >= r (its probe reads the steps before
-// s, r's steps included) has no start before b, and its probe may start at b with the same
-// answer (bench/RESULTS.md shows the argument holds at run starts that fall inside a step). The
-// proof stands while the steps before r stay as blocking as they were: bookings only take away,
-// and a pass gives back only where a moved job's old slot is left, from max(its old start, its
-// new end) on, so a reservation moving frees and drops the proofs with r past that time. Early
-// ends give back from `now` on and happen between passes: every pass starts with none.
+// What earlier probes proved, so that later probes skip the start of the profile. A probe for a
+// job of need (u, g) and duration d booked at r that answers b (b = r: it cannot move) found every
+// run of steps fitting (u, g) that starts before b blocked by a step before r. Such a step blocks
+// every job needing at least (u, g), and every run starting before b from the same `now` is then
+// blocked before b + d' for any duration d' >= d. So a later job of need >= (u, g), duration
+// >= d, booked at s >= r (its probe reads the steps before s, r's steps included) has no start
+// before b, and its probe may start at b with the same answer (bench/RESULTS.md shows the
+// argument holds at run starts that fall inside a step). A later `now` only cuts runs short.
+// Bookings only take away; resources come back where a job ends early (from `now` on) and where
+// a moved reservation leaves its old slot (from max(its old start, its new end) on). A step
+// that blocked (u, g) and got (x, y) back blocks (u + x, g + y): so instead of being dropped, a
+// proof with r past such a time holds on for jobs needing that much more, within the pass and
+// across passes (a job ending early raises every proof with r past `now`).
 // The last CAP proofs are kept, in arrays one AVX-512 query reads (a loop on other CPUs); on the
 // deep 5k-job trace they save 56 % of the steps a pass's probes span, against 60 % for all of
 // them.
@@ -645,13 +646,20 @@ class ProbeProofs {
     r_[next_] = r;
     next_ = (next_ + 1) % CAP;
   }
-  // Resources came back from time a on: the proofs that read steps at or past a no longer hold.
-  void freed_from(double a) {
+  // `back` came back on an interval from time a on: the proofs that read steps at or past a hold
+  // for jobs needing `back` more.
+  void gave_back(double a, const Res& back) {
 #if MLPRIO_PROFILE_AVX512
-    if (vector_) return freed_from_avx512(a);
+    if (vector_) return gave_back_avx512(a, back);
 #endif
-    for (size_t k = 0; k < CAP; ++k) r_[k] = r_[k] > a ? INF : r_[k];
+    for (size_t k = 0; k < CAP; ++k) {
+      if (r_[k] > a) {
+        u_[k] = std::min(u_[k] + back.units, RAISED_MAX);
+        g_[k] = std::min(g_[k] + back.gpus, RAISED_MAX);
+      }
+    }
   }
+  static constexpr int64_t RAISED_MAX = int64_t{1} << 62;  // needs no job has; no overflow
 
  private:
 #if MLPRIO_PROFILE_AVX512
@@ -676,12 +684,15 @@ class ProbeProofs {
     }
     return _mm512_reduce_max_pd(b);
   }
-  [[gnu::target("avx512f")]] void freed_from_avx512(double a) {
+  [[gnu::target("avx512f")]] void gave_back_avx512(double a, const Res& back) {
     const __m512d va = _mm512_set1_pd(a);
-    const __m512d inf = _mm512_set1_pd(INF);
+    const __m512i bu = _mm512_set1_epi64(back.units), bg = _mm512_set1_epi64(back.gpus);
+    const __m512i top = _mm512_set1_epi64(RAISED_MAX);
     for (size_t k = 0; k < CAP; k += 8) {
-      const __m512d r = _mm512_load_pd(r_ + k);
-      _mm512_store_pd(r_ + k, _mm512_mask_mov_pd(r, _mm512_cmp_pd_mask(r, va, _CMP_GT_OQ), inf));
+      const __mmask8 m = _mm512_cmp_pd_mask(_mm512_load_pd(r_ + k), va, _CMP_GT_OQ);
+      const __m512i u = _mm512_load_si512(u_ + k), g = _mm512_load_si512(g_ + k);
+      _mm512_store_si512(u_ + k, _mm512_mask_min_epi64(u, m, _mm512_add_epi64(u, bu), top));
+      _mm512_store_si512(g_ + k, _mm512_mask_min_epi64(g, m, _mm512_add_epi64(g, bg), top));
     }
   }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -1233,6 +1244,7 @@ class StandardEngine {
       if (now_ < booked_end) {
         profile_.advance(now_);
         profile_.unbook(now_, booked_end, j.need);
+        proofs_.gave_back(now_, j.need);
         early = true;
       }
     }
@@ -1480,7 +1492,6 @@ class StandardEngine {
       // putting it back at its earliest fit can only move it earlier: its old slot is still free.
       // Most reservations cannot move: ask first, read-only, whether the job would fit anywhere
       // before its reservation with it taken out, and only then take it out and put it back.
-      proofs_.clear();
       for (int32_t slot : queue_) {
         SimJob& j = slab_[static_cast<size_t>(slot)];
         if (j.res_start < 0) continue;
@@ -1503,7 +1514,7 @@ class StandardEngine {
         // The move gives back its old slot from max(old, the new slot's end) on.
         const double old_end = FreeProfile::slot_end(old, j.estimate);
         const double freed = std::max(old, FreeProfile::slot_end(to, j.estimate));
-        if (freed < old_end) proofs_.freed_from(freed);
+        if (freed < old_end) proofs_.gave_back(freed, j.need);
         if (cfg_.check_invariants) {
           FreeProfile moved = profile_;
           moved.move(old, to, j.estimate, j.need);

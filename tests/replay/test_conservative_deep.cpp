@@ -71,6 +71,7 @@ void check_deep_cases(int mode) {
        12532192500386366955ULL},
       {"wfp3 (dynamic order)", "wfp3", false, false, false, 1, 64, 17294032589792311147ULL},
       {"fcfs with scarce GPUs, cores", "fcfs", true, false, false, 1, 64, 16294918703196961173ULL},
+      {"fcfs with scarce GPUs, checked", "fcfs", true, false, true, 1, 64, 16294918703196961173ULL},
       {"fcfs exact estimates", "fcfs", false, true, false, 1, 64, 16460981109369251702ULL},
       {"fcfs, 128 nodes", "fcfs", false, false, false, 2, 128, 11986225383931528766ULL},
   };
@@ -117,4 +118,58 @@ TEST_CASE("conservative backfilling's AVX-512 profile scan keeps the same schedu
   if (!replay::detail::set_profile_scan_mode(0))
     MLPRIO_SKIP("this CPU lacks AVX-512F: the step loop is the only profile scan here");
   check_deep_cases(2);
+}
+
+// Found by fuzz/fuzz_replay.cpp against a variant that raised a proof's units but not its GPUs
+// when a moved reservation gave both back (minimized): on 6 nodes of 4 cores and 1 GPU, a later
+// job that needed the GPUs just given back was told by such a proof that it could not move. The
+// costly checks compare every probe a proof shortens with a full one.
+TEST_CASE("conservative: a proof kept past a move counts the GPUs given back",
+          "[replay][conservative][exact]") {
+  struct Row {
+    double submit, run, req;
+    int64_t procs;
+    bool alloc;
+    double gpus;
+    int32_t user;
+  };
+  const Row rows[] = {
+      {180, 114780, 1226711.25, 3, true, 5, 1},    {1500, 123060, 1684383.75, 10, false, -1, 6},
+      {1500, 238860, 3358968.75, 26, true, -1, 2}, {3660, 471060, 1766475, 6, true, -1, 2},
+      {3900, 400800, 350700, 46, false, -1, 0},    {4800, 539400, 8326987.5, 48, false, 3, 2},
+      {6000, 153780, 67278.75, 0, false, -1, 4},   {7620, 135480, 1219320, 52, false, -1, 7},
+      {9960, 918960, 8500380, 1, false, 4, 2},     {10980, 2100, 24543.75, 52, false, -1, 2},
+      {12720, 83700, 690525, 54, false, -1, 6},    {16140, 64440, 563850, 32, false, 6, 5},
+      {16140, 630780, 8673225, 5, true, 2, 1},     {16260, 33060, 340931.25, 4, true, 7, 1},
+      {17820, 179940, 2316727.5, 3, true, 1, 6},   {19020, 950280, 7899202.5, 11, false, 3, 0},
+  };
+  std::vector<Job> jobs;
+  for (const Row& r : rows) {
+    Job j;
+    j.id = static_cast<int64_t>(jobs.size()) + 1;
+    j.submit = r.submit;
+    j.run = r.run;
+    j.req_time = r.req;
+    j.req_procs = r.procs;
+    j.alloc_procs = r.alloc ? r.procs : -1;
+    j.req_gpus = r.gpus;
+    j.user = r.user;
+    jobs.push_back(j);
+  }
+  SimConfig cfg;
+  cfg.machine = {6, 4, 1, Allocation::CORES};
+  cfg.backfill = Backfill::CONSERVATIVE;
+  cfg.too_large = TooLarge::SKIP;
+  cfg.record_series = false;
+  cfg.check_invariants = true;
+  for (const std::string& policy : policy_names()) {
+    if (policy == "ml") continue;  // needs a model
+    cfg.policy = policy;
+    for (int scan : {1, 2}) {
+      INFO(policy << (scan == 1 ? " (step loop)" : " (AVX-512 where the CPU has it)"));
+      replay::detail::set_profile_scan_mode(scan);
+      CHECK_NOTHROW(simulate(jobs, cfg));
+      replay::detail::set_profile_scan_mode(0);
+    }
+  }
 }
