@@ -379,8 +379,8 @@ class FreeProfile {
     // that stops before `now` stops before cand + duration and before s, which decides nothing.
     size_t i = 0;
     while (i + 8 < n && t[i + 8] <= now) i += 8;
-#if MLPRIO_PROFILE_AVX512
     MLPRIO_REPLAY_CHECK(gpus_on_ || need.gpus == 0, "a job needs GPUs on a machine without any");
+#if MLPRIO_PROFILE_AVX512
     if (vector_)
       return need.gpus > 0 ? scan_runs_avx512<true>(i, now, s, duration, need)
                            : scan_runs_avx512<false>(i, now, s, duration, need);
