@@ -322,7 +322,13 @@ class FreeProfile {
     const size_t n = t_.size();
     size_t a = lower_bound(p[0]);  // the step holding `to`
     if (a == n || t_[a] != p[0]) --a;
-    size_t b = lower_bound(p[3]);  // the first step starting after old_end
+    // The first step starting after old_end. Moves are short on a deep queue (the window spans
+    // about 5 steps on the deep 20k trace): walk from `to`'s step, and search only past 16 steps.
+    // Every step before a starts before to < old_end.
+    size_t b = a;
+    const size_t walk_end = std::min(n, a + 16);
+    while (b < walk_end && t_[b] < p[3]) ++b;
+    if (b == walk_end && b < n && t_[b] < p[3]) b = lower_bound(p[3]);
     if (b < n && t_[b] == p[3]) ++b;
     wt_.clear();
     wu_.clear();
