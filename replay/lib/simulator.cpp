@@ -281,9 +281,11 @@ class FreeProfile {
   // long as any earlier start needs (t < s gives t + duration <= s + duration, rounding being
   // monotone). This is exactly the minimum feasible start earliest_fit() would find after an
   // unbook, so when it returns s the unbook/re-book pair can be skipped without changing the
-  // profile.
-  double earliest_fit_before(double now, double s, double duration, const Res& need) const {
-    return scan_fit(now, s, duration, need);
+  // profile. Where it returns t < s, *stop (when given) is a step at or after the one holding t,
+  // close to it (where the scan decided), for move().
+  double earliest_fit_before(double now, double s, double duration, const Res& need,
+                             size_t* stop = nullptr) const {
+    return scan_fit(now, s, duration, need, stop);
   }
 
   // The end of a booking of `d` seconds from t: t + d, or the next representable time after t
@@ -313,15 +315,27 @@ class FreeProfile {
   // once, by the net count, and searches twice instead of four times. The change is -need on
   // [to, p1), none on [p1, p2), +need on [p2, old_end), where p1 and p2 are old and to_end in
   // time order (equal when the slots touch).
-  void move(double old, double to, double d, const Res& need) {
+  // `near`, when not NO_STEP, is a step at or after the one holding `to` (earliest_fit_before's
+  // stop), from which that step is found by a short walk back.
+  static constexpr size_t NO_STEP = ~size_t{0};
+  void move(double old, double to, double d, const Res& need, size_t near = NO_STEP) {
     const double to_end = slot_end(to, d);
     const double p[4] = {to, std::min(old, to_end), std::max(old, to_end), slot_end(old, d)};
     const int64_t du[5] = {0, -need.units, 0, need.units, 0};  // after 0..4 of p[] passed
     const int64_t dg[5] = {0, -need.gpus, 0, need.gpus, 0};
     MLPRIO_REPLAY_CHECK(to >= t_.front() && to < old, "a booking moved before the profile");
     const size_t n = t_.size();
-    size_t a = lower_bound(p[0]);  // the step holding `to`
-    if (a == n || t_[a] != p[0]) --a;
+    size_t a = NO_STEP;  // the step holding `to`
+    if (near != NO_STEP) {
+      a = std::min(near, n - 1);
+      const size_t walk_end = a > 16 ? a - 16 : 0;
+      while (a > walk_end && t_[a] > p[0]) --a;
+      if (t_[a] > p[0]) a = NO_STEP;
+    }
+    if (a == NO_STEP) {
+      a = lower_bound(p[0]);
+      if (a == n || t_[a] != p[0]) --a;
+    }
     // The first step starting after old_end. Moves are short on a deep queue (the window spans
     // about 5 steps on the deep 20k trace): walk from `to`'s step, and search only past 16 steps.
     // Every step before a starts before to < old_end.
@@ -375,7 +389,10 @@ class FreeProfile {
   // step's t, now), and answer the first run that reaches cand + duration or s (cand), or s when
   // none does. The answers are those of a single pass restarting the candidate at every blocking
   // step, rounding included (cand + duration is formed once per run).
-  double scan_fit(double now, double s, double duration, const Res& need) const {
+  // Where it answers cand < s, *stop (when given) is the index of the step that decided it: the
+  // first after the run's fitting steps reaching cand + duration or s, or the profile's size.
+  double scan_fit(double now, double s, double duration, const Res& need,
+                  size_t* stop = nullptr) const {
     if (!(now < s)) return s;
     const double* t = t_.data();
     const size_t n = t_.size();
@@ -388,8 +405,8 @@ class FreeProfile {
     MLPRIO_REPLAY_CHECK(gpus_on_ || need.gpus == 0, "a job needs GPUs on a machine without any");
 #if MLPRIO_PROFILE_AVX512
     if (vector_)
-      return need.gpus > 0 ? scan_runs_avx512<true>(i, now, s, duration, need)
-                           : scan_runs_avx512<false>(i, now, s, duration, need);
+      return need.gpus > 0 ? scan_runs_avx512<true>(i, now, s, duration, need, stop)
+                           : scan_runs_avx512<false>(i, now, s, duration, need, stop);
 #endif
     // Alternately: find the first step that fits (none before s: s), then follow its run until
     // it reaches cand + duration or s (a start: cand) or a step blocks (start over after it).
@@ -402,7 +419,10 @@ class FreeProfile {
       const double limit = std::min(s, cand + duration);
       size_t k = i + 1;
       while (k < n && t[k] < limit && fits(k)) ++k;
-      if (k == n || !(t[k] < limit)) return cand;
+      if (k == n || !(t[k] < limit)) {
+        if (stop != nullptr) *stop = k;
+        return cand;
+      }
       i = k + 1;  // step k blocks
     }
   }
@@ -458,7 +478,8 @@ class FreeProfile {
   // min(s, cand + duration)). The first decided run is the answer.
   template <bool GPUS>
   [[gnu::target("avx512f")]] double scan_runs_avx512(size_t i, double now, double s,
-                                                     double duration, const Res& need) const {
+                                                     double duration, const Res& need,
+                                                     size_t* stop) const {
     const double* t = t_.data();
     const int64_t* u = units_.data();
     const int64_t* g = gpus_.data();
@@ -495,7 +516,9 @@ class FreeProfile {
       if (decided != 0) {
         alignas(64) double lanes[8];
         _mm512_store_pd(lanes, cand);
-        return lanes[std::countr_zero(decided)];
+        const auto lane = static_cast<size_t>(std::countr_zero(decided));
+        if (stop != nullptr) *stop = i + lane;
+        return lanes[lane];
       }
       open = (fits >> (len - 1)) & 1;
       carry = _mm512_permutexvar_pd(_mm512_set1_epi64(len - 1), first_t);
@@ -503,6 +526,7 @@ class FreeProfile {
       if (before_s != valid) return s;
     }
     // A run still open at the last step goes on forever (the last step is all free).
+    if (stop != nullptr) *stop = n;
     return open != 0 ? std::max(_mm512_cvtsd_f64(carry), now) : s;
   }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -1504,7 +1528,8 @@ class StandardEngine {
         const double old = j.res_start;
         MLPRIO_REPLAY_CHECK(old >= now_, "a reservation start passed without starting its job");
         const double from = proofs_.bound(now_, old, j.estimate, j.need);
-        const double to = profile_.earliest_fit_before(from, old, j.estimate, j.need);
+        size_t stop = FreeProfile::NO_STEP;
+        const double to = profile_.earliest_fit_before(from, old, j.estimate, j.need, &stop);
         if (cfg_.check_invariants)
           MLPRIO_REPLAY_CHECK(to == profile_.earliest_fit_before(now_, old, j.estimate, j.need),
                               "a probe started where an earlier one proved no start differs");
@@ -1523,7 +1548,7 @@ class StandardEngine {
         if (freed < old_end) proofs_.gave_back(freed, j.need);
         if (cfg_.check_invariants) {
           FreeProfile moved = profile_;
-          moved.move(old, to, j.estimate, j.need);
+          moved.move(old, to, j.estimate, j.need, stop);
           profile_.unbook(old, old_end, j.need);
           place(j);
           MLPRIO_REPLAY_CHECK(j.res_start == to,
@@ -1533,7 +1558,7 @@ class StandardEngine {
         } else {
           // The probe's answer is earliest_fit() after the unbook (see earliest_fit_before):
           // move there without scanning the profile again.
-          profile_.move(old, to, j.estimate, j.need);
+          profile_.move(old, to, j.estimate, j.need, stop);
           j.res_start = to;
         }
       }
