@@ -307,17 +307,19 @@ class FreeProfile {
     return t_ == o.t_ && units_ == o.units_ && gpus_on_ == o.gpus_on_ && gpus_ == o.gpus_;
   }
 
+  // No step index known (move()'s `near`).
+  static constexpr size_t NO_STEP = ~size_t{0};
+
   // Moves a booking of `need` for d seconds from [old, old_end) to [to, to_end), to < old, both
   // at or after the profile's first step (the ends are slot_end(old, d) and slot_end(to, d)):
   // the steps unbook(old, old_end) then book(to, to_end) leave, merged the same way, but by one
   // rewrite of the steps from `to` to old_end. The two calls would shift the whole profile after
   // each step they insert or merge away (four times per move on a deep queue); this shifts it
-  // once, by the net count, and searches twice instead of four times. The change is -need on
-  // [to, p1), none on [p1, p2), +need on [p2, old_end), where p1 and p2 are old and to_end in
-  // time order (equal when the slots touch).
-  // `near`, when not NO_STEP, is a step at or after the one holding `to` (earliest_fit_before's
-  // stop), from which that step is found by a short walk back.
-  static constexpr size_t NO_STEP = ~size_t{0};
+  // once, by the net count, and finds its window by two short walks (searches where they would
+  // be long) instead of four searches. The change is -need on [to, p1), none on [p1, p2), +need
+  // on [p2, old_end), where p1 and p2 are old and to_end in time order (equal when the slots
+  // touch). `near`, when not NO_STEP, is a step at or after the one holding `to`
+  // (earliest_fit_before's stop), from which that step is found by a short walk back.
   void move(double old, double to, double d, const Res& need, size_t near = NO_STEP) {
     const double to_end = slot_end(to, d);
     const double p[4] = {to, std::min(old, to_end), std::max(old, to_end), slot_end(old, d)};
