@@ -22,24 +22,27 @@ class FairShareUsage {
 
   void charge(int32_t user, double core_seconds, double end) {
     decay_to(end);
-    usage_[user] += core_seconds / scale_;
+    usage_[user].usage += core_seconds / scale_;
     total_usage_ += core_seconds / scale_;
+    ++generation_;
   }
 
   // U/S: 0 for a user without usage (or before anyone has any), 1 for exactly an equal share.
   double usage_share(int32_t user) const {
-    if (total_usage_ <= 0) return 0.0;
-    const auto it = usage_.find(user);
-    const double u = it == usage_.end() ? 0.0 : it->second / total_usage_;
-    return u * static_cast<double>(std::max<size_t>(usage_.size(), 1));
+    const User* u = cached(user);
+    return u == nullptr ? 0.0 : u->share;
   }
   // Slurm's classic factor 2^(-U/S), 1 before any usage.
-  double factor(int32_t user) const { return std::exp2(-usage_share(user)); }
+  double factor(int32_t user) const {
+    const User* u = cached(user);
+    return u == nullptr ? 1.0 : u->factor;
+  }
 
   // [total, scale, stamp, user, usage, user, usage, ...] with users ascending, so two records
   // with the same history save equal vectors whatever their hash-map order.
   std::vector<double> save() const {
-    std::vector<std::pair<int32_t, double>> users(usage_.begin(), usage_.end());
+    std::vector<std::pair<int32_t, double>> users;
+    for (const auto& [u, v] : usage_) users.emplace_back(u, v.usage);
     std::sort(users.begin(), users.end());
     std::vector<double> s = {total_usage_, scale_, stamp_};
     for (const auto& [u, v] : users) {
@@ -58,7 +61,8 @@ class FairShareUsage {
     total_usage_ = s[0];
     scale_ = s[1];
     stamp_ = s[2];
-    for (size_t i = 3; i + 1 < s.size(); i += 2) usage_[static_cast<int32_t>(s[i])] = s[i + 1];
+    for (size_t i = 3; i + 1 < s.size(); i += 2)
+      usage_[static_cast<int32_t>(s[i])].usage = s[i + 1];
   }
 
  private:
@@ -73,14 +77,39 @@ class FairShareUsage {
     stamp_ = t;
     // Renormalise before the common scale underflows.
     if (scale_ < 1e-200) {
-      for (auto& [u, v] : usage_) v *= scale_;
+      for (auto& [u, v] : usage_) v.usage *= scale_;
       total_usage_ *= scale_;
       scale_ = 1.0;
     }
   }
 
+  // A user's usage, and U/S and 2^(-U/S) as of `gen`: every queued job's score asks for them at
+  // every pass of a dynamic order, and they change only when usage is charged (generation_
+  // counts the charges; a rescale happens only within one, and a load makes new records, whose
+  // gen 0 is never current), so each is worked out once per user in between, the same way.
+  struct User {
+    double usage = 0;  // core-seconds / scale_
+    mutable double share = 0, factor = 1;
+    mutable uint64_t gen = 0;
+  };
+  // The user's record with its U/S and factor up to date; nullptr when U/S is 0 (no usage yet
+  // anywhere, or none by this user), where the factor is 1.
+  const User* cached(int32_t user) const {
+    if (total_usage_ <= 0) return nullptr;
+    const auto it = usage_.find(user);
+    if (it == usage_.end()) return nullptr;
+    const User& u = it->second;
+    if (u.gen != generation_) {
+      u.share = u.usage / total_usage_ * static_cast<double>(std::max<size_t>(usage_.size(), 1));
+      u.factor = std::exp2(-u.share);
+      u.gen = generation_;
+    }
+    return &u;
+  }
+
   double half_life_;
-  std::unordered_map<int32_t, double> usage_;  // core-seconds / scale_
+  std::unordered_map<int32_t, User> usage_;
+  uint64_t generation_ = 1;  // User::gen 0 is never current
   double total_usage_ = 0;
   double scale_ = 1.0;
   double stamp_ = 0;

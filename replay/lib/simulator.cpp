@@ -1288,12 +1288,62 @@ class StandardEngine {
     if (!policy_.dynamic()) return;
     easy_kept_.valid = false;
     const ClusterState s = state();
+    keys_.clear();
+    bool nan = false;
     for (int32_t slot : queue_) {
       SimJob& j = slab_[static_cast<size_t>(slot)];
       j.score = policy_.score(view(j), s);
+      nan |= std::isnan(j.score);
+      keys_.push_back({j.score, j.job.submit, j.index, slot});
     }
-    std::sort(queue_.begin(), queue_.end(), [this](int32_t a, int32_t b) { return before(a, b); });
+    sort_keys(nan);
+    for (size_t k = 0; k < keys_.size(); ++k) queue_[k] = keys_[k].slot;
+    if (cfg_.check_invariants && !nan)
+      MLPRIO_REPLAY_CHECK(std::is_sorted(queue_.begin(), queue_.end(),
+                                         [this](int32_t a, int32_t b) { return before(a, b); }),
+                          "a dynamic order left the queue unsorted");
     if (policy_.orders_queue()) apply_policy_order(s);
+  }
+
+  // A queued job's place in a dynamic order, copied out of the slab so that the sort compares
+  // one contiguous array (before()'s order: score, submit time, trace index).
+  struct OrderKey {
+    double score, submit;
+    int64_t index;
+    int32_t slot;
+    bool operator<(const OrderKey& o) const {
+      return std::tie(score, submit, index) < std::tie(o.score, o.submit, o.index);
+    }
+  };
+
+  // Sorts keys_. The queue comes in the previous pass's order, and scores that move with the
+  // wait move alike, so it is mostly sorted already: only new jobs and the few that a change of
+  // usage or an age cap moved are out of place. An insertion sort then costs about one compare
+  // per job; it gives up past 8 moves per job, and std::sort finishes. The trace index makes the
+  // order total, so both give the one sorted order. A NaN score breaks that (it compares false
+  // both ways): then std::sort alone, making the same compares as a sort of the slots would.
+  void sort_keys(bool nan) {
+    OrderKey* k = keys_.data();
+    const size_t n = keys_.size();
+    if (!nan) {
+      size_t budget = 8 * n + 64;
+      size_t i = 1;
+      for (; i < n; ++i) {
+        if (!(k[i] < k[i - 1])) continue;
+        const OrderKey x = k[i];
+        size_t j = i;
+        do {
+          k[j] = k[j - 1];
+          --j;
+        } while (j > 0 && x < k[j - 1]);
+        k[j] = x;
+        const size_t moved = i - j;
+        if (moved >= budget) break;
+        budget -= moved;
+      }
+      if (i >= n) return;
+    }
+    std::sort(keys_.begin(), keys_.end());
   }
 
   // The whole-queue hook (QueuePolicy::order_queue): shows the policy the queue in base order and
@@ -1665,7 +1715,8 @@ class StandardEngine {
   std::vector<std::pair<int64_t, int32_t>> running_seq_;
   std::vector<size_t> policy_order_;
   std::vector<int32_t> reordered_;
-  double done_bsld_sum_ = 0;  // bounded slowdowns of the jobs finished so far (series)
+  std::vector<OrderKey> keys_;  // order_queue's scratch
+  double done_bsld_sum_ = 0;    // bounded slowdowns of the jobs finished so far (series)
   int64_t done_ = 0;
   double mean_bsld_ = std::numeric_limits<double>::quiet_NaN();  // the series' value for ...
   int64_t mean_bsld_done_ = 0;                                   // ... this many finished jobs
