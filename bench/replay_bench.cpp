@@ -135,9 +135,10 @@ void BM_generate_only(benchmark::State& state) {
 // Issue 14, conservative against EASY on a deep queue: 10k jobs at load scale 2.5 (the queue
 // grows to hundreds of jobs); the two rows' ratio is the figure bench/issue14_ratios.sh records
 // on 50k.
-void BM_deep_queue(benchmark::State& state, Backfill b) {
+void BM_deep_queue(benchmark::State& state, Backfill b, const char* policy) {
   const int64_t n = state.range(0);
-  const SimConfig c = config(b);
+  SimConfig c = config(b);
+  c.policy = policy;
   for (auto _ : state) {
     const SimResult r = replay_generated(n, c, 2.5);
     if (r.summary.jobs != n || !(r.summary.utilization <= 1.0 + 1e-12)) {
@@ -151,8 +152,9 @@ void BM_deep_queue(benchmark::State& state, Backfill b) {
 }
 
 // Issue 14, the rlscheduler profile without backfilling on an overloaded typeless Lublin trace
-// (256 nodes): the time per job must not grow with the trace (the queue does).
-void BM_rlscheduler_fcfs_none(benchmark::State& state) {
+// (256 nodes): the time per job must not grow with the trace (the queue does). WFP3 and UNICEP
+// score by the wait, which this profile fixes for queued jobs, so they must not either.
+void BM_rlscheduler_none(benchmark::State& state, const char* policy) {
   const int64_t n = state.range(0);
   LublinOptions o;
   o.nodes = 256;
@@ -163,7 +165,7 @@ void BM_rlscheduler_fcfs_none(benchmark::State& state) {
   c.machine = {256, 1, 0, Allocation::NODES};
   c.profile = Profile::RLSCHEDULER;
   c.backfill = Backfill::NONE;
-  c.policy = "fcfs";
+  c.policy = policy;
   c.record_jobs = false;
   c.record_series = false;
   for (auto _ : state) {
@@ -233,11 +235,31 @@ BENCHMARK_CAPTURE(BM_replay_load, conservative, Backfill::CONSERVATIVE)
     ->Arg(20)
     ->Unit(benchmark::kMillisecond);
 
-BENCHMARK_CAPTURE(BM_deep_queue, easy, Backfill::EASY)->Arg(10000)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_deep_queue, conservative, Backfill::CONSERVATIVE)
+BENCHMARK_CAPTURE(BM_deep_queue, easy, Backfill::EASY, "fcfs")
     ->Arg(10000)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_rlscheduler_fcfs_none)
+BENCHMARK_CAPTURE(BM_deep_queue, conservative, Backfill::CONSERVATIVE, "fcfs")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond);
+// Dynamic orders re-score the whole queue at every pass: multifactor (age and fair share) and
+// WFP3 on the same deep queue, EASY.
+BENCHMARK_CAPTURE(BM_deep_queue, easy_multifactor, Backfill::EASY, "multifactor")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_deep_queue, easy_wfp3, Backfill::EASY, "wfp3")
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_rlscheduler_none, fcfs, "fcfs")
+    ->Arg(17500)
+    ->Arg(35000)
+    ->Arg(70000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_rlscheduler_none, wfp3, "wfp3")
+    ->Arg(17500)
+    ->Arg(35000)
+    ->Arg(70000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_rlscheduler_none, unicep, "unicep")
     ->Arg(17500)
     ->Arg(35000)
     ->Arg(70000)

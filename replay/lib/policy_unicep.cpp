@@ -17,6 +17,7 @@ class UnicepPolicy final : public QueuePolicy {
   // RLScheduler sorts by this score alone (list order breaks ties).
   bool submit_breaks_ties() const override { return false; }
   bool dynamic() const override { return true; }
+  bool scores_view_only() const override { return true; }
 };
 
 }  // namespace

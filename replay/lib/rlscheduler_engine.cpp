@@ -63,6 +63,32 @@ Machine rlscheduler_machine(const TraceHeader& h) {
 namespace detail {
 namespace {
 
+// std::stable_sort's result, at O(n) for input already sorted but for a few elements (the running
+// jobs between two events: only those started since are out of place). An insertion sort, which
+// never moves an element past an equal one; past 8 moves per element it leaves the rest to
+// std::stable_sort, whose result from the partly sorted input is the same, equal elements being
+// still in their first order.
+template <typename Less>
+void stable_sort_mostly_sorted(std::vector<int32_t>& v, Less less) {
+  const size_t n = v.size();
+  size_t budget = 8 * n + 64;
+  for (size_t i = 1; i < n; ++i) {
+    if (!less(v[i], v[i - 1])) continue;
+    const int32_t x = v[i];
+    size_t j = i;
+    do {
+      v[j] = v[j - 1];
+      --j;
+    } while (j > 0 && less(x, v[j - 1]));
+    v[j] = x;
+    if (i - j >= budget) {
+      std::stable_sort(v.begin(), v.end(), less);
+      return;
+    }
+    budget -= i - j;
+  }
+}
+
 struct RJob {
   const Job* job;
   int64_t index;
@@ -187,30 +213,69 @@ class RlschedulerEngine {
   // it: after every job that does not rank after it. Otherwise it is appended, as RLScheduler
   // appends, for the next sort.
   void enqueue(int32_t k) {
+    if (cfg_.check_invariants) shadow_.push_back(k);
     if (!in_policy_order_) {
       queue_.push_back(k);
       return;
     }
     RJob& j = all_[static_cast<size_t>(k)];
     j.score = policy_.score(view(j), cluster_state());
+    if (policy_.dynamic() && std::isnan(j.score)) {  // see static_order()
+      nan_score_ = true;
+      in_policy_order_ = false;
+      queue_.push_back(k);
+      return;
+    }
     const auto at = std::upper_bound(queue_.begin(), queue_.end(), k,
                                      [this](int32_t a, int32_t b) { return ranks_before(a, b); });
     queue_.insert(at, k);
+  }
+
+  // Whether a queued job's score never changes: a static order, or one that reads only the job's
+  // view in this profile, where a queued job's view (its wait -1 - submit included) is fixed
+  // (WFP3, UNICEP). The stable sort then only merges the new jobs in, where enqueue() puts them.
+  // A NaN score compares false both ways, and the sorted queue is then no longer one a search
+  // can insert into as the sort would: such a run re-sorts at every pick, as RLScheduler does.
+  bool static_order() const {
+    if (!policy_.dynamic()) return true;
+    return quirk_wait_ && policy_.scores_view_only() && !nan_score_;
   }
 
   // RLScheduler re-scores and stably re-sorts the whole queue before every pick. With a static
   // order and the queue kept in that order by enqueue(), the sort would change nothing: skip it
   // (it made the no-backfill loop quadratic in the queue length).
   void sort_queue_by_policy() {
-    if (in_policy_order_) return;
+    if (in_policy_order_) {
+      if (cfg_.check_invariants) check_kept_order();
+      return;
+    }
+    if (cfg_.check_invariants) shadow_.assign(queue_.begin(), queue_.end());
     const ClusterState s = cluster_state();
     for (int32_t k : queue_) {
       RJob& j = all_[static_cast<size_t>(k)];
       j.score = policy_.score(view(j), s);
+      if (policy_.dynamic() && std::isnan(j.score)) nan_score_ = true;
     }
     std::stable_sort(queue_.begin(), queue_.end(),
                      [this](int32_t a, int32_t b) { return ranks_before(a, b); });
-    in_policy_order_ = !policy_.dynamic();
+    in_policy_order_ = static_order();
+  }
+
+  // check_invariants: the queue kept in order is what RLScheduler's way would have made of it:
+  // every job appended as it comes, and before each pick all re-scored and stably re-sorted.
+  // `shadow_` is that queue, kept beside queue_ (same removals, same re-sort by submit time).
+  void check_kept_order() {
+    const ClusterState s = cluster_state();
+    for (int32_t k : shadow_) {
+      const RJob& j = all_[static_cast<size_t>(k)];
+      const double fresh = policy_.score(view(j), s);
+      MLPRIO_REPLAY_CHECK(fresh == j.score || (std::isnan(fresh) && std::isnan(j.score)),
+                          "a queued job's score changed under an order kept as static");
+    }
+    std::stable_sort(shadow_.begin(), shadow_.end(),
+                     [this](int32_t a, int32_t b) { return ranks_before(a, b); });
+    MLPRIO_REPLAY_CHECK(std::equal(shadow_.begin(), shadow_.end(), queue_.begin(), queue_.end()),
+                        "the queue kept in order differs from RLScheduler's re-sorted one");
   }
 
   void start(int32_t k) {
@@ -223,14 +288,17 @@ class RlschedulerEngine {
     metrics_.started(*j.job, now_, now_ + j.job->run, j.r, j.procs, false);
   }
 
-  void remove_from_queue(int32_t k) { queue_.erase(std::find(queue_.begin(), queue_.end(), k)); }
+  void remove_from_queue(int32_t k) {
+    queue_.erase(std::find(queue_.begin(), queue_.end(), k));
+    if (cfg_.check_invariants) shadow_.erase(std::find(shadow_.begin(), shadow_.end(), k));
+  }
 
   // One event: the next arrival if it comes no later than the next completion, else that
   // completion. Running jobs are re-sorted by end time (stably) first, as RLScheduler does.
   void advance_one_event() {
     MLPRIO_REPLAY_CHECK(!running_.empty(), "waiting for a job while nothing runs");
-    std::stable_sort(running_.begin(), running_.end(),
-                     [&](int32_t a, int32_t b) { return end_of(a) < end_of(b); });
+    stable_sort_mostly_sorted(running_,
+                              [&](int32_t a, int32_t b) { return end_of(a) < end_of(b); });
     const double release = end_of(running_.front());
     if (next_ < all_.size() && all_[next_].job->submit <= release) {
       now_ = std::max(now_, all_[next_].job->submit);
@@ -248,8 +316,8 @@ class RlschedulerEngine {
 
   void wait_with_backfill(int32_t head) {
     const RJob& h = all_[static_cast<size_t>(head)];
-    std::stable_sort(running_.begin(), running_.end(),
-                     [&](int32_t a, int32_t b) { return est_end_of(a) < est_end_of(b); });
+    stable_sort_mostly_sorted(running_,
+                              [&](int32_t a, int32_t b) { return est_end_of(a) < est_end_of(b); });
     double shadow = now_;
     int64_t free_procs = free_nodes_ * ppn_;
     for (int32_t k : running_) {
@@ -281,8 +349,8 @@ class RlschedulerEngine {
     for (;;) {
       double release = std::numeric_limits<double>::infinity();
       if (!running_.empty()) {
-        std::stable_sort(running_.begin(), running_.end(),
-                         [&](int32_t a, int32_t b) { return end_of(a) < end_of(b); });
+        stable_sort_mostly_sorted(running_,
+                                  [&](int32_t a, int32_t b) { return end_of(a) < end_of(b); });
         release = end_of(running_.front());
       }
       if (all_[next_].job->submit <= release) {
@@ -303,6 +371,7 @@ class RlschedulerEngine {
   // A deque: the head leaves from the front at every start, and the queue holds thousands.
   std::deque<int32_t> queue_;
   std::vector<int32_t> running_;
+  std::deque<int32_t> shadow_;  // check_invariants: the queue as RLScheduler keeps it
   size_t next_ = 0;
   int64_t total_nodes_ = 0, ppn_ = 1, free_nodes_ = 0, skipped_ = 0;
   double now_ = 0;
@@ -310,6 +379,7 @@ class RlschedulerEngine {
   bool quirk_wait_ = true;
   bool by_submit_ = true;         // policy_.submit_breaks_ties()
   bool in_policy_order_ = false;  // queue_ sorted by ranks_before() and the order is static
+  bool nan_score_ = false;        // a dynamic order gave a queued job a NaN score
 };
 
 }  // namespace

@@ -116,6 +116,10 @@ class QueuePolicy {
   // True when the score changes with time or history (age, fair share): the simulator then
   // re-scores the whole queue at every scheduling pass instead of once at submission.
   virtual bool dynamic() const { return false; }
+  // True when the score reads the JobView alone (neither the ClusterState nor any history): a
+  // dynamic order then moves only through the view's wait, and where that wait does not move
+  // (the rlscheduler profile's queued jobs, whose wait is -1 - submit) the order is static.
+  virtual bool scores_view_only() const { return false; }
   // RLScheduler sorts by the bare score for F1-F4, WFP3 and UNICEP, and by (score, submit) for
   // FCFS, SJF and smallest; the rlscheduler profile needs to know which to copy its ties exactly.
   virtual bool submit_breaks_ties() const { return true; }
