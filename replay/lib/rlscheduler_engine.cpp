@@ -12,6 +12,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,8 @@ struct RJob {
 
 class RlschedulerEngine {
  public:
+  RlschedulerEngine(const RlschedulerEngine&) = delete;  // tree_'s order points at this engine
+  RlschedulerEngine& operator=(const RlschedulerEngine&) = delete;
   RlschedulerEngine(std::span<const Job> jobs, const SimConfig& c, QueuePolicy& p)
       : cfg_(c), policy_(p), metrics_(c) {
     if (c.backfill == Backfill::CONSERVATIVE || c.backfill == Backfill::EASY)
@@ -145,7 +148,7 @@ class RlschedulerEngine {
       next_ = 1;
       for (;;) {
         sort_queue_by_policy();
-        const int32_t head = queue_.front();
+        const int32_t head = in_tree_ ? *tree_.begin() : queue_.front();
         if (!fits(head)) {
           if (backfill_)
             wait_with_backfill(head);
@@ -195,7 +198,7 @@ class RlschedulerEngine {
     s.now = now_;
     s.total_cores = total_nodes_ * ppn_;
     s.free_cores = free_nodes_ * ppn_;
-    s.queued = static_cast<int64_t>(queue_.size());
+    s.queued = static_cast<int64_t>(queued());
     s.running = static_cast<int64_t>(running_.size());
     return s;
   }
@@ -220,10 +223,15 @@ class RlschedulerEngine {
     }
     RJob& j = all_[static_cast<size_t>(k)];
     j.score = policy_.score(view(j), cluster_state());
-    if (policy_.dynamic() && std::isnan(j.score)) {  // see static_order()
+    if (std::isnan(j.score)) leave_tree();  // the tree needs an order (see static_order())
+    if (policy_.dynamic() && std::isnan(j.score)) {
       nan_score_ = true;
       in_policy_order_ = false;
       queue_.push_back(k);
+      return;
+    }
+    if (in_tree_) {  // at the end of the jobs ranking equal, as upper_bound below
+      tree_.insert(tree_.end(), k);
       return;
     }
     const auto at = std::upper_bound(queue_.begin(), queue_.end(), k,
@@ -251,15 +259,34 @@ class RlschedulerEngine {
     }
     if (cfg_.check_invariants) shadow_.assign(queue_.begin(), queue_.end());
     const ClusterState s = cluster_state();
+    bool nan = false;
     for (int32_t k : queue_) {
       RJob& j = all_[static_cast<size_t>(k)];
       j.score = policy_.score(view(j), s);
-      if (policy_.dynamic() && std::isnan(j.score)) nan_score_ = true;
+      nan |= std::isnan(j.score);
     }
+    if (nan && policy_.dynamic()) nan_score_ = true;
     std::stable_sort(queue_.begin(), queue_.end(),
                      [this](int32_t a, int32_t b) { return ranks_before(a, b); });
     in_policy_order_ = static_order();
+    // Without backfilling nothing re-sorts a queue kept in order (the head always leaves first):
+    // it moves to the tree, where a new job's place costs O(log) instead of shifting the queue.
+    if (in_policy_order_ && !backfill_ && !nan) {
+      for (int32_t k : queue_) tree_.insert(tree_.end(), k);
+      queue_.clear();
+      in_tree_ = true;
+    }
   }
+
+  // Back from the tree to the queue, in the same order (a NaN score: the tree needs an order).
+  void leave_tree() {
+    if (!in_tree_) return;
+    queue_.assign(tree_.begin(), tree_.end());
+    tree_.clear();
+    in_tree_ = false;
+  }
+
+  size_t queued() const { return in_tree_ ? tree_.size() : queue_.size(); }
 
   // check_invariants: the queue kept in order is what RLScheduler's way would have made of it:
   // every job appended as it comes, and before each pick all re-scored and stably re-sorted.
@@ -274,8 +301,10 @@ class RlschedulerEngine {
     }
     std::stable_sort(shadow_.begin(), shadow_.end(),
                      [this](int32_t a, int32_t b) { return ranks_before(a, b); });
-    MLPRIO_REPLAY_CHECK(std::equal(shadow_.begin(), shadow_.end(), queue_.begin(), queue_.end()),
-                        "the queue kept in order differs from RLScheduler's re-sorted one");
+    const bool same =
+        in_tree_ ? std::equal(shadow_.begin(), shadow_.end(), tree_.begin(), tree_.end())
+                 : std::equal(shadow_.begin(), shadow_.end(), queue_.begin(), queue_.end());
+    MLPRIO_REPLAY_CHECK(same, "the queue kept in order differs from RLScheduler's re-sorted one");
   }
 
   void start(int32_t k) {
@@ -289,7 +318,13 @@ class RlschedulerEngine {
   }
 
   void remove_from_queue(int32_t k) {
-    queue_.erase(std::find(queue_.begin(), queue_.end(), k));
+    if (in_tree_) {  // the head, without backfilling
+      auto it = tree_.begin();
+      if (*it != k) it = std::find(tree_.begin(), tree_.end(), k);
+      tree_.erase(it);
+    } else {
+      queue_.erase(std::find(queue_.begin(), queue_.end(), k));
+    }
     if (cfg_.check_invariants) shadow_.erase(std::find(shadow_.begin(), shadow_.end(), k));
   }
 
@@ -344,7 +379,7 @@ class RlschedulerEngine {
   // After a start: true if a job is queued (adding one, moving time, when the queue is empty);
   // false when the window is exhausted.
   bool move_forward_for_job() {
-    if (!queue_.empty()) return true;
+    if (queued() != 0) return true;
     if (next_ >= all_.size()) return false;
     for (;;) {
       double release = std::numeric_limits<double>::infinity();
@@ -370,6 +405,14 @@ class RlschedulerEngine {
   std::vector<RJob> all_;
   // A deque: the head leaves from the front at every start, and the queue holds thousands.
   std::deque<int32_t> queue_;
+  // The queue kept in order without backfilling (in_tree_; queue_ is then empty): a multiset by
+  // rank, a new job inserted at the end of the jobs ranking equal to it, as upper_bound places it.
+  struct RankLess {
+    const RlschedulerEngine* e;
+    bool operator()(int32_t a, int32_t b) const { return e->ranks_before(a, b); }
+  };
+  std::multiset<int32_t, RankLess> tree_{RankLess{this}};
+  bool in_tree_ = false;
   std::vector<int32_t> running_;
   std::deque<int32_t> shadow_;  // check_invariants: the queue as RLScheduler keeps it
   size_t next_ = 0;
