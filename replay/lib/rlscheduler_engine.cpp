@@ -211,9 +211,9 @@ class RlschedulerEngine {
     return by_submit_ && x.job->submit < y.job->submit;
   }
 
-  // A job joins the queue. While the queue is in policy order and the order is static (a job's
-  // score never changes, QueuePolicy::dynamic()), it goes where the next stable sort would put
-  // it: after every job that does not rank after it. Otherwise it is appended, as RLScheduler
+  // A job joins the queue. While the queue is in policy order and the order is static (a queued
+  // job's score never changes, static_order()), it goes where the next stable sort would put it:
+  // after every job that does not rank after it. Otherwise it is appended, as RLScheduler
   // appends, for the next sort.
   void enqueue(int32_t k) {
     if (cfg_.check_invariants) shadow_.push_back(k);

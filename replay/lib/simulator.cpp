@@ -1293,7 +1293,7 @@ class StandardEngine {
     for (int32_t slot : queue_) {
       SimJob& j = slab_[static_cast<size_t>(slot)];
       j.score = policy_.score(view(j), s);
-      nan |= std::isnan(j.score);
+      nan |= std::isnan(j.score) || std::isnan(j.job.submit);
       keys_.push_back({j.score, j.job.submit, j.index, slot});
     }
     sort_keys(nan);
@@ -1320,8 +1320,8 @@ class StandardEngine {
   // wait move alike, so it is mostly sorted already: only new jobs and the few that a change of
   // usage or an age cap moved are out of place. An insertion sort then costs about one compare
   // per job; it gives up past 8 moves per job, and std::sort finishes. The trace index makes the
-  // order total, so both give the one sorted order. A NaN score breaks that (it compares false
-  // both ways): then std::sort alone, making the same compares as a sort of the slots would.
+  // order total, so both give the one sorted order. A NaN score or submit time breaks that (it
+  // compares false both ways): then std::sort alone, the same compares as a sort of the slots.
   void sort_keys(bool nan) {
     OrderKey* k = keys_.data();
     const size_t n = keys_.size();
