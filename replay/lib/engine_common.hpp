@@ -14,6 +14,31 @@
 
 namespace mlprio::replay::detail {
 
+// Sorts `v` by `less` with an insertion sort while that stays cheap: O(n) on input already sorted
+// but for a few elements (a queue in the previous pass's order plus its new jobs, running jobs
+// between two events). Returns false once more than 8 moves per element were made, leaving `v`
+// partly sorted for the caller's std::sort or std::stable_sort to finish. It never moves an
+// element past an equal one, so a std::stable_sort that finishes gives the result it would have
+// given alone; under a total order any sort does.
+template <typename T, typename Less>
+bool insertion_sort_while_cheap(std::vector<T>& v, Less less) {
+  const size_t n = v.size();
+  size_t budget = 8 * n + 64;
+  for (size_t i = 1; i < n; ++i) {
+    if (!less(v[i], v[i - 1])) continue;
+    const T x = v[i];
+    size_t j = i;
+    do {
+      v[j] = v[j - 1];
+      --j;
+    } while (j > 0 && less(x, v[j - 1]));
+    v[j] = x;
+    if (i - j >= budget) return false;
+    budget -= i - j;
+  }
+  return true;
+}
+
 // Always-on check: invariants protect the results, so they do not vanish under NDEBUG.
 #define MLPRIO_REPLAY_CHECK(cond, msg)                                                          \
   do {                                                                                          \

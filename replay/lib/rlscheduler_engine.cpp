@@ -65,29 +65,10 @@ namespace detail {
 namespace {
 
 // std::stable_sort's result, at O(n) for input already sorted but for a few elements (the running
-// jobs between two events: only those started since are out of place). An insertion sort, which
-// never moves an element past an equal one; past 8 moves per element it leaves the rest to
-// std::stable_sort, whose result from the partly sorted input is the same, equal elements being
-// still in their first order.
+// jobs between two events: only those started since are out of place).
 template <typename Less>
 void stable_sort_mostly_sorted(std::vector<int32_t>& v, Less less) {
-  const size_t n = v.size();
-  size_t budget = 8 * n + 64;
-  for (size_t i = 1; i < n; ++i) {
-    if (!less(v[i], v[i - 1])) continue;
-    const int32_t x = v[i];
-    size_t j = i;
-    do {
-      v[j] = v[j - 1];
-      --j;
-    } while (j > 0 && less(x, v[j - 1]));
-    v[j] = x;
-    if (i - j >= budget) {
-      std::stable_sort(v.begin(), v.end(), less);
-      return;
-    }
-    budget -= i - j;
-  }
+  if (!insertion_sort_while_cheap(v, less)) std::stable_sort(v.begin(), v.end(), less);
 }
 
 struct RJob {

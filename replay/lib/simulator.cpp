@@ -1323,26 +1323,7 @@ class StandardEngine {
   // order total, so both give the one sorted order. A NaN score or submit time breaks that (it
   // compares false both ways): then std::sort alone, the same compares as a sort of the slots.
   void sort_keys(bool nan) {
-    OrderKey* k = keys_.data();
-    const size_t n = keys_.size();
-    if (!nan) {
-      size_t budget = 8 * n + 64;
-      size_t i = 1;
-      for (; i < n; ++i) {
-        if (!(k[i] < k[i - 1])) continue;
-        const OrderKey x = k[i];
-        size_t j = i;
-        do {
-          k[j] = k[j - 1];
-          --j;
-        } while (j > 0 && x < k[j - 1]);
-        k[j] = x;
-        const size_t moved = i - j;
-        if (moved >= budget) break;
-        budget -= moved;
-      }
-      if (i >= n) return;
-    }
+    if (!nan && detail::insertion_sort_while_cheap(keys_, std::less<OrderKey>{})) return;
     std::sort(keys_.begin(), keys_.end());
   }
 
