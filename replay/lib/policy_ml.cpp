@@ -25,7 +25,14 @@ class MlPolicy final : public QueuePolicy {
 
   double score(const JobView& j, const ClusterState& state) const override {
     // The prediction the engine attached at submission (online estimator or fixed predictions);
-    // score() falls back to the request when there is none.
+    // the terms fall back to the request when there is none. The engine keeps the terms that the
+    // wait does not move (prepare); without them they are worked out here, to the same value.
+    const double share = ml_->score.fairshare_weight > 0 ? usage_.usage_share(j.user) : 0.0;
+    const model::ScoreTerms terms = j.terms_set ? j.terms : prepare(j);
+    return -model::score(terms, j.submit, share, state.now, ml_->score);
+  }
+  bool prepares() const override { return true; }
+  model::ScoreTerms prepare(const JobView& j) const override {
     Job job;
     job.submit = j.submit;
     job.req_time = j.req_time;
@@ -34,12 +41,7 @@ class MlPolicy final : public QueuePolicy {
     p.runtime = j.pred_runtime;
     p.runtime_upper = j.pred_upper;
     p.fail_prob = j.fail_prob;
-    if (ml_->score.fairshare_weight > 0) p.usage_share = usage_.usage_share(j.user);
-    model::ClusterState cluster;
-    cluster.total_procs = state.total_cores;
-    cluster.free_procs = state.free_cores;
-    cluster.queued_jobs = state.queued;
-    return -model::score(job, p, state.now, cluster, ml_->score);
+    return model::score_terms(job, p, ml_->score);
   }
 
   // The fair-share term's usage record (kept whatever the weight, so a saved state does not

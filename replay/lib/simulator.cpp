@@ -181,7 +181,9 @@ struct SimState {
   double duration = 0;    // seconds it will actually run (run, or cut at the limit)
   int64_t seq = 0;        // start order, to order simultaneous completions
   bool killed = false;
-  model::Prediction pred;  // the online estimator's or the fixed predictions' (ml order)
+  model::Prediction pred;   // the online estimator's or the fixed predictions' (ml order)
+  model::ScoreTerms terms;  // QueuePolicy::prepare()'s, where terms_set
+  bool terms_set = false;
 };
 
 struct SimJob : SimState {
@@ -1073,6 +1075,8 @@ class StandardEngine {
     v.pred_runtime = j.pred.runtime;
     v.pred_upper = j.pred.runtime_upper;
     v.fail_prob = j.pred.fail_prob;
+    v.terms = j.terms;
+    v.terms_set = j.terms_set;
     return v;
   }
   ClusterState state() const {
@@ -1217,6 +1221,10 @@ class StandardEngine {
       const auto& fixed = cfg_.policy_options.ml;
       if (fixed && index >= 0 && static_cast<size_t>(index) < fixed->predictions.size())
         j.pred = fixed->predictions[static_cast<size_t>(index)];
+    }
+    if (prepares_) {  // the order's per-job terms, once (their inputs are fixed from here on)
+      j.terms = policy_.prepare(view(j));
+      j.terms_set = true;
     }
     if (cfg_.backfill == Backfill::CONSERVATIVE && j.estimate < j.duration) {
       // A reservation plan needs estimates that bound the run time (a real limit would have
@@ -1650,6 +1658,7 @@ class StandardEngine {
 
   const SimConfig& cfg_;
   QueuePolicy& policy_;
+  const bool prepares_ = policy_.prepares();
   detail::MetricsAccumulator metrics_;
   Res total_, free_;
   int64_t unit_cores_ = 1;

@@ -2,8 +2,10 @@
 // wait, waiting raises the score, any job at or past the starvation limit outranks every job
 // below it whatever the predictions and weights, starved jobs are served oldest first, and
 // missing predictions fall back to the request without producing NaN.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "mlprio/model/predictor.hpp"
@@ -192,4 +194,74 @@ TEST_CASE("the fair-share term lowers the jobs of users over their share", "[mod
       CHECK(std::isfinite(score_log_ratio(j, p, 100, cfg)));
     }
   }
+}
+
+namespace {
+// The score written out as core/src/model/README.md gives it, one operation after another in the
+// order score.cpp has always used, for the bit-for-bit comparison below.
+double reference_score(const Job& job, const Prediction& p, double now, const ScoreConfig& cfg) {
+  const auto fin = [](double v) { return std::isfinite(v) ? v : 0.0; };
+  const double limit = cfg.starvation_limit > 0 && std::isfinite(cfg.starvation_limit)
+                           ? cfg.starvation_limit
+                           : 86400.0;
+  const double wait = std::max(0.0, fin(now - job.submit));
+  if (!(wait < limit)) return 2.0 + std::log1p(wait / limit);
+  const bool has_req = job.req_time > 0 && std::isfinite(job.req_time);
+  double runtime = p.runtime;
+  if (!(runtime >= 0) || !std::isfinite(runtime)) runtime = has_req ? job.req_time : 3600.0;
+  const double rw = std::clamp(fin(cfg.request_weight), 0.0, 1.0);
+  double run = std::log2(1.0 + runtime / 60.0);
+  if (rw > 0.0 && has_req) run = (1.0 - rw) * run + rw * std::log2(1.0 + job.req_time / 60.0);
+  double u = std::clamp(fin(cfg.age_weight), 0.0, 64.0) * std::log2(1.0 + wait / 60.0) - run;
+  const double b = std::clamp(fin(cfg.size_weight), -64.0, 64.0);
+  if (b != 0.0 && job.procs() > 1) u += b * std::log2(static_cast<double>(job.procs()));
+  u -= std::clamp(fin(cfg.fail_weight), 0.0, 64.0) * 8.0 * std::clamp(fin(p.fail_prob), 0.0, 1.0);
+  const double f = std::clamp(fin(cfg.fairshare_weight), 0.0, 64.0);
+  if (f > 0.0) u -= f * std::clamp(fin(p.usage_share), 0.0, 1024.0);
+  return 1.0 / (1.0 + std::exp2(-u / 4.0));
+}
+}  // namespace
+
+TEST_CASE("terms worked out once give the score bit for bit at every later time",
+          "[model][score]") {
+  // The replayer's `ml` order keeps score_terms() per job and re-scores with them at every pass;
+  // the score must be the one the formula gives then, to the last bit, whatever the weights (a
+  // zero age weight, whose score does not move below the limit, included) and the inputs.
+  std::mt19937_64 rng(2026);
+  std::uniform_real_distribution<double> u(0, 1);
+  const double nan = std::nan("");
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto pick = [&](std::initializer_list<double> xs, double other) {
+    const size_t k = static_cast<size_t>(u(rng) * static_cast<double>(xs.size() + 1));
+    return k < xs.size() ? *(xs.begin() + k) : other;
+  };
+  int fixed = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    ScoreConfig cfg;
+    cfg.age_weight = pick({0.0, -0.0, 1.0, nan}, 4 * u(rng));
+    cfg.size_weight = pick({0.0, -0.25}, 2 * u(rng) - 1);
+    cfg.fail_weight = pick({0.0, 1.0}, 3 * u(rng));
+    cfg.request_weight = pick({0.0, 1.0}, u(rng));
+    cfg.fairshare_weight = pick({0.0, 0.0, -1.0}, u(rng));
+    cfg.starvation_limit = pick({86400.0, 0.0, inf}, 1e5 * u(rng));
+    Job j = job_at(1e6 * u(rng), static_cast<int64_t>(pick({1, 0, -1}, 1 + 4096 * u(rng))),
+                   pick({-1.0, 0.0, inf}, 1e5 * u(rng)));
+    Prediction p;
+    p.runtime = pick({nan, -1.0, 0.0, inf}, 1e5 * u(rng));
+    p.fail_prob = pick({nan, 0.0, 1.0}, u(rng));
+    const ScoreTerms t = score_terms(j, p, cfg);
+    fixed += t.fixed ? 1 : 0;
+    for (double later : {0.0, 1.0, 59.0, 3600.0, 86399.0, 86400.0, 1e6, 2e5 * u(rng)}) {
+      p.usage_share = pick({0.0, nan, 1e9}, 3 * u(rng));
+      const double now = j.submit + later;
+      const double want = reference_score(j, p, now, cfg);
+      INFO("trial " << trial << " age " << cfg.age_weight << " fair share " << cfg.fairshare_weight
+                    << " wait " << later);
+      const double kept = score(t, j.submit, p.usage_share, now, cfg);
+      REQUIRE(std::memcmp(&want, &kept, sizeof want) == 0);
+      const double whole = score(j, p, now, CLUSTER, cfg);
+      REQUIRE(std::memcmp(&want, &whole, sizeof want) == 0);
+    }
+  }
+  CHECK(fixed > 1000);  // the unmoved-score path ran
 }

@@ -23,6 +23,11 @@ double finite_or(double v, double fallback) {
   return std::isfinite(v) ? v : fallback;
 }
 
+// Logistic squash into (0, 1): strictly increasing in u, so the order is u's.
+double squash(double u) {
+  return 1.0 / (1.0 + std::exp2(-u / SQUASH));
+}
+
 }  // namespace
 
 double score_run_term(const Job& job, const Prediction& p, const ScoreConfig& cfg) {
@@ -38,20 +43,54 @@ double score_run_term(const Job& job, const Prediction& p, const ScoreConfig& cf
   return run_term;
 }
 
-double score_log_ratio(const Job& job, const Prediction& p, double now, const ScoreConfig& cfg) {
-  const double age_weight = std::clamp(finite_or(cfg.age_weight, 0.0), 0.0, 64.0);
+ScoreTerms score_terms(const Job& job, const Prediction& p, const ScoreConfig& cfg) {
   const double size_weight = std::clamp(finite_or(cfg.size_weight, 0.0), -64.0, 64.0);
   const double fail_weight = std::clamp(finite_or(cfg.fail_weight, 0.0), 0.0, 64.0);
-  const double wait = std::max(0.0, finite_or(now - job.submit, 0.0));
-  double u = age_weight * std::log2(1.0 + wait / TIME_SCALE) - score_run_term(job, p, cfg);
-  if (size_weight != 0.0 && job.procs() > 1)
-    u += size_weight * std::log2(static_cast<double>(job.procs()));
-  const double fail = std::clamp(finite_or(p.fail_prob, 0.0), 0.0, 1.0);
-  u -= fail_weight * FAIL_SCALE * fail;
+  ScoreTerms t;
+  t.run = score_run_term(job, p, cfg);
+  t.sized = size_weight != 0.0 && job.procs() > 1;
+  if (t.sized) t.size = size_weight * std::log2(static_cast<double>(job.procs()));
+  t.fail = fail_weight * FAIL_SCALE * std::clamp(finite_or(p.fail_prob, 0.0), 0.0, 1.0);
+  // With a = 0 the age term is a zero for every wait (log2(1 + w/60) is finite), and with f = 0
+  // there is no usage term: u, hence the squash, is the same at every wait below the limit (a
+  // zero's sign may differ, and the squash maps both zeros to 1/2).
+  const double age_weight = std::clamp(finite_or(cfg.age_weight, 0.0), 0.0, 64.0);
+  const double fairshare_weight = std::clamp(finite_or(cfg.fairshare_weight, 0.0), 0.0, 64.0);
+  if (age_weight == 0.0 && !(fairshare_weight > 0.0)) {
+    t.unmoved = squash(score_log_ratio(t, job.submit, 0.0, job.submit, cfg));
+    t.fixed = true;
+  }
+  return t;
+}
+
+double score_log_ratio(const ScoreTerms& terms, double submit, double usage_share, double now,
+                       const ScoreConfig& cfg) {
+  const double age_weight = std::clamp(finite_or(cfg.age_weight, 0.0), 0.0, 64.0);
+  const double wait = std::max(0.0, finite_or(now - submit, 0.0));
+  double u = age_weight * std::log2(1.0 + wait / TIME_SCALE) - terms.run;
+  if (terms.sized) u += terms.size;
+  u -= terms.fail;
   const double fairshare_weight = std::clamp(finite_or(cfg.fairshare_weight, 0.0), 0.0, 64.0);
   if (fairshare_weight > 0.0)
-    u -= fairshare_weight * std::clamp(finite_or(p.usage_share, 0.0), 0.0, MAX_USAGE_SHARE);
+    u -= fairshare_weight * std::clamp(finite_or(usage_share, 0.0), 0.0, MAX_USAGE_SHARE);
   return u;
+}
+
+double score_log_ratio(const Job& job, const Prediction& p, double now, const ScoreConfig& cfg) {
+  return score_log_ratio(score_terms(job, p, cfg), job.submit, p.usage_share, now, cfg);
+}
+
+double score(const ScoreTerms& terms, double submit, double usage_share, double now,
+             const ScoreConfig& cfg) {
+  const double limit = cfg.starvation_limit > 0 && std::isfinite(cfg.starvation_limit)
+                           ? cfg.starvation_limit
+                           : 86400.0;
+  const double wait = std::max(0.0, finite_or(now - submit, 0.0));
+  if (wait < limit)
+    return terms.fixed ? terms.unmoved
+                       : squash(score_log_ratio(terms, submit, usage_share, now, cfg));
+  // Starved: above every non-starved score (those are < 1), oldest first among the starved.
+  return 2.0 + std::log1p(wait / limit);
 }
 
 double score(const Job& job, const Prediction& p, double now, const ClusterState& cluster,
@@ -61,13 +100,9 @@ double score(const Job& job, const Prediction& p, double now, const ClusterState
                            ? cfg.starvation_limit
                            : 86400.0;
   const double wait = std::max(0.0, finite_or(now - job.submit, 0.0));
-  if (wait < limit) {
-    // Logistic squash into (0, 1): strictly increasing in u, so the order is u's.
-    const double u = score_log_ratio(job, p, now, cfg);
-    return 1.0 / (1.0 + std::exp2(-u / SQUASH));
-  }
-  // Starved: above every non-starved score (those are < 1), oldest first among the starved.
-  return 2.0 + std::log1p(wait / limit);
+  // A starved job's score reads only its wait: the terms (three logarithms) are not needed.
+  if (!(wait < limit)) return 2.0 + std::log1p(wait / limit);
+  return score(score_terms(job, p, cfg), job.submit, p.usage_share, now, cfg);
 }
 
 }  // namespace mlprio::model

@@ -15,6 +15,7 @@
 
 #include "mlprio/jobs/job.hpp"
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/model/score_terms.hpp"
 #include "mlprio/util/errors.hpp"
 
 namespace mlprio::model {
@@ -161,6 +162,20 @@ double score_run_term(const Job& job, const Prediction& p, const ScoreConfig& cf
 
 // The one priority function both the replayer's `ml` policy and site_factor/mlprio call.
 double score(const Job& job, const Prediction& p, double now, const ClusterState& cluster,
+             const ScoreConfig& cfg);
+
+// The terms of score_log_ratio() that a job's wait and its user's usage do not move, worked out
+// once: a scheduler that re-scores its queue at every pass (the replayer's `ml` order) keeps them
+// beside each job and pays only for the wait's logarithm and the squash. The functions below give
+// score_log_ratio() and score() bit for bit (they are how those two are computed). ScoreTerms:
+// score_terms.hpp.
+ScoreTerms score_terms(const Job& job, const Prediction& p, const ScoreConfig& cfg);
+// score_log_ratio() of a job submitted at `submit` with these terms and Prediction::usage_share
+// `usage_share`.
+double score_log_ratio(const ScoreTerms& terms, double submit, double usage_share, double now,
+                       const ScoreConfig& cfg);
+// score() of the same.
+double score(const ScoreTerms& terms, double submit, double usage_share, double now,
              const ScoreConfig& cfg);
 
 }  // namespace mlprio::model

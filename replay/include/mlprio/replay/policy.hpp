@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mlprio/model/score_terms.hpp"
 #include "mlprio/util/errors.hpp"
 
 namespace mlprio::replay {
@@ -38,6 +39,10 @@ struct JobView {
   double pred_runtime = std::numeric_limits<double>::quiet_NaN();
   double pred_upper = std::numeric_limits<double>::quiet_NaN();
   double fail_prob = std::numeric_limits<double>::quiet_NaN();
+  // What QueuePolicy::prepare() worked out for this job when it was queued (the `ml` order's
+  // score terms that its wait does not move), where the engine keeps it (terms_set).
+  model::ScoreTerms terms;
+  bool terms_set = false;
 };
 
 // What a policy may look at for the whole machine.
@@ -120,6 +125,12 @@ class QueuePolicy {
   // dynamic order then moves only through the view's wait, and where that wait does not move
   // (the rlscheduler profile's queued jobs, whose wait is -1 - submit) the order is static.
   virtual bool scores_view_only() const { return false; }
+  // True when the order has per-job values to work out once (prepare): the engine then calls
+  // prepare() when a job is queued, after its prediction is attached, keeps the result beside
+  // the job and shows it in every later JobView (terms, terms_set). score() must give the same
+  // value with or without them (engines that keep none leave terms_set false).
+  virtual bool prepares() const { return false; }
+  virtual model::ScoreTerms prepare(const JobView& /*job*/) const { return {}; }
   // RLScheduler sorts by the bare score for F1-F4, WFP3 and UNICEP, and by (score, submit) for
   // FCFS, SJF and smallest; the rlscheduler profile needs to know which to copy its ties exactly.
   virtual bool submit_breaks_ties() const { return true; }
