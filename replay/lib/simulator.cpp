@@ -1443,13 +1443,14 @@ class StandardEngine {
     // Every job needs at least one unit: once none is free, no later candidate can start.
     if (cfg_.backfill_order == BackfillOrder::SJBF) {
       // Candidates by increasing estimate (stable: ties keep queue order); the ones that start
-      // leave the queue, the rest keep their queue order. Nothing to sort when none fits now.
+      // leave the queue, the rest keep their queue order. Only the candidates that fit the free
+      // resources now are sorted: free resources only shrink in this pass, so the others cannot
+      // start (may_backfill turns them down first thing, changing nothing).
       const auto cand = queue_.begin() + static_cast<std::ptrdiff_t>(first);
-      const auto fits_now = [this](int32_t slot) {
-        return slab_[static_cast<size_t>(slot)].need.fits_in(free_);
-      };
-      if (std::any_of(cand, queue_.end(), fits_now)) {
-        order_.assign(cand, queue_.end());
+      order_.clear();
+      for (auto it = cand; it != queue_.end(); ++it)
+        if (slab_[static_cast<size_t>(*it)].need.fits_in(free_)) order_.push_back(*it);
+      if (!order_.empty()) {
         std::stable_sort(order_.begin(), order_.end(), [this](int32_t a, int32_t b) {
           return slab_[static_cast<size_t>(a)].estimate < slab_[static_cast<size_t>(b)].estimate;
         });
