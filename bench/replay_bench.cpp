@@ -17,11 +17,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/jobs/lublin.hpp"
+#include "mlprio/model/predictor.hpp"
+#include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/output.hpp"
 #include "mlprio/replay/simulator.hpp"
 
@@ -151,6 +154,53 @@ void BM_deep_queue(benchmark::State& state, Backfill b, const char* policy) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
+// EASY with shortest-first backfilling (EASY++'s candidate order) on the same deep queue: each
+// pass sorts the candidates that fit the free resources.
+void BM_deep_queue_sjbf(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  SimConfig c = config(Backfill::EASY);
+  c.backfill_order = BackfillOrder::SJBF;
+  for (auto _ : state) {
+    const SimResult r = replay_generated(n, c, 2.5);
+    if (r.summary.jobs != n) {
+      std::fprintf(stderr, "replay_bench: WRONG deep-queue SJBF run\n");
+      std::exit(1);
+    }
+    benchmark::DoNotOptimize(r.summary.avg_bsld);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+// The `ml` order (what tune replays hundreds of times) on the same deep queue, EASY, with fixed
+// predictions (the run time times a factor in [0.5, 2)): every pass re-scores the queue from the
+// terms each job keeps. Age weight 1 (the default: the wait's term moves) and 0 (the score below
+// the starvation limit does not move).
+void BM_deep_queue_ml(benchmark::State& state, double age_weight) {
+  const int64_t n = state.range(0);
+  LublinGenerator gen(lublin_options(2.5));
+  std::vector<Job> jobs(static_cast<size_t>(n));
+  std::vector<model::Prediction> preds(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    gen.next(jobs[i]);
+    const double factor = 0.5 + 1.5 * static_cast<double>((i * 2654435761u) % 1000) / 1000.0;
+    preds[i].runtime = preds[i].runtime_upper = jobs[i].run * factor;
+  }
+  model::ScoreConfig sc;
+  sc.age_weight = age_weight;
+  SimConfig c = config(Backfill::EASY);
+  c.policy = "ml";
+  c.policy_options.ml = std::make_shared<const MlPredictions>(jobs, preds, sc);
+  for (auto _ : state) {
+    const SimResult r = simulate(jobs, c);
+    if (r.summary.jobs != n) {
+      std::fprintf(stderr, "replay_bench: WRONG deep-queue ml run\n");
+      std::exit(1);
+    }
+    benchmark::DoNotOptimize(r.summary.avg_bsld);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
 // Issue 14, the rlscheduler profile without backfilling on an overloaded typeless Lublin trace
 // (256 nodes): the time per job must not grow with the trace (the queue does). WFP3 and UNICEP
 // score by the wait, which this profile fixes for queued jobs, so they must not either.
@@ -249,6 +299,9 @@ BENCHMARK_CAPTURE(BM_deep_queue, easy_multifactor, Backfill::EASY, "multifactor"
 BENCHMARK_CAPTURE(BM_deep_queue, easy_wfp3, Backfill::EASY, "wfp3")
     ->Arg(10000)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_deep_queue_sjbf)->Arg(10000)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_deep_queue_ml, age1, 1.0)->Arg(10000)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_deep_queue_ml, age0, 0.0)->Arg(10000)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_rlscheduler_none, fcfs, "fcfs")
     ->Arg(17500)
     ->Arg(35000)
