@@ -22,6 +22,7 @@ class MlPolicy final : public QueuePolicy {
       : ml_(std::move(ml)), usage_(decay_half_life) {}
   std::string_view name() const override { return "ml"; }
   bool dynamic() const override { return true; }
+  bool finite_scores() const override { return true; }  // model::score is finite for any input
 
   double score(const JobView& j, const ClusterState& state) const override {
     // The prediction the engine attached at submission (online estimator or fixed predictions);

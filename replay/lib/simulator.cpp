@@ -1233,6 +1233,7 @@ class StandardEngine {
       ++raised_;
     }
     j.score = policy_.score(view(j), state());
+    nan_submit_ |= std::isnan(job.submit);
     if (policy_.dynamic() || queue_.empty() || !before(slot, queue_.back())) {
       queue_.push_back(slot);  // static orders: the usual case under fcfs, after every queued job
     } else {
@@ -1367,7 +1368,19 @@ class StandardEngine {
       wakeup_ = -INF;
       return;
     }
-    order_queue();
+    // EASY starts nothing while fewer units are free than any queued job needs, whatever the
+    // order: an order whose sort does not depend on the queue's incoming order (finite scores)
+    // is then left as it is, and the next pass sorts it to the order it would have had. Not in
+    // segment mode, where checkpoints compare queues and scores as they stand.
+    if (cfg_.backfill == Backfill::EASY && free_.units < min_queued_units_ && sort_may_wait_ &&
+        !nan_submit_ && recorded_ == nullptr && checkpoint_every_ == 0 && !resumed_) {
+      if (cfg_.check_invariants)
+        for (int32_t slot : queue_)
+          MLPRIO_REPLAY_CHECK(!slab_[static_cast<size_t>(slot)].need.fits_in(free_),
+                              "a pass left unsorted could have started a job");
+    } else {
+      order_queue();
+    }
     switch (cfg_.backfill) {
       case Backfill::NONE:
         schedule_none();
@@ -1660,6 +1673,9 @@ class StandardEngine {
   const SimConfig& cfg_;
   QueuePolicy& policy_;
   const bool prepares_ = policy_.prepares();
+  const bool sort_may_wait_ =
+      policy_.dynamic() && policy_.finite_scores() && !policy_.orders_queue();
+  bool nan_submit_ = false;  // a queued job's submit time was NaN: every pass sorts
   detail::MetricsAccumulator metrics_;
   Res total_, free_;
   int64_t unit_cores_ = 1;

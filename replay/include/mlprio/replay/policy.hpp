@@ -125,6 +125,11 @@ class QueuePolicy {
   // dynamic order then moves only through the view's wait, and where that wait does not move
   // (the rlscheduler profile's queued jobs, whose wait is -1 - submit) the order is static.
   virtual bool scores_view_only() const { return false; }
+  // True when score() is finite for every view whose submit time is finite (the `ml` order:
+  // model::score's guarantee). A dynamic order's sort then has one result whatever order the queue
+  // comes in, so the engine may leave the queue unsorted at a pass that cannot start any job (no
+  // queued job fits the free resources) and sort it at the next pass, to the same order.
+  virtual bool finite_scores() const { return false; }
   // True when the order has per-job values to work out once (prepare): the engine then calls
   // prepare() when a job is queued, after its prediction is attached, keeps the result beside
   // the job and shows it in every later JobView (terms, terms_set). score() must give the same
