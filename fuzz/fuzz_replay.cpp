@@ -8,16 +8,19 @@
 // backfilling, the profile's step loop and its AVX-512 scan (where the CPU has AVX-512); and the
 // run cut in two time segments at an arrival, the second started from the first's final state
 // (the time-parallel replay's step). The fuzzer traps on any difference. RLScheduler's profile
-// runs on its prepared list.
+// runs on its prepared list. The `ml` order gets fixed predictions and score settings made from
+// the bytes.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "../replay/lib/engine_common.hpp"
+#include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/policy.hpp"
 #include "mlprio/replay/rlscheduler.hpp"
 #include "mlprio/replay/segment.hpp"
@@ -166,6 +169,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     jobs.push_back(j);
   }
 
+  if (cfg.policy == "ml") {  // fixed predictions and score settings, from the bytes already read
+    std::vector<mlprio::model::Prediction> preds(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const mlprio::Job& j = jobs[i];
+      const auto h = static_cast<unsigned>(j.user) * 5u + static_cast<unsigned>(i) * 3u;
+      // A run time off by 1/4 to 2x, or none (the score falls back to the request).
+      preds[i].runtime = h % 11 == 0 ? std::numeric_limits<double>::quiet_NaN()
+                                     : j.run * (0.25 + static_cast<double>(h % 8) / 4.0);
+      preds[i].runtime_upper = preds[i].runtime;
+      preds[i].fail_prob = static_cast<double>(h % 5) / 4.0;
+    }
+    static const double AGE[] = {0.0, 1.0, 2.5};
+    static const double SIZE[] = {0.0, -0.5, 0.5};
+    mlprio::model::ScoreConfig sc;
+    sc.age_weight = AGE[cut_at % 3];
+    sc.size_weight = SIZE[(cut_at / 3) % 3];
+    sc.fairshare_weight = (cut_at / 9) % 2;
+    sc.request_weight = (cut_at / 18) % 2 ? 0.5 : 0.0;
+    sc.fail_weight = (cut_at / 36) % 2;
+    sc.starvation_limit = (shape >> 6) & 1 ? 30.0 * scale : 86400.0;
+    cfg.policy_options.ml = std::make_shared<const rp::MlPredictions>(jobs, preds, sc);
+  }
   if (last2) cfg.online = rp::last2_estimator(jobs, 0);
   if (shape >> 7) {  // RLScheduler's profile (its job handling first), its backfilling or none
     cfg.profile = rp::Profile::RLSCHEDULER;

@@ -930,6 +930,8 @@ class StandardEngine {
       j.est_end = s.est_end;
       j.res_start = s.res_start;
       j.seq = s.seq;
+      attach_fixed_prediction(j);  // as submit() did (online estimators cannot resume)
+      prepare(j);
       return slot;
     };
     for (const auto& s : st.running) {
@@ -1218,14 +1220,9 @@ class StandardEngine {
       j.pred = e.prediction;
     } else {
       j.estimate = detail::job_estimate(job, cfg_);
-      const auto& fixed = cfg_.policy_options.ml;
-      if (fixed && index >= 0 && static_cast<size_t>(index) < fixed->predictions.size())
-        j.pred = fixed->predictions[static_cast<size_t>(index)];
+      attach_fixed_prediction(j);
     }
-    if (prepares_) {  // the order's per-job terms, once (their inputs are fixed from here on)
-      j.terms = policy_.prepare(view(j));
-      j.terms_set = true;
-    }
+    prepare(j);
     if (cfg_.backfill == Backfill::CONSERVATIVE && j.estimate < j.duration) {
       // A reservation plan needs estimates that bound the run time (a real limit would have
       // killed the job); raise it and count it.
@@ -1244,6 +1241,21 @@ class StandardEngine {
     }
     if (cfg_.backfill == Backfill::CONSERVATIVE) unplaced_ = true;
     min_queued_units_ = std::min(min_queued_units_, need.units);
+  }
+
+  // The fixed predictions' entry for the job (the `ml` order's, where given without an online
+  // estimator), by its index in the replayed list.
+  void attach_fixed_prediction(SimJob& j) const {
+    const auto& fixed = cfg_.policy_options.ml;
+    if (fixed && j.index >= 0 && static_cast<size_t>(j.index) < fixed->predictions.size())
+      j.pred = fixed->predictions[static_cast<size_t>(j.index)];
+  }
+  // The order's per-job terms, once the job's prediction is attached (its inputs are fixed from
+  // then on).
+  void prepare(SimJob& j) const {
+    if (!prepares_) return;
+    j.terms = policy_.prepare(view(j));
+    j.terms_set = true;
   }
 
   void start(int32_t slot) {

@@ -23,6 +23,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../support/skip.hpp"
@@ -386,7 +387,8 @@ TEST_CASE("the ml order left unsorted where nothing can start gives the sorted o
   // the `ml` order (finite scores: its sort does not depend on the queue's incoming order) is not
   // re-sorted there. A segment run sorts at every pass (segment mode keeps queues as they stand
   // for its checkpoints): on a queue two and a half times overloaded, with predictions off by up
-  // to 2x either way and both an age term and none, the two schedules must be the same.
+  // to 2x either way, an age term or none and a starvation limit that most waits pass or none
+  // does, the two schedules must be the same.
   LublinOptions o;
   o.nodes = 256;
   o.seed = 7;
@@ -397,10 +399,10 @@ TEST_CASE("the ml order left unsorted where nothing can start gives the sorted o
   for (size_t i = 0; i < jobs.size(); ++i)
     preds[i].runtime = preds[i].runtime_upper =
         jobs[i].run * (0.5 + 1.5 * static_cast<double>((i * 7919) % 100) / 100.0);
-  for (double age : {0.0, 1.0}) {
+  for (const auto& [age, limit] : {std::pair{0.0, 1e7}, {1.0, 2e4}, {1.0, 1e7}}) {
     model::ScoreConfig sc;
     sc.age_weight = age;
-    sc.starvation_limit = 20000;
+    sc.starvation_limit = limit;
     SimConfig cfg;
     cfg.machine = {256, 1, 0, Allocation::NODES};
     cfg.policy = "ml";
@@ -412,7 +414,7 @@ TEST_CASE("the ml order left unsorted where nothing can start gives the sorted o
     const SegmentResult whole =
         simulate_segment(jobs, 0, static_cast<int64_t>(jobs.size()), jobs.front().submit,
                          std::numeric_limits<double>::infinity(), idle_state(cfg), cfg);
-    INFO("age weight " << age);
+    INFO("age weight " << age << ", starvation limit " << limit);
     REQUIRE(seq.jobs.size() == whole.jobs.size());
     REQUIRE(seq.jobs.size() > 2900);
     size_t same = 0;
@@ -420,5 +422,23 @@ TEST_CASE("the ml order left unsorted where nothing can start gives the sorted o
       same += seq.jobs[k].id == whole.jobs[k].id && seq.jobs[k].start == whole.jobs[k].start;
     CHECK(same == seq.jobs.size());
     CHECK(seq.summary.avg_wait > 3600);  // the queue was deep
+    // Cut in two at an arrival, the second segment resumed from the first's final state: its
+    // carried queue gets its predictions (and terms) back, as at submission.
+    const double t = jobs[1500].submit;
+    int64_t cut = 1500;
+    while (cut > 0 && jobs[static_cast<size_t>(cut) - 1].submit == t) --cut;
+    const SegmentResult a =
+        simulate_segment(jobs, 0, cut, jobs.front().submit, t, idle_state(cfg), cfg);
+    const SegmentResult b =
+        simulate_segment(jobs, cut, static_cast<int64_t>(jobs.size()), t,
+                         std::numeric_limits<double>::infinity(), a.final_state, cfg);
+    REQUIRE(a.jobs.size() + b.jobs.size() == seq.jobs.size());
+    REQUIRE(!a.final_state.queue.empty());  // queued jobs cross the cut
+    size_t joined = 0;
+    for (size_t k = 0; k < seq.jobs.size(); ++k) {
+      const JobOutcome& out = k < a.jobs.size() ? a.jobs[k] : b.jobs[k - a.jobs.size()];
+      joined += out.id == seq.jobs[k].id && out.start == seq.jobs[k].start;
+    }
+    CHECK(joined == seq.jobs.size());
   }
 }
