@@ -1,7 +1,8 @@
-// The SWF reader's AVX-512 line scan against its byte loop: every job, every report figure and
-// every error message the same, on hostile generated lines and on the real traces. Both paths
-// run in one process through the reader's internal switch (core/src/jobs/swf_scan.hpp); on a CPU
-// without AVX-512 the comparisons cannot be made and the test case reports itself skipped.
+// The SWF reader's vector line scans (AVX-512 and AVX2) against its byte loop: every job, every
+// report figure and every error message the same, on hostile generated lines and on the real
+// traces. The paths run in one process through the reader's internal switch
+// (core/src/jobs/swf_scan.hpp); each vector path this CPU has is compared (an AVX-512 machine
+// runs both), and on a CPU with neither the test cases report themselves skipped.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -17,7 +18,8 @@
 #include "mlprio/jobs/trace.hpp"
 
 namespace mlprio::detail {
-bool set_swf_scan_mode(int mode);  // core/src/jobs/swf_scan.hpp: 0 auto, 1 byte loop, 2 vector
+bool set_swf_scan_mode(int mode);  // core/src/jobs/swf_scan.hpp: 0 auto, 1 byte loop, 2 AVX-512,
+                                   // 3 AVX2
 }
 
 using namespace mlprio;
@@ -40,7 +42,17 @@ struct Read {
   std::vector<std::string> queues;
 };
 
-// The file through the streaming reader, the byte loop (mode 1) or the vector scan (mode 2).
+// The vector scans this CPU has (modes 2 and 3 of set_swf_scan_mode), each labelled.
+std::vector<std::pair<int, const char*>> vector_modes() {
+  std::vector<std::pair<int, const char*>> m;
+  if (detail::set_swf_scan_mode(2)) m.emplace_back(2, "AVX-512");
+  if (detail::set_swf_scan_mode(3)) m.emplace_back(3, "AVX2");
+  detail::set_swf_scan_mode(0);
+  return m;
+}
+constexpr const char* NO_VECTOR_SCAN = "this CPU has neither vector scan: nothing to compare";
+
+// The file through the streaming reader, the byte loop (mode 1) or a vector scan (2, 3).
 Read read_with(const std::string& path, int mode) {
   detail::set_swf_scan_mode(mode);
   ReadOptions opts;
@@ -174,8 +186,8 @@ std::string random_separator(std::mt19937_64& rng) {
 
 TEST_CASE("SWF vector scan: the same jobs, counts and errors as the byte loop on hostile lines",
           "[swf][scan]") {
-  if (!detail::set_swf_scan_mode(0))
-    MLPRIO_SKIP("this CPU lacks the AVX-512 subset of the vector scan: nothing to compare");
+  const auto modes = vector_modes();
+  if (modes.empty()) MLPRIO_SKIP(NO_VECTOR_SCAN);
   std::mt19937_64 rng(20261126);
   const fs::path path = temp_path("scan.swf");
   {
@@ -237,12 +249,14 @@ TEST_CASE("SWF vector scan: the same jobs, counts and errors as the byte loop on
     }
   }
   const Read scalar = read_with(path.string(), 1);
-  const Read vector = read_with(path.string(), 2);
   CHECK(scalar.jobs.size() > 20000);         // most lines are jobs
   CHECK(scalar.report.skipped > 1000);       // and the hostile ones are many
   CHECK(scalar.report.comment_lines > 400);  // comments and blank lines between jobs
   CHECK(scalar.report.blank_lines > 200);
-  require_same(scalar, vector);
+  for (const auto& [mode, name] : modes) {
+    INFO(name);
+    require_same(scalar, read_with(path.string(), mode));
+  }
   // Strict mode: the same first error, naming the same line, field and problem.
   const auto first_error = [&](int mode) {
     detail::set_swf_scan_mode(mode);
@@ -257,17 +271,21 @@ TEST_CASE("SWF vector scan: the same jobs, counts and errors as the byte loop on
     detail::set_swf_scan_mode(0);
     return e;
   };
-  const LineError s1 = first_error(1), s2 = first_error(2);
+  const LineError s1 = first_error(1);
   CHECK(s1.line > 0);
-  CHECK(s1.line == s2.line);
-  CHECK(s1.field == s2.field);
-  CHECK(s1.message == s2.message);
+  for (const auto& [mode, name] : modes) {
+    INFO(name);
+    const LineError s2 = first_error(mode);
+    CHECK(s1.line == s2.line);
+    CHECK(s1.field == s2.field);
+    CHECK(s1.message == s2.message);
+  }
   fs::remove(path);
 }
 
 TEST_CASE("SWF vector scan: exact values at the edges, -0 included", "[swf][scan]") {
-  if (!detail::set_swf_scan_mode(0))
-    MLPRIO_SKIP("this CPU lacks the AVX-512 subset of the vector scan: nothing to compare");
+  const auto modes = vector_modes();
+  if (modes.empty()) MLPRIO_SKIP(NO_VECTOR_SCAN);
   const fs::path path = temp_path("edges.swf");
   {
     std::ofstream out(path, std::ios::binary);
@@ -282,16 +300,19 @@ TEST_CASE("SWF vector scan: exact values at the edges, -0 included", "[swf][scan
                std::string(20, ' ') + "-7\n";
   }
   const Read scalar = read_with(path.string(), 1);
-  const Read vector = read_with(path.string(), 2);
-  require_same(scalar, vector);
-  REQUIRE(vector.jobs.size() == 5);  // the 40-digit field is skipped
-  CHECK(vector.jobs[0].id == 999999999999999);
-  CHECK(std::signbit(vector.jobs[0].run));  // -0 is not "unknown", and keeps its sign
-  CHECK(vector.jobs[1].id == 1234567890123456);
-  CHECK(vector.jobs[2].think_time == 111111111.0);
-  CHECK(vector.jobs[3].think_time == 1111111111.0);
-  CHECK(vector.jobs[4].preceding_job == 123456789012345);
-  CHECK(vector.jobs[4].think_time == -7.0);
+  for (const auto& [mode, name] : modes) {
+    INFO(name);
+    const Read vector = read_with(path.string(), mode);
+    require_same(scalar, vector);
+    REQUIRE(vector.jobs.size() == 5);  // the 40-digit field is skipped
+    CHECK(vector.jobs[0].id == 999999999999999);
+    CHECK(std::signbit(vector.jobs[0].run));  // -0 is not "unknown", and keeps its sign
+    CHECK(vector.jobs[1].id == 1234567890123456);
+    CHECK(vector.jobs[2].think_time == 111111111.0);
+    CHECK(vector.jobs[3].think_time == 1111111111.0);
+    CHECK(vector.jobs[4].preceding_job == 123456789012345);
+    CHECK(vector.jobs[4].think_time == -7.0);
+  }
   fs::remove(path);
 }
 
@@ -299,15 +320,19 @@ TEST_CASE("SWF vector scan: every shared SWF trace reads the same both ways",
           "[swf][scan][shared]") {
   const fs::path dir = fs::path(MLPRIO_SHARED_DATA) / "swf";
   if (!fs::exists(dir)) MLPRIO_SKIP("../shared/data not found at " << MLPRIO_SHARED_DATA);
-  if (!detail::set_swf_scan_mode(0))
-    MLPRIO_SKIP("this CPU lacks the AVX-512 subset of the vector scan: nothing to compare");
+  const auto modes = vector_modes();
+  if (modes.empty()) MLPRIO_SKIP(NO_VECTOR_SCAN);
   int traces = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (name.find(".swf") == std::string::npos || name.find(".machines") != std::string::npos)
       continue;
     INFO(name);
-    require_same(read_with(e.path().string(), 1), read_with(e.path().string(), 2));
+    const Read scalar = read_with(e.path().string(), 1);
+    for (const auto& [mode, scan] : modes) {
+      INFO(scan);
+      require_same(scalar, read_with(e.path().string(), mode));
+    }
     ++traces;
   }
   CHECK(traces >= 6);

@@ -119,7 +119,7 @@ bool LineReader::decode_whole() {
 }
 
 LineReader::LineReader(const std::string& path)
-    : path_(path), buf_(MAX_LINE_BYTES + LINE_PAD_AFTER) {
+    : path_(path), buf_(LINE_PAD_BEFORE + MAX_LINE_BYTES + LINE_PAD_AFTER) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw InputError(path, std::string("cannot open: ") + std::strerror(errno));
   in_.resize(INPUT_BYTES);
@@ -209,7 +209,7 @@ bool LineReader::fill() {
   if (eof_) return false;
   // Move the unfinished tail to the front, grow when one line exceeds the buffer.
   if (begin_ > 0) {
-    std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+    std::memmove(lines(), lines() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
   }
@@ -219,7 +219,7 @@ bool LineReader::fill() {
     throw InputError(LineError{path_, line_no_ + 1, "line",
                                "longer than " + std::to_string(MAX_LINE_BYTES) +
                                    " bytes (1 MiB) without a newline; is this a text trace?"});
-  char* out = buf_.data() + end_;
+  char* out = lines() + end_;
   const size_t room = std::min(MAX_LINE_BYTES - end_, READ_BYTES);
   size_t n = 0;
   // A gzip file is decoded whole at its second fill, when still in its first member: a reader
@@ -252,7 +252,7 @@ bool LineReader::fill() {
 
 bool LineReader::next(std::string_view& line) {
   for (;;) {
-    const char* start = buf_.data() + begin_;
+    const char* start = lines() + begin_;
     const void* nl = std::memchr(start, '\n', end_ - begin_);
     if (nl != nullptr) {
       const char* stop = static_cast<const char*>(nl);
@@ -266,7 +266,7 @@ bool LineReader::next(std::string_view& line) {
     if (!fill()) {
       if (begin_ == end_) return false;
       // Last line without a newline.
-      const char* s = buf_.data() + begin_;
+      const char* s = lines() + begin_;
       size_t len = end_ - begin_;
       begin_ = end_;
       if (len > 0 && s[len - 1] == '\r') --len;

@@ -27,6 +27,10 @@ inline constexpr size_t MAX_LINE_BYTES = size_t{1} << 20;
 // past its last one lie inside the buffer. What they hold is unspecified (the next lines, stale
 // data, zeros), so such a reader must still stop at the line's end.
 inline constexpr size_t LINE_PAD_AFTER = 128;
+// Readable bytes before every line next() returns (the SWF reader's AVX2 scan reads the 8-byte
+// words that end at a line's fields, the first of which may start before the line): they hold
+// an earlier line's bytes or zeros, so such a reader must mask them off.
+inline constexpr size_t LINE_PAD_BEFORE = 16;
 
 // The largest gzip file (decompressed) decoded whole; larger ones stream through zlib, so memory
 // stays bounded by this much beside the queue.
@@ -51,7 +55,7 @@ class LineReader {
   // For readers that split lines themselves (the SWF reader's vector path): the bytes read but
   // not yet returned (LINE_PAD_AFTER readable bytes follow them), and taking the next `n` of
   // them, the line's terminating '\n' included, as one line.
-  std::string_view unread() const { return {buf_.data() + begin_, end_ - begin_}; }
+  std::string_view unread() const { return {lines() + begin_, end_ - begin_}; }
   void take_line(size_t n) {
     begin_ += n;
     ++line_no_;
@@ -80,7 +84,10 @@ class LineReader {
     size_t size = 0, at = 0;
   } whole_;
   int64_t fills_ = 0;
-  std::vector<char> buf_;  // MAX_LINE_BYTES of lines, then LINE_PAD_AFTER bytes never filled
+  // LINE_PAD_BEFORE bytes never filled, MAX_LINE_BYTES of lines, LINE_PAD_AFTER never filled.
+  std::vector<char> buf_;
+  char* lines() { return buf_.data() + LINE_PAD_BEFORE; }
+  const char* lines() const { return buf_.data() + LINE_PAD_BEFORE; }
   size_t begin_ = 0, end_ = 0;
   bool eof_ = false;
   int64_t line_no_ = 0;

@@ -34,11 +34,37 @@ bool cpu_has_avx512_scan() {
 #endif
 }
 
+bool cpu_has_avx2_scan() {
+#if defined(__x86_64__)
+  static const bool has = swf_scan_avx2_built() && __builtin_cpu_supports("avx2") &&
+                          __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                          __builtin_cpu_supports("popcnt");
+  return has;
+#else
+  return false;
+#endif
+}
+
 int initial_scan_mode() {
   const char* e = std::getenv("MLPRIO_SWF_SCAN");
   if (e != nullptr && std::strcmp(e, "scalar") == 0) return 1;
   if (e != nullptr && std::strcmp(e, "avx512") == 0) return 2;
+  if (e != nullptr && std::strcmp(e, "avx2") == 0) return 3;
   return 0;
+}
+
+SwfScanFn scan_for_mode(int mode) {
+  const bool avx512 = cpu_has_avx512_scan(), avx2 = cpu_has_avx2_scan();
+  switch (mode) {
+    case 0:
+      return avx512 ? swf_scan_avx512_next : avx2 ? swf_scan_avx2_next : nullptr;
+    case 2:
+      return avx512 ? swf_scan_avx512_next : nullptr;
+    case 3:
+      return avx2 ? swf_scan_avx2_next : nullptr;
+    default:
+      return nullptr;
+  }
 }
 
 std::atomic<int>& scan_mode() {
@@ -112,9 +138,9 @@ class SwfReader final : public ReaderBase {
   bool next(Job& job) override {
     std::string_view line;
     for (;;) {
-      if (vector_scan_) {  // the common line: found and scanned at once
+      if (vector_scan_ != nullptr) {  // the common line: found and scanned at once
         const std::string_view u = lines_.unread();
-        if (const size_t used = swf_scan_avx512_next(u.data(), u.size(), SWF_BOUNDS, vscan_)) {
+        if (const size_t used = vector_scan_(u.data(), u.size(), SWF_BOUNDS, vscan_)) {
           lines_.take_line(used);
           ++report_.lines;
           if (parse_job(u.substr(0, used - 1), job, true)) return true;
@@ -143,8 +169,8 @@ class SwfReader final : public ReaderBase {
   double v_[18];
   int64_t iv_[18];
   bool plain_[18];
-  // The AVX-512 line scan (swf_scan.hpp), chosen once per reader.
-  bool vector_scan_ = swf_scan_vector_enabled();
+  // The vector line scan (swf_scan.hpp), chosen once per reader; nullptr: the byte loop.
+  const SwfScanFn vector_scan_ = swf_scan_vector();
   SwfLineScan vscan_;
 
   void parse_header(std::string_view s) {
@@ -360,11 +386,11 @@ class SwfReader final : public ReaderBase {
 
 bool set_swf_scan_mode(int mode) {
   scan_mode().store(mode);
-  return cpu_has_avx512_scan();
+  return scan_for_mode(mode) != nullptr;
 }
 
-bool swf_scan_vector_enabled() {
-  return scan_mode().load() != 1 && cpu_has_avx512_scan();
+SwfScanFn swf_scan_vector() {
+  return scan_for_mode(scan_mode().load());
 }
 
 std::unique_ptr<JobReader> make_swf_reader(const std::string& path, const ReadOptions& opts) {
