@@ -5,11 +5,11 @@
 // rounds. The engine must give a result or a UsageError (a bad configuration or a job too
 // large), never a crash, a hang or an InvariantError. And every way of computing the same
 // schedule must give the same one: the costly invariant checks on and off; for conservative
-// backfilling, the profile's step loop and its AVX-512 scan (where the CPU has AVX-512); and the
-// run cut in two time segments at an arrival, the second started from the first's final state
-// (the time-parallel replay's step). The fuzzer traps on any difference. RLScheduler's profile
-// runs on its prepared list. The `ml` order gets fixed predictions and score settings made from
-// the bytes.
+// backfilling, the profile's step loop, its AVX-512 scan and its AVX2 run scan (each where the CPU
+// has it); and the run cut in two time segments at an arrival, the second started from the first's
+// final state (the time-parallel replay's step). The fuzzer traps on any difference. RLScheduler's
+// profile runs on its prepared list. The `ml` order gets fixed predictions and score settings made
+// from the bytes.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -205,9 +205,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool conservative = cfg.backfill == rp::Backfill::CONSERVATIVE;
   const Outcome checked = run(jobs, cfg, true, conservative ? 1 : 0);
   if (!same(checked, run(jobs, cfg, false, conservative ? 1 : 0))) __builtin_trap();
-  if (conservative) {  // the AVX-512 scan (the step loop again where the CPU has none)
-    if (!same(checked, run(jobs, cfg, true, 2))) __builtin_trap();
-    if (!same(checked, run(jobs, cfg, false, 2))) __builtin_trap();
+  if (conservative) {  // the AVX-512 and AVX2 scans (the step loop again where the CPU lacks one)
+    for (int scan : {2, 3}) {
+      if (!same(checked, run(jobs, cfg, true, scan))) __builtin_trap();
+      if (!same(checked, run(jobs, cfg, false, scan))) __builtin_trap();
+    }
   }
   if (!jobs.empty()) check_segments(jobs, cfg, checked, cut_at % jobs.size());
   return 0;

@@ -299,8 +299,9 @@ class MetricsAccumulator {
 };
 
 // Which free-profile scan conservative backfilling uses from the next engine on (simulator.cpp):
-// 0 = automatic (AVX-512 where the CPU has it), 1 = the step loop, 2 = AVX-512 where usable.
-// Returns whether the AVX-512 scan is usable here. For tests and benchmarks.
+// 0 = automatic (AVX-512 where the CPU has it, else AVX2's run scan where it has that), 1 = the
+// step loop, 2 = AVX-512 where usable, 3 = AVX2's run scan where usable. Returns whether the
+// chosen mode scans with vectors on this CPU. For tests and benchmarks.
 bool set_profile_scan_mode(int mode);
 
 // Runs the rlscheduler profile (rlscheduler_engine.cpp).

@@ -191,12 +191,15 @@ struct SimJob : SimState {
 };
 
 // Which profile scan conservative backfilling uses: 0 = automatic (AVX-512 where the CPU has
-// it), 1 = the step loop, 2 = AVX-512 where usable. Internal switch for tests and benchmarks (see
-// detail::set_profile_scan_mode); MLPRIO_PROFILE_SCAN=scalar|avx512 sets the starting value.
+// it, else AVX2's run scan where it has that), 1 = the step loop, 2 = AVX-512 where usable, 3 =
+// AVX2's run scan where usable (the rest of the profile code scalar). Internal switch for tests
+// and benchmarks (see detail::set_profile_scan_mode); MLPRIO_PROFILE_SCAN=scalar|avx512|avx2 sets
+// the starting value.
 int initial_profile_scan_mode() {
   const char* e = std::getenv("MLPRIO_PROFILE_SCAN");
   if (e != nullptr && std::strcmp(e, "scalar") == 0) return 1;
   if (e != nullptr && std::strcmp(e, "avx512") == 0) return 2;
+  if (e != nullptr && std::strcmp(e, "avx2") == 0) return 3;
   return 0;
 }
 
@@ -214,9 +217,24 @@ bool cpu_has_avx512_profile() {
 #endif
 }
 
+bool cpu_has_avx2_profile() {
+#if MLPRIO_PROFILE_AVX512
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+#else
+  return false;
+#endif
+}
+
 // Whether an engine made now uses the AVX-512 profile code (FreeProfile, ProbeProofs).
 bool profile_avx512_chosen() {
-  return profile_scan_mode().load() != 1 && cpu_has_avx512_profile();
+  const int mode = profile_scan_mode().load();
+  return (mode == 0 || mode == 2) && cpu_has_avx512_profile();
+}
+// Whether it uses AVX2's run scan instead (FreeProfile::scan_runs_avx2).
+bool profile_avx2_chosen() {
+  const int mode = profile_scan_mode().load();
+  return ((mode == 0 && !cpu_has_avx512_profile()) || mode == 3) && cpu_has_avx2_profile();
 }
 
 #if MLPRIO_PROFILE_AVX512
@@ -237,6 +255,28 @@ constexpr LastStart make_last_start() {
   return l;
 }
 constexpr LastStart LAST_START = make_last_start();
+
+// The same for AVX2's four lanes: LAST_START4.perm[m] moves lane j's t to the highest k <= j with
+// bit k of m set (as two 32-bit halves, for vpermps), and LAST_START4.carry[m] marks the lanes
+// with none (all bits set: they take the run open from the round before).
+struct LastStart4 {
+  alignas(32) int32_t perm[16][8];
+  alignas(32) int64_t carry[16][4];
+};
+constexpr LastStart4 make_last_start4() {
+  LastStart4 l{};
+  for (unsigned m = 0; m < 16; ++m) {
+    int last = -1;
+    for (unsigned j = 0; j < 4; ++j) {
+      if ((m >> j) & 1) last = static_cast<int>(j);
+      l.perm[m][2 * j] = last < 0 ? 0 : 2 * last;
+      l.perm[m][2 * j + 1] = last < 0 ? 1 : 2 * last + 1;
+      l.carry[m][j] = last < 0 ? -1 : 0;
+    }
+  }
+  return l;
+}
+constexpr LastStart4 LAST_START4 = make_last_start4();
 #endif
 
 // Free resources over time: a step function, free[i] holding from t[i] until t[i+1] (the last step
@@ -411,6 +451,9 @@ class FreeProfile {
     if (vector_)
       return need.gpus > 0 ? scan_runs_avx512<true>(i, now, s, duration, need, stop)
                            : scan_runs_avx512<false>(i, now, s, duration, need, stop);
+    if (avx2_)
+      return need.gpus > 0 ? scan_runs_avx2<true>(i, now, s, duration, need, stop)
+                           : scan_runs_avx2<false>(i, now, s, duration, need, stop);
 #endif
     // Alternately: find the first step that fits (none before s: s), then follow its run until
     // it reaches cand + duration or s (a start: cand) or a step blocks (start over after it).
@@ -536,6 +579,81 @@ class FreeProfile {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+  // scan_runs_avx512's rounds with AVX2, four steps a round (CPUs without AVX-512: AMD Zen 1-3,
+  // Intel client cores): the same marks, the run's first t by a table permute and a blend with
+  // the run carried from the round before, the same decisions in the same order.
+  template <bool GPUS>
+  [[gnu::target("avx2")]] double scan_runs_avx2(size_t i, double now, double s, double duration,
+                                                const Res& need, size_t* stop) const {
+    const double* t = t_.data();
+    const int64_t* u = units_.data();
+    const int64_t* g = gpus_.data();
+    const size_t n = t_.size();
+    const __m256d vs = _mm256_set1_pd(s);
+    const __m256d vnow = _mm256_set1_pd(now);
+    const __m256d vdur = _mm256_set1_pd(duration);
+    const __m256i nu = _mm256_set1_epi64x(need.units);
+    const __m256i ng = _mm256_set1_epi64x(need.gpus);
+    const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+    unsigned open = 0;                    // 1: a run is open entering the round, from t = ...
+    __m256d carry = _mm256_setzero_pd();  // ... this (in every lane)
+    for (; i < n; i += 4) {
+      const auto len = static_cast<unsigned>(std::min<size_t>(4, n - i));
+      const unsigned valid = (1u << len) - 1;
+      __m256d T;
+      __m256i U, G = _mm256_setzero_si256();
+      if (len == 4) {
+        T = _mm256_loadu_pd(t + i);
+        U = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + i));
+        if constexpr (GPUS) G = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + i));
+      } else {  // the last round: lanes past the profile's end read nothing (masked loads)
+        const __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x(len), lane);
+        T = _mm256_maskload_pd(t + i, m);
+        U = _mm256_maskload_epi64(reinterpret_cast<const long long*>(u + i), m);
+        if constexpr (GPUS) G = _mm256_maskload_epi64(reinterpret_cast<const long long*>(g + i), m);
+      }
+      const unsigned before_s =
+          static_cast<unsigned>(_mm256_movemask_pd(_mm256_cmp_pd(T, vs, _CMP_LT_OQ))) & valid;
+      // Fits: need <= free, that is not need > free.
+      __m256i short_of = _mm256_cmpgt_epi64(nu, U);
+      if constexpr (GPUS) short_of = _mm256_or_si256(short_of, _mm256_cmpgt_epi64(ng, G));
+      const unsigned fits =
+          before_s & ~static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(short_of)));
+      const unsigned after = ((fits << 1) | open) & valid;  // steps whose predecessor fits
+      const unsigned starts = fits & ~after;
+      const unsigned stops = valid & ~fits & after;
+      const __m256 perm = _mm256_permutevar8x32_ps(
+          _mm256_castpd_ps(T),
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(LAST_START4.perm[starts])));
+      const __m256d first_t = _mm256_blendv_pd(
+          _mm256_castps_pd(perm), carry,
+          _mm256_castsi256_pd(
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(LAST_START4.carry[starts]))));
+      const __m256d cand = _mm256_max_pd(vnow, first_t);  // equal: t, as std::max(t, now)
+      const unsigned decided =
+          stops & static_cast<unsigned>(
+                      _mm256_movemask_pd(_mm256_cmp_pd(T, _mm256_add_pd(cand, vdur), _CMP_GE_OQ)) |
+                      _mm256_movemask_pd(_mm256_cmp_pd(T, vs, _CMP_GE_OQ)));
+      if (decided != 0) {
+        alignas(32) double lanes[4];
+        _mm256_store_pd(lanes, cand);
+        const auto at = static_cast<size_t>(std::countr_zero(decided));
+        if (stop != nullptr) *stop = i + at;
+        return lanes[at];
+      }
+      open = (fits >> (len - 1)) & 1;
+      const auto last = static_cast<int32_t>(2 * (len - 1));
+      carry = _mm256_castps_pd(_mm256_permutevar8x32_ps(
+          _mm256_castpd_ps(first_t),
+          _mm256_setr_epi32(last, last + 1, last, last + 1, last, last + 1, last, last + 1)));
+      // At or past s with no run open (an open one is decided at the first step past s).
+      if (before_s != valid) return s;
+    }
+    // A run still open at the last step goes on forever (the last step is all free).
+    if (stop != nullptr) *stop = n;
+    return open != 0 ? std::max(_mm256_cvtsd_f64(carry), now) : s;
+  }
 #endif
 
   void erase_range(size_t a, size_t b) {
@@ -621,8 +739,9 @@ class FreeProfile {
     return units_[x] == units_[y] && g(x) == g(y);
   }
 
-  // The AVX-512 scan, chosen once per engine (see profile_scan_mode).
+  // The AVX-512 scan, or AVX2's run scan, chosen once per engine (see profile_scan_mode).
   bool vector_ = profile_avx512_chosen();
+  bool avx2_ = profile_avx2_chosen();
   // The step function as three arrays (the free resources from t_[k] until t_[k + 1], the last
   // step forever), so that scan_fit reads each quantity as a plain array, and a probe for a job
   // that needs no GPU reads no GPU count.
@@ -664,6 +783,7 @@ class ProbeProofs {
   double bound(double now, double s, double d, const Res& need) const {
 #if MLPRIO_PROFILE_AVX512
     if (vector_) return bound_avx512(now, s, d, need);
+    if (avx2_) return bound_avx2(now, s, d, need);
 #endif
     double b = now;
     for (size_t k = 0; k < CAP; ++k) {
@@ -685,6 +805,7 @@ class ProbeProofs {
   void gave_back(double a, const Res& back) {
 #if MLPRIO_PROFILE_AVX512
     if (vector_) return gave_back_avx512(a, back);
+    if (avx2_) return gave_back_avx2(a, back);
 #endif
     for (size_t k = 0; k < CAP; ++k) {
       if (r_[k] > a) {
@@ -732,6 +853,41 @@ class ProbeProofs {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+  // The same two with AVX2, four proofs a round (no 64-bit min or masked max: compares and blends).
+  [[gnu::target("avx2")]] double bound_avx2(double now, double s, double d, const Res& need) const {
+    const __m256i nu = _mm256_set1_epi64x(need.units);
+    const __m256i ng = _mm256_set1_epi64x(need.gpus);
+    const __m256d vd = _mm256_set1_pd(d);
+    const __m256d vs = _mm256_set1_pd(s);
+    __m256d b = _mm256_set1_pd(now);
+    for (size_t k = 0; k < CAP; k += 4) {
+      const __m256i more = _mm256_or_si256(  // the proof needs more than the job
+          _mm256_cmpgt_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(u_ + k)), nu),
+          _mm256_cmpgt_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(g_ + k)), ng));
+      const __m256d applies =
+          _mm256_andnot_pd(_mm256_castsi256_pd(more),
+                           _mm256_and_pd(_mm256_cmp_pd(_mm256_load_pd(d_ + k), vd, _CMP_LE_OQ),
+                                         _mm256_cmp_pd(_mm256_load_pd(r_ + k), vs, _CMP_LE_OQ)));
+      b = _mm256_blendv_pd(b, _mm256_max_pd(b, _mm256_load_pd(b_ + k)), applies);
+    }
+    const __m128d half = _mm_max_pd(_mm256_castpd256_pd128(b), _mm256_extractf128_pd(b, 1));
+    return _mm_cvtsd_f64(_mm_max_pd(half, _mm_unpackhi_pd(half, half)));
+  }
+  [[gnu::target("avx2")]] void gave_back_avx2(double a, const Res& back) {
+    const __m256d va = _mm256_set1_pd(a);
+    const __m256i bu = _mm256_set1_epi64x(back.units), bg = _mm256_set1_epi64x(back.gpus);
+    const __m256i top = _mm256_set1_epi64x(RAISED_MAX);
+    for (size_t k = 0; k < CAP; k += 4) {
+      const __m256i m = _mm256_castpd_si256(_mm256_cmp_pd(_mm256_load_pd(r_ + k), va, _CMP_GT_OQ));
+      int64_t* const xs[2] = {u_ + k, g_ + k};
+      for (int q = 0; q < 2; ++q) {
+        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(xs[q]));
+        const __m256i sum = _mm256_add_epi64(v, q == 0 ? bu : bg);  // both <= 2^62: no overflow
+        const __m256i capped = _mm256_blendv_epi8(sum, top, _mm256_cmpgt_epi64(sum, top));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(xs[q]), _mm256_blendv_epi8(v, capped, m));
+      }
+    }
+  }
 #endif
 
   alignas(64) int64_t u_[CAP] = {};
@@ -741,6 +897,7 @@ class ProbeProofs {
   alignas(64) double r_[CAP] = {};  // INF in unused entries (clear)
   size_t next_ = 0;
   bool vector_ = profile_avx512_chosen();
+  bool avx2_ = profile_avx2_chosen();
 };
 
 // The running jobs ordered by (estimated end, start order), which EASY walks from the earliest
@@ -1751,7 +1908,7 @@ namespace detail {
 
 bool set_profile_scan_mode(int mode) {
   profile_scan_mode().store(mode);
-  return cpu_has_avx512_profile();
+  return profile_avx512_chosen() || profile_avx2_chosen();
 }
 
 }  // namespace detail

@@ -61,7 +61,7 @@ struct DeepCase {
   uint64_t expected;
 };
 
-// Every case under one scan of the free profile (1: the step loop, 2: AVX-512).
+// Every case under one scan of the free profile (1: the step loop, 2: AVX-512, 3: AVX2).
 void check_deep_cases(int mode) {
   const DeepCase cases[] = {
       {"fcfs", "fcfs", false, false, false, 1, 64, 12443938013031673213ULL},
@@ -98,8 +98,10 @@ void check_deep_cases(int mode) {
     if (c.exact_estimates) cfg.estimate = EstimateMode::ACTUAL;
     const SimResult r = simulate(input, cfg);
     const uint64_t got = schedule_checksum(r);
-    INFO(c.name << (mode == 1 ? " (step loop)" : " (AVX-512)") << ": checksum " << got << " over "
-                << r.jobs.size() << " jobs");
+    INFO(c.name << (mode == 1   ? " (step loop)"
+                    : mode == 2 ? " (AVX-512)"
+                                : " (AVX2)")
+                << ": checksum " << got << " over " << r.jobs.size() << " jobs");
     CHECK(r.jobs.size() == input.size());
     CHECK(got == c.expected);
   }
@@ -115,9 +117,18 @@ TEST_CASE("conservative backfilling keeps the original schedules on deep queues"
 
 TEST_CASE("conservative backfilling's AVX-512 profile scan keeps the same schedules",
           "[replay][conservative][exact]") {
-  if (!replay::detail::set_profile_scan_mode(0))
-    MLPRIO_SKIP("this CPU lacks AVX-512F: the step loop is the only profile scan here");
+  const bool usable = replay::detail::set_profile_scan_mode(2);
+  replay::detail::set_profile_scan_mode(0);
+  if (!usable) MLPRIO_SKIP("this CPU lacks AVX-512F: no AVX-512 profile scan to compare");
   check_deep_cases(2);
+}
+
+TEST_CASE("conservative backfilling's AVX2 profile scan keeps the same schedules",
+          "[replay][conservative][exact]") {
+  const bool usable = replay::detail::set_profile_scan_mode(3);
+  replay::detail::set_profile_scan_mode(0);
+  if (!usable) MLPRIO_SKIP("this CPU lacks AVX2: no AVX2 profile scan to compare");
+  check_deep_cases(3);
 }
 
 // Found by fuzz/fuzz_replay.cpp against a variant that raised a proof's units but not its GPUs
@@ -165,8 +176,10 @@ TEST_CASE("conservative: a proof kept past a move counts the GPUs given back",
   for (const std::string& policy : policy_names()) {
     if (policy == "ml") continue;  // needs a model
     cfg.policy = policy;
-    for (int scan : {1, 2}) {
-      INFO(policy << (scan == 1 ? " (step loop)" : " (AVX-512 where the CPU has it)"));
+    for (int scan : {1, 2, 3}) {
+      INFO(policy << (scan == 1   ? " (step loop)"
+                      : scan == 2 ? " (AVX-512 where the CPU has it)"
+                                  : " (AVX2 where the CPU has it)"));
       replay::detail::set_profile_scan_mode(scan);
       CHECK_NOTHROW(simulate(jobs, cfg));
       replay::detail::set_profile_scan_mode(0);

@@ -42,7 +42,7 @@ SimConfig one_node(Backfill b) {
 // must give the same starts, which are returned in start order.
 std::vector<double> starts(const std::vector<Job>& jobs, SimConfig cfg) {
   std::vector<double> first;
-  for (int scan : {1, 2}) {
+  for (int scan : {1, 2, 3}) {
     for (bool check : {true, false}) {
       detail::set_profile_scan_mode(scan);
       cfg.check_invariants = check;
