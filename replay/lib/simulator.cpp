@@ -219,7 +219,7 @@ bool cpu_has_avx512_profile() {
 
 bool cpu_has_avx2_profile() {
 #if MLPRIO_PROFILE_AVX512
-  static const bool has = __builtin_cpu_supports("avx2");
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi");
   return has;
 #else
   return false;
@@ -231,7 +231,7 @@ bool profile_avx512_chosen() {
   const int mode = profile_scan_mode().load();
   return (mode == 0 || mode == 2) && cpu_has_avx512_profile();
 }
-// Whether it uses AVX2's run scan instead (FreeProfile::scan_runs_avx2).
+// Whether it uses AVX2's run scan instead (FreeProfile::scan_runs_avx2, with BMI's tzcnt and blsr).
 bool profile_avx2_chosen() {
   const int mode = profile_scan_mode().load();
   return ((mode == 0 && !cpu_has_avx512_profile()) || mode == 3) && cpu_has_avx2_profile();
@@ -256,27 +256,6 @@ constexpr LastStart make_last_start() {
 }
 constexpr LastStart LAST_START = make_last_start();
 
-// The same for AVX2's four lanes: LAST_START4.perm[m] moves lane j's t to the highest k <= j with
-// bit k of m set (as two 32-bit halves, for vpermps), and LAST_START4.carry[m] marks the lanes
-// with none (all bits set: they take the run open from the round before).
-struct LastStart4 {
-  alignas(32) int32_t perm[16][8];
-  alignas(32) int64_t carry[16][4];
-};
-constexpr LastStart4 make_last_start4() {
-  LastStart4 l{};
-  for (unsigned m = 0; m < 16; ++m) {
-    int last = -1;
-    for (unsigned j = 0; j < 4; ++j) {
-      if ((m >> j) & 1) last = static_cast<int>(j);
-      l.perm[m][2 * j] = last < 0 ? 0 : 2 * last;
-      l.perm[m][2 * j + 1] = last < 0 ? 1 : 2 * last + 1;
-      l.carry[m][j] = last < 0 ? -1 : 0;
-    }
-  }
-  return l;
-}
-constexpr LastStart4 LAST_START4 = make_last_start4();
 #endif
 
 // Free resources over time: a step function, free[i] holding from t[i] until t[i+1] (the last step
@@ -580,79 +559,102 @@ class FreeProfile {
 #pragma GCC diagnostic pop
 #endif
 
-  // scan_runs_avx512's rounds with AVX2, four steps a round (CPUs without AVX-512: AMD Zen 1-3,
-  // Intel client cores): the same marks, the run's first t by a table permute and a blend with
-  // the run carried from the round before, the same decisions in the same order.
+  // scan_runs_avx512's decisions with AVX2 and BMI, for CPUs without AVX-512 (AMD Zen 1-3, Intel
+  // client cores), in blocks of 48 steps: the marks of the steps that fit and that lie before s
+  // come from twelve 4-step compares with no dependence between them, the block's starts and
+  // stops follow as bit masks, and then each run ending in the block is tested on its own: its
+  // first step is the start paired with its stop (or the run carried in from the block before),
+  // its cand = max(t, now), and it is decided when the stopping step's t reaches cand + duration
+  // or s. Runs are tested in order, so the first decided one is the answer, as in the step loop.
+  // Forming every step's run start in vectors instead (a table permute per 4-step round, as
+  // scan_runs_avx512 does with its masks) put a chain of about 40 cycles of loads, permutes and
+  // mask moves in every round, which Zen 1 could not overlap enough (bench/RESULTS.md, session 41).
   template <bool GPUS>
-  [[gnu::target("avx2")]] double scan_runs_avx2(size_t i, double now, double s, double duration,
-                                                const Res& need, size_t* stop) const {
+  [[gnu::target("avx2,bmi")]] double scan_runs_avx2(size_t i, double now, double s, double duration,
+                                                    const Res& need, size_t* stop) const {
     const double* t = t_.data();
     const int64_t* u = units_.data();
     const int64_t* g = gpus_.data();
     const size_t n = t_.size();
     const __m256d vs = _mm256_set1_pd(s);
-    const __m256d vnow = _mm256_set1_pd(now);
-    const __m256d vdur = _mm256_set1_pd(duration);
     const __m256i nu = _mm256_set1_epi64x(need.units);
     const __m256i ng = _mm256_set1_epi64x(need.gpus);
     const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
-    unsigned open = 0;                    // 1: a run is open entering the round, from t = ...
-    __m256d carry = _mm256_setzero_pd();  // ... this (in every lane)
-    for (; i < n; i += 4) {
-      const auto len = static_cast<unsigned>(std::min<size_t>(4, n - i));
-      const unsigned valid = (1u << len) - 1;
-      __m256d T;
-      __m256i U, G = _mm256_setzero_si256();
-      if (len == 4) {
-        T = _mm256_loadu_pd(t + i);
-        U = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + i));
-        if constexpr (GPUS) G = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + i));
-      } else {  // the last round: lanes past the profile's end read nothing (masked loads)
-        const __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x(len), lane);
-        T = _mm256_maskload_pd(t + i, m);
-        U = _mm256_maskload_epi64(reinterpret_cast<const long long*>(u + i), m);
-        if constexpr (GPUS) G = _mm256_maskload_epi64(reinterpret_cast<const long long*>(g + i), m);
+    constexpr size_t BLOCK = 48;
+    constexpr uint64_t FULL = (uint64_t{1} << BLOCK) - 1;
+    uint64_t open = 0;  // 1: a run is open entering the block, from t = ...
+    double carry = 0;   // ... this
+    for (; i < n; i += BLOCK) {
+      uint64_t before_s = 0, fits = 0, valid;
+      if (i + BLOCK <= n) {
+        valid = FULL;
+        for (size_t q = 0; q < BLOCK; q += 4) {
+          const __m256d T = _mm256_loadu_pd(t + i + q);
+          __m256i short_of = _mm256_cmpgt_epi64(
+              nu, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + i + q)));
+          if constexpr (GPUS)
+            short_of = _mm256_or_si256(
+                short_of, _mm256_cmpgt_epi64(
+                              ng, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + i + q))));
+          before_s |= static_cast<uint64_t>(static_cast<unsigned>(
+                          _mm256_movemask_pd(_mm256_cmp_pd(T, vs, _CMP_LT_OQ))))
+                      << q;
+          fits |= static_cast<uint64_t>(
+                      static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(short_of))))
+                  << q;
+        }
+      } else {  // the last block: steps past the profile's end read nothing (masked loads)
+        valid = (uint64_t{1} << (n - i)) - 1;
+        for (size_t q = 0; i + q < n; q += 4) {
+          const auto len = static_cast<int64_t>(std::min<size_t>(4, n - i - q));
+          const __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x(len), lane);
+          const __m256d T = _mm256_maskload_pd(t + i + q, m);
+          __m256i short_of = _mm256_cmpgt_epi64(
+              nu, _mm256_maskload_epi64(reinterpret_cast<const long long*>(u + i + q), m));
+          if constexpr (GPUS)
+            short_of = _mm256_or_si256(
+                short_of,
+                _mm256_cmpgt_epi64(
+                    ng, _mm256_maskload_epi64(reinterpret_cast<const long long*>(g + i + q), m)));
+          before_s |= static_cast<uint64_t>(static_cast<unsigned>(
+                          _mm256_movemask_pd(_mm256_cmp_pd(T, vs, _CMP_LT_OQ))))
+                      << q;
+          fits |= static_cast<uint64_t>(
+                      static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(short_of))))
+                  << q;
+        }
+        before_s &= valid;
       }
-      const unsigned before_s =
-          static_cast<unsigned>(_mm256_movemask_pd(_mm256_cmp_pd(T, vs, _CMP_LT_OQ))) & valid;
-      // Fits: need <= free, that is not need > free.
-      __m256i short_of = _mm256_cmpgt_epi64(nu, U);
-      if constexpr (GPUS) short_of = _mm256_or_si256(short_of, _mm256_cmpgt_epi64(ng, G));
-      const unsigned fits =
-          before_s & ~static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(short_of)));
-      const unsigned after = ((fits << 1) | open) & valid;  // steps whose predecessor fits
-      const unsigned starts = fits & ~after;
-      const unsigned stops = valid & ~fits & after;
-      const __m256 perm = _mm256_permutevar8x32_ps(
-          _mm256_castpd_ps(T),
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(LAST_START4.perm[starts])));
-      const __m256d first_t = _mm256_blendv_pd(
-          _mm256_castps_pd(perm), carry,
-          _mm256_castsi256_pd(
-              _mm256_load_si256(reinterpret_cast<const __m256i*>(LAST_START4.carry[starts]))));
-      const __m256d cand = _mm256_max_pd(vnow, first_t);  // equal: t, as std::max(t, now)
-      const unsigned decided =
-          stops & static_cast<unsigned>(
-                      _mm256_movemask_pd(_mm256_cmp_pd(T, _mm256_add_pd(cand, vdur), _CMP_GE_OQ)) |
-                      _mm256_movemask_pd(_mm256_cmp_pd(T, vs, _CMP_GE_OQ)));
-      if (decided != 0) {
-        alignas(32) double lanes[4];
-        _mm256_store_pd(lanes, cand);
-        const auto at = static_cast<size_t>(std::countr_zero(decided));
-        if (stop != nullptr) *stop = i + at;
-        return lanes[at];
+      fits = before_s & ~fits;                              // fits: need <= free, before s
+      const uint64_t after = ((fits << 1) | open) & valid;  // steps whose predecessor fits
+      // Starts and stops alternate, so the k-th stop ends the run of the k-th start (or of the run
+      // carried in, which takes the first stop).
+      uint64_t starts = fits & ~after;
+      bool carried = open != 0;
+      for (uint64_t stops = valid & ~fits & after; stops != 0; stops &= stops - 1) {
+        const auto at = static_cast<size_t>(std::countr_zero(stops));
+        double first = carry;
+        if (!carried) {
+          first = t[i + static_cast<size_t>(std::countr_zero(starts))];
+          starts &= starts - 1;
+        }
+        carried = false;
+        const double cand = std::max(first, now);
+        // At or past s: not before it (no t is NaN).
+        if (t[i + at] >= cand + duration || ((before_s >> at) & 1) == 0) {
+          if (stop != nullptr) *stop = i + at;
+          return cand;
+        }
       }
-      open = (fits >> (len - 1)) & 1;
-      const auto last = static_cast<int32_t>(2 * (len - 1));
-      carry = _mm256_castps_pd(_mm256_permutevar8x32_ps(
-          _mm256_castpd_ps(first_t),
-          _mm256_setr_epi32(last, last + 1, last, last + 1, last, last + 1, last, last + 1)));
+      open = (fits >> (valid == FULL ? BLOCK - 1 : n - i - 1)) & 1;
+      // A run open at the block's end started at the one start left, if any.
+      if (open != 0 && starts != 0) carry = t[i + static_cast<size_t>(std::countr_zero(starts))];
       // At or past s with no run open (an open one is decided at the first step past s).
       if (before_s != valid) return s;
     }
     // A run still open at the last step goes on forever (the last step is all free).
     if (stop != nullptr) *stop = n;
-    return open != 0 ? std::max(_mm256_cvtsd_f64(carry), now) : s;
+    return open != 0 ? std::max(carry, now) : s;
   }
 #endif
 
