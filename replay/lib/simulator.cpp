@@ -585,7 +585,7 @@ class FreeProfile {
     uint64_t open = 0;  // 1: a run is open entering the block, from t = ...
     double carry = 0;   // ... this
     for (; i < n; i += BLOCK) {
-      uint64_t before_s = 0, fits = 0, valid;
+      uint64_t before_s = 0, short_mask = 0, valid;
       if (i + BLOCK <= n) {
         valid = FULL;
         for (size_t q = 0; q < BLOCK; q += 4) {
@@ -599,9 +599,9 @@ class FreeProfile {
           before_s |= static_cast<uint64_t>(static_cast<unsigned>(
                           _mm256_movemask_pd(_mm256_cmp_pd(T, vs, _CMP_LT_OQ))))
                       << q;
-          fits |= static_cast<uint64_t>(
-                      static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(short_of))))
-                  << q;
+          short_mask |= static_cast<uint64_t>(static_cast<unsigned>(
+                            _mm256_movemask_pd(_mm256_castsi256_pd(short_of))))
+                        << q;
         }
       } else {  // the last block: steps past the profile's end read nothing (masked loads)
         valid = (uint64_t{1} << (n - i)) - 1;
@@ -619,13 +619,13 @@ class FreeProfile {
           before_s |= static_cast<uint64_t>(static_cast<unsigned>(
                           _mm256_movemask_pd(_mm256_cmp_pd(T, vs, _CMP_LT_OQ))))
                       << q;
-          fits |= static_cast<uint64_t>(
-                      static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(short_of))))
-                  << q;
+          short_mask |= static_cast<uint64_t>(static_cast<unsigned>(
+                            _mm256_movemask_pd(_mm256_castsi256_pd(short_of))))
+                        << q;
         }
         before_s &= valid;
       }
-      fits = before_s & ~fits;                              // fits: need <= free, before s
+      const uint64_t fits = before_s & ~short_mask;         // need <= free, before s
       const uint64_t after = ((fits << 1) | open) & valid;  // steps whose predecessor fits
       // Starts and stops alternate, so the k-th stop ends the run of the k-th start (or of the run
       // carried in, which takes the first stop).
