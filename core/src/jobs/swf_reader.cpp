@@ -265,8 +265,14 @@ class SwfReader final : public ReaderBase {
     const bool checked = vector_line && vscan_.in_range;
     if (vector_line) {
       n = static_cast<size_t>(vscan_.fields);
-      v = vscan_.v;
       iv = vscan_.iv;
+      // The doubles this function reads, from the integers: exact (|iv| < 10^15 < 2^53), and
+      // -0.0 where the field is "-0", as the byte loop reads it.
+      for (const int i : {1, 2, 3, 5, 8, 17}) {
+        v_[i] = static_cast<double>(iv[i]);
+        if (iv[i] == 0 && line[vscan_.start[i]] == '-') v_[i] = -0.0;
+      }
+      v = v_;
       plain = nullptr;
     } else {
       n = scan_fields(line, fields_, v_, iv_, plain_);

@@ -11,9 +11,9 @@
 namespace mlprio::detail {
 
 struct SwfLineScan {
-  // Fields 0..17 as the byte loop reads a plain field: exactly, -0 included (18..23: scratch).
+  // Fields 0..17 as integers, as the byte loop reads a plain field (18..23: scratch). A "-0"
+  // reads 0 here; the reader forms the doubles it needs, -0.0 included, from iv and the text.
   int64_t iv[24];
-  double v[24];
   uint8_t start[64];  // field k: bytes [start[k], end[k]) of the line, k < min(fields, 32)
   uint8_t end[64];
   int fields;     // white-space-separated fields on the line

@@ -157,7 +157,6 @@ size_t swf_scan_avx2_next(const char* s, size_t avail, const SwfBounds (&bounds)
   positions(ends, len, end);
   const SwfBounds& bound = bounds[fields == 21 ? 1 : 0];
   const __m256i one = _mm256_set1_epi64x(1), eight = _mm256_set1_epi64x(8);
-  const __m256i two52 = _mm256_set1_epi64x(0x4330000000000000);  // 2^52 as a double
   __m256i bad_digits = _mm256_setzero_si256(), out_of_range = _mm256_setzero_si256();
   // Fields 4r..4r+3, one per 64-bit lane (r = 4: fields 16, 17 and two lanes not read).
   for (int r = 0; r < 5; ++r) {
@@ -199,15 +198,9 @@ size_t swf_scan_avx2_next(const char* s, size_t avail, const SwfBounds (&bounds)
       magnitude =
           _mm256_add_epi64(_mm256_mul_epu32(high, _mm256_set1_epi64x(100000000)), magnitude);
     }
-    // Signed: the integer negated where '-' led ((x ^ -1) + 1), the double's sign bit set. The
-    // double is exact: magnitude < 10^15 < 2^52, so its bits under 2^52's are the integer.
+    // Signed: the integer negated where '-' led ((x ^ -1) + 1).
     const __m256i value = _mm256_sub_epi64(_mm256_xor_si256(magnitude, neg_lanes), neg_lanes);
-    const __m256d as_double = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(magnitude, two52)),
-                                            _mm256_castsi256_pd(two52));
-    const __m256i bits =
-        _mm256_xor_si256(_mm256_castpd_si256(as_double), _mm256_slli_epi64(neg_lanes, 63));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.iv + 4 * r), value);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.v + 4 * r), bits);
     __m256i outside = _mm256_or_si256(
         _mm256_cmpgt_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bound.lo + 4 * r)),
                            value),

@@ -158,7 +158,6 @@ __attribute__((always_inline)) inline bool scan_loaded(__m512i x_lo, __m512i x_h
   const __m512i zero = _mm512_setzero_si512();
   const __m512i e8 = _mm512_set1_epi64(100000000);
   const __m512i eight = _mm512_set1_epi8(8);
-  const __m512i sign_bit = _mm512_set1_epi64(INT64_MIN);
   // Fields of 9..15 digits: the digits before the last 8 too, converted the same way and added
   // as 10^8 x them (only in the registers that hold such a field).
   const auto long_fields =
@@ -181,14 +180,11 @@ __attribute__((always_inline)) inline bool scan_loaded(__m512i x_lo, __m512i x_h
                        _mm512_sub_epi8(pos, eight), x_lo, x_hi);
       magnitude = _mm512_add_epi64(_mm512_mul_epu32(high, e8), magnitude);
     }
-    // Signs applied: the integer negated, the double's sign bit set (so that -0 stays -0.0, as
-    // the byte loop has it). Whole-vector stores (slots 18..23 are scratch): the caller reads
-    // the values at once, and a masked store cannot forward to those loads.
+    // Signs applied: the integer negated. A whole-vector store (slots 18..23 are scratch): the
+    // caller reads the values at once, and a masked store cannot forward to those loads.
     const auto neg = static_cast<__mmask8>((negative >> (8 * r)) & 0xff);
     const __m512i as_int = _mm512_mask_sub_epi64(magnitude, neg, zero, magnitude);
-    const __m512i bits = _mm512_castpd_si512(_mm512_cvtepu64_pd(magnitude));
     _mm512_storeu_si512(out.iv + 8 * r, as_int);
-    _mm512_storeu_si512(out.v + 8 * r, _mm512_mask_xor_epi64(bits, neg, bits, sign_bit));
     return _mm512_cmpge_epi64_mask(as_int, _mm512_loadu_si512(bound.lo + 8 * r)) &
            _mm512_cmple_epi64_mask(as_int, _mm512_loadu_si512(bound.hi + 8 * r));
   };
