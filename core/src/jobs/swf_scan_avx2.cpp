@@ -97,13 +97,15 @@ inline __attribute__((always_inline)) __m256i words_ending_at(const char* s, con
   return _mm256_setr_epi64x(word(end[0]), word(end[1]), word(end[2]), word(end[3]));
 }
 
-// The value of the last n digits of each lane's word (n: 0..8 per lane; 0 gives 0): the other
-// bytes masked off, then pairs, fours and eights of digits combined by multiply-adds.
+// The value of the last n bytes of each lane's word (n: 0..8 per lane; 0 gives 0), each a digit
+// or a field's leading '-' (read as 0: '-' is below '0', and the subtraction saturates): the
+// other bytes masked off, then pairs, fours and eights of digits combined by multiply-adds. The
+// mask depends on n alone, so the word's chain is a subtraction, an and and the multiply-adds.
 inline __attribute__((always_inline)) __m256i eight_digits(__m256i w, __m256i n) {
   // The lanes' masks: n top bytes set (a shift by 64 or more gives 0).
   const __m256i shift = _mm256_slli_epi64(_mm256_sub_epi64(_mm256_set1_epi64x(8), n), 3);
   const __m256i keep = _mm256_sllv_epi64(_mm256_set1_epi64x(-1), shift);
-  const __m256i d = _mm256_and_si256(_mm256_xor_si256(w, _mm256_set1_epi8('0')), keep);
+  const __m256i d = _mm256_and_si256(_mm256_subs_epu8(w, _mm256_set1_epi8('0')), keep);
   const __m256i pairs = _mm256_maddubs_epi16(d, _mm256_set1_epi16(0x010a));       // bytes 10, 1
   const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x00010064));  // 100, 1
   return _mm256_add_epi64(_mm256_mul_epu32(quads, _mm256_set1_epi64x(10000)),
@@ -151,10 +153,28 @@ size_t swf_scan_avx2_next(const char* s, size_t avail, const SwfBounds (&bounds)
         18)
       return 0;
   }
-  // Field bounds in order: start[k] is field k's first byte, end[k] one past its last.
-  alignas(32) uint8_t start[80] = {}, end[80] = {};
-  positions(starts, len, start);
-  positions(ends, len, end);
+  // Field bounds in order, start and end alternating (a position is never both: a start is a
+  // field's byte, an end the white space after one), then split: start[k] is field k's first
+  // byte, end[k] one past its last (k < 32). One pass over both masks costs half of two.
+  alignas(32) uint8_t in_order[144] = {};  // up to 128 bounds, and 8 bytes of room
+  positions(starts | ends, len, in_order);
+  // Within each 128-bit lane: the 8 starts, then the 8 ends.
+  const __m256i split_lane = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                              0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  // Starts of fields 0..15 in the low half, their ends in the high half; then fields 16..31.
+  const __m256i b0 = _mm256_permute4x64_epi64(
+      _mm256_shuffle_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(in_order)),
+                          split_lane),
+      0xd8);
+  const __m256i b1 = _mm256_permute4x64_epi64(
+      _mm256_shuffle_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(in_order + 32)),
+                          split_lane),
+      0xd8);
+  const __m256i start_v = _mm256_permute2x128_si256(b0, b1, 0x20);
+  const __m256i end_v = _mm256_permute2x128_si256(b0, b1, 0x31);
+  alignas(32) uint8_t start[32], end[32];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(start), start_v);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(end), end_v);
   const SwfBounds& bound = bounds[fields == 21 ? 1 : 0];
   const __m256i one = _mm256_set1_epi64x(1), eight = _mm256_set1_epi64x(8);
   __m256i bad_digits = _mm256_setzero_si256(), out_of_range = _mm256_setzero_si256();
@@ -190,9 +210,10 @@ size_t swf_scan_avx2_next(const char* s, size_t avail, const SwfBounds (&bounds)
     // Plain: 1..15 digits.
     __m256i unplain = _mm256_or_si256(_mm256_cmpgt_epi64(digits, _mm256_set1_epi64x(15)),
                                       _mm256_cmpgt_epi64(one, digits));
-    __m256i magnitude = eight_digits(w, _mm256_min_epu32(digits, eight));  // digits < 2^32
-    if (any_long) {  // the leading 1..7 digits, 0 in the other lanes
-      const __m256i more = _mm256_sub_epi64(digits, eight);
+    // The bytes of the field, its '-' included (read as 0): no wait for the sign.
+    __m256i magnitude = eight_digits(w, _mm256_min_epu32(length, eight));  // length < 2^32
+    if (any_long) {  // the leading 1..8 bytes, 0 in the other lanes
+      const __m256i more = _mm256_sub_epi64(length, eight);
       const __m256i high = eight_digits(
           w_high, _mm256_and_si256(_mm256_cmpgt_epi64(more, _mm256_setzero_si256()), more));
       magnitude =
@@ -216,8 +237,8 @@ size_t swf_scan_avx2_next(const char* s, size_t avail, const SwfBounds (&bounds)
   }
   if (!_mm256_testz_si256(bad_digits, bad_digits)) return 0;
   const bool in_range = _mm256_testz_si256(out_of_range, out_of_range);
-  __builtin_memcpy(out.start, start, sizeof out.start);
-  __builtin_memcpy(out.end, end, sizeof out.end);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.start), start_v);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.end), end_v);
   out.fields = fields;
   out.in_range = in_range;
   return len + 1;
