@@ -1,7 +1,8 @@
 // AVX2 scan of one SWF line (see swf_scan.hpp), for CPUs with AVX2 but not the AVX-512 subset of
 // swf_scan_avx512.cpp (AMD Zen 1-3, Intel client cores). The line's first 128 bytes in four
 // 256-bit registers give its white space, digits and '-' as 128-bit masks; the fields' bounds
-// come from those masks eight bits at a time through a table of bit positions; the first 18
+// come from those masks eight bits at a time through a table of bit positions; each field's
+// length, sign and digit count are then formed for 32 fields at once, a byte each; the first 18
 // fields are read four per register, each as the 8-byte word that ends at its last byte (the
 // digits right-aligned) and converted by multiply-adds (10, 100, 10^4), with a second word for
 // the few fields of 9-15 digits. No branch depends on how long a field is, which is what the
@@ -172,50 +173,53 @@ size_t swf_scan_avx2_next(const char* s, size_t avail, const SwfBounds (&bounds)
       0xd8);
   const __m256i start_v = _mm256_permute2x128_si256(b0, b1, 0x20);
   const __m256i end_v = _mm256_permute2x128_si256(b0, b1, 0x31);
-  alignas(32) uint8_t start[32], end[32];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(start), start_v);
+  // Per field, in bytes: its length, and 0xff where it starts with '-' (bit start[k] of
+  // lead_minus: the mask's byte start[k] / 8 looked up, then its bit start[k] % 8). Positions past
+  // the last field are below 128 too, so every lookup index is in range.
+  const __m256i length_v = _mm256_sub_epi8(end_v, start_v);
+  const __m256i minus_bytes = _mm256_broadcastsi128_si256(
+      _mm_set_epi64x(static_cast<int64_t>(lead_minus >> 64), static_cast<int64_t>(lead_minus)));
+  const __m256i bit_of =
+      _mm256_shuffle_epi8(_mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0,  //
+                                           1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0),
+                          _mm256_and_si256(start_v, _mm256_set1_epi8(7)));
+  const __m256i byte_of = _mm256_shuffle_epi8(
+      minus_bytes, _mm256_and_si256(_mm256_srli_epi16(start_v, 3), _mm256_set1_epi8(0x0f)));
+  const __m256i neg_v = _mm256_cmpeq_epi8(_mm256_and_si256(byte_of, bit_of), bit_of);
+  // Plain: 1..15 digits in each of fields 0..17 (digits - 1 at most 14, unsigned).
+  const __m256i digits_less_one =
+      _mm256_sub_epi8(_mm256_add_epi8(length_v, neg_v), _mm256_set1_epi8(1));
+  const auto plain = static_cast<uint32_t>(_mm256_movemask_epi8(
+      _mm256_cmpeq_epi8(_mm256_min_epu8(digits_less_one, _mm256_set1_epi8(14)), digits_less_one)));
+  if ((plain & 0x3ffff) != 0x3ffff) return 0;
+  alignas(32) uint8_t end[32], length[32];
+  alignas(32) int8_t negative[32];
   _mm256_store_si256(reinterpret_cast<__m256i*>(end), end_v);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(length), length_v);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(negative), neg_v);
   const SwfBounds& bound = bounds[fields == 21 ? 1 : 0];
-  const __m256i one = _mm256_set1_epi64x(1), eight = _mm256_set1_epi64x(8);
-  __m256i bad_digits = _mm256_setzero_si256(), out_of_range = _mm256_setzero_si256();
+  const __m256i eight = _mm256_set1_epi64x(8);
+  __m256i out_of_range = _mm256_setzero_si256();
   // Fields 4r..4r+3, one per 64-bit lane (r = 4: fields 16, 17 and two lanes not read).
   for (int r = 0; r < 5; ++r) {
-    uint32_t s4, e4;
-    __builtin_memcpy(&s4, start + 4 * r, 4);
-    __builtin_memcpy(&e4, end + 4 * r, 4);
-    const __m256i fs = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(static_cast<int>(s4)));
-    const __m256i fe = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(static_cast<int>(e4)));
-    const __m256i length = _mm256_sub_epi64(fe, fs);
+    uint32_t l4, n4;
+    __builtin_memcpy(&l4, length + 4 * r, 4);
+    __builtin_memcpy(&n4, negative + 4 * r, 4);
+    const __m256i field_length = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(static_cast<int>(l4)));
+    const __m256i neg_lanes = _mm256_cvtepi8_epi64(_mm_cvtsi32_si128(static_cast<int>(n4)));
     alignas(32) int ends4[4];
     for (int i = 0; i < 4; ++i) ends4[i] = end[4 * r + i];
     if (r == 4) ends4[2] = ends4[3] = 0;  // fields 18, 19 (maybe none): not read
     const __m256i w = words_ending_at(s, ends4);
-    // The field's first byte, in the word of its last 8 bytes (shift 8 * (8 - length); a
-    // field longer than 8 bytes shifts by more than 63, giving 0) or in the 8 before them.
-    __m256i first = _mm256_srlv_epi64(w, _mm256_slli_epi64(_mm256_sub_epi64(eight, length), 3));
-    const __m256i long_lanes = _mm256_cmpgt_epi64(length, eight);
-    const bool any_long = !_mm256_testz_si256(long_lanes, long_lanes);
-    __m256i w_high = _mm256_setzero_si256();
-    if (any_long) {  // fields of 9..15 digits, or 8 and a '-': the 8 bytes before the last 8
+    const __m256i long_lanes = _mm256_cmpgt_epi64(field_length, eight);
+    // The bytes of the field, its '-' included (read as 0).
+    __m256i magnitude = eight_digits(w, _mm256_min_epu32(field_length, eight));
+    if (!_mm256_testz_si256(long_lanes, long_lanes)) {
+      // Fields of 9..15 digits, or 8 and a '-': the 8 bytes before the last 8, 0 elsewhere.
       for (int i = 0; i < 4; ++i) ends4[i] -= 8;
-      w_high = words_ending_at(s, ends4);
-      first = _mm256_or_si256(
-          first,
-          _mm256_srlv_epi64(
-              w_high, _mm256_slli_epi64(_mm256_sub_epi64(_mm256_set1_epi64x(16), length), 3)));
-    }
-    const __m256i neg_lanes = _mm256_cmpeq_epi64(_mm256_and_si256(first, _mm256_set1_epi64x(0xff)),
-                                                 _mm256_set1_epi64x('-'));
-    const __m256i digits = _mm256_add_epi64(length, neg_lanes);  // one fewer where '-' led
-    // Plain: 1..15 digits.
-    __m256i unplain = _mm256_or_si256(_mm256_cmpgt_epi64(digits, _mm256_set1_epi64x(15)),
-                                      _mm256_cmpgt_epi64(one, digits));
-    // The bytes of the field, its '-' included (read as 0): no wait for the sign.
-    __m256i magnitude = eight_digits(w, _mm256_min_epu32(length, eight));  // length < 2^32
-    if (any_long) {  // the leading 1..8 bytes, 0 in the other lanes
-      const __m256i more = _mm256_sub_epi64(length, eight);
-      const __m256i high = eight_digits(
-          w_high, _mm256_and_si256(_mm256_cmpgt_epi64(more, _mm256_setzero_si256()), more));
+      const __m256i more = _mm256_sub_epi64(field_length, eight);
+      const __m256i high =
+          eight_digits(words_ending_at(s, ends4), _mm256_and_si256(long_lanes, more));
       magnitude =
           _mm256_add_epi64(_mm256_mul_epu32(high, _mm256_set1_epi64x(100000000)), magnitude);
     }
@@ -227,15 +231,10 @@ size_t swf_scan_avx2_next(const char* s, size_t avail, const SwfBounds (&bounds)
                            value),
         _mm256_cmpgt_epi64(value,
                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bound.hi + 4 * r))));
-    if (r == 4) {  // lanes 2, 3 hold fields 18, 19: neither plain nor bounded
-      const __m256i first2 = _mm256_setr_epi64x(-1, -1, 0, 0);
-      outside = _mm256_and_si256(outside, first2);
-      unplain = _mm256_and_si256(unplain, first2);
-    }
-    bad_digits = _mm256_or_si256(bad_digits, unplain);
+    if (r == 4)  // lanes 2, 3 hold fields 18, 19: not bounded
+      outside = _mm256_and_si256(outside, _mm256_setr_epi64x(-1, -1, 0, 0));
     out_of_range = _mm256_or_si256(out_of_range, outside);
   }
-  if (!_mm256_testz_si256(bad_digits, bad_digits)) return 0;
   const bool in_range = _mm256_testz_si256(out_of_range, out_of_range);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.start), start_v);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.end), end_v);
