@@ -99,6 +99,58 @@ JobStatus swf_status(int64_t s) {
   }
 }
 
+// Sets what the SWF fields give a job and Job{}'s defaults for the rest (cheaper than
+// constructing a Job and moving it in, once per line), from the integer fields x (0, 4, 7,
+// 10..16, already range-checked) and the doubles v (1, 2, 3, 5, 8, 17); memory is left unknown.
+inline __attribute__((always_inline)) void set_job(Job& job, const int64_t* x, const double* v) {
+  // A new Job member changes its size: reset it here too, then update the size.
+  static_assert(sizeof(void*) != 8 || sizeof(Job) == 192, "a new Job field: reset it here");
+  const auto unk = [](double d) { return d == -1.0 ? UNKNOWN : d; };
+  job.alloc_nodes = job.req_nodes = UNKNOWN_INT;
+  job.alloc_gpus = job.req_gpus = UNKNOWN;
+  job.req_mem = job.used_mem = UNKNOWN_INT;
+  job.exit_code = job.account = job.qos = job.name = -1;
+  job.features.clear();
+  job.id = x[0];
+  job.submit = v[1];
+  job.wait = unk(v[2]);
+  job.run = unk(v[3]);
+  job.alloc_procs = x[4];
+  job.avg_cpu_time = unk(v[5]);
+  job.req_procs = x[7];
+  job.req_time = unk(v[8]);
+  job.status = swf_status(x[10]);
+  job.user = static_cast<int32_t>(x[11]);
+  job.group = static_cast<int32_t>(x[12]);
+  job.app = static_cast<int32_t>(x[13]);
+  job.queue = static_cast<int32_t>(x[14]);
+  job.partition = static_cast<int32_t>(x[15]);
+  job.preceding_job = x[16];
+  job.think_time = unk(v[17]);
+}
+
+// The 18/19-column layout's memory: KB per processor requested (field 9) and used (field 6)
+// times the job's processors, as bytes per job. Returns -1 when both fit in JOB_MAX_BYTES (or
+// are unknown: -1 KB or no processors), else the field that does not, with its processors in
+// `procs`.
+inline __attribute__((always_inline)) int set_swf_memory(Job& job, int64_t kb_req, int64_t kb_used,
+                                                         int64_t& procs) {
+  const int64_t p_req = job.req_procs > 0 ? job.req_procs : job.alloc_procs;
+  const int64_t p_used = job.alloc_procs > 0 ? job.alloc_procs : job.req_procs;
+  const auto bytes = [](int64_t kb, int64_t p, int64_t& out) {
+    if (kb < 0 || p <= 0) return true;
+    const auto b = checked_mul(kb * 1024, p);
+    if (!b || *b > JOB_MAX_BYTES) return false;
+    out = *b;
+    return true;
+  };
+  procs = p_req;
+  if (!bytes(kb_req, p_req, job.req_mem)) return 9;
+  procs = p_used;
+  if (!bytes(kb_used, p_used, job.used_mem)) return 6;
+  return -1;
+}
+
 // parse_job's range checks as bounds per field, for the vector scan: the 18/19-column layout,
 // then the 21-column one (its field 9 is bytes per job; field 6 is not read). Keep in step with
 // the integer() calls and the submit time check in parse_job.
@@ -143,6 +195,7 @@ class SwfReader final : public ReaderBase {
         if (const size_t used = vector_scan_(u.data(), u.size(), SWF_BOUNDS, vscan_)) {
           lines_.take_line(used);
           ++report_.lines;
+          if (take_plain_job(u.substr(0, used - 1), job)) return true;
           if (parse_job(u.substr(0, used - 1), job, true)) return true;
           continue;
         }
@@ -172,6 +225,29 @@ class SwfReader final : public ReaderBase {
   // The vector line scan (swf_scan.hpp), chosen once per reader; nullptr: the byte loop.
   const SwfScanFn vector_scan_ = swf_scan_vector();
   SwfLineScan vscan_;
+
+  // The common line, which the vector scan read whole in the 18/19-column layout with every
+  // field within range: the job set, its submit time noted, and true. False where parse_job must
+  // read the line: other layouts, a field out of range, memory past JOB_MAX_BYTES (reported
+  // there).
+  bool take_plain_job(std::string_view line, Job& job) {
+    if (!vscan_.in_range || (vscan_.fields != 18 && vscan_.fields != 19)) return false;
+    set_vector_doubles(line);
+    set_job(job, vscan_.iv, v_);
+    int64_t procs;
+    if (set_swf_memory(job, vscan_.iv[9], vscan_.iv[6], procs) >= 0) return false;
+    note_submit(job.submit);
+    return true;
+  }
+
+  // The doubles parse_job reads of a vector-scanned line, into v_, from its integers: exact
+  // (|iv| < 10^15 < 2^53), and -0.0 where the field is "-0", as the byte loop reads it.
+  void set_vector_doubles(std::string_view line) {
+    for (const int i : {1, 2, 3, 5, 8, 17}) {
+      v_[i] = static_cast<double>(vscan_.iv[i]);
+      if (vscan_.iv[i] == 0 && line[vscan_.start[i]] == '-') v_[i] = -0.0;
+    }
+  }
 
   void parse_header(std::string_view s) {
     s = trim(s);
@@ -266,12 +342,7 @@ class SwfReader final : public ReaderBase {
     if (vector_line) {
       n = static_cast<size_t>(vscan_.fields);
       iv = vscan_.iv;
-      // The doubles this function reads, from the integers: exact (|iv| < 10^15 < 2^53), and
-      // -0.0 where the field is "-0", as the byte loop reads it.
-      for (const int i : {1, 2, 3, 5, 8, 17}) {
-        v_[i] = static_cast<double>(iv[i]);
-        if (iv[i] == 0 && line[vscan_.start[i]] == '-') v_[i] = -0.0;
-      }
+      set_vector_doubles(line);
       v = v_;
       plain = nullptr;
     } else {
@@ -307,7 +378,6 @@ class SwfReader final : public ReaderBase {
       return false;
     }
     const bool alea = (n == 21);
-    const auto unk = [](double x) { return x == -1.0 ? UNKNOWN : x; };
     // Integer fields, range-checked (a double out of an integer's range is undefined behaviour
     // to cast): -1 is "unknown" wherever the format allows it.
     bool ok = true;
@@ -334,53 +404,29 @@ class SwfReader final : public ReaderBase {
     const char* count = "-1 (unknown) or a count";
     const char* id_text = "an integer";
 
-    // Job{}'s defaults for what no SWF field sets (every other field is assigned below);
-    // cheaper than constructing a Job and moving it in, once per line. A new Job member changes
-    // its size: reset it here too, then update the size.
-    static_assert(sizeof(void*) != 8 || sizeof(Job) == 192, "a new Job field: reset it here");
-    job.alloc_nodes = job.req_nodes = UNKNOWN_INT;
-    job.alloc_gpus = job.req_gpus = UNKNOWN;
-    job.req_mem = job.used_mem = UNKNOWN_INT;
-    job.exit_code = job.account = job.qos = job.name = -1;
-    job.features.clear();
-    job.id = integer(0, I64_MIN, I64_MAX, id_text);
-    job.submit = v[1];
-    job.wait = unk(v[2]);
-    job.run = unk(v[3]);
-    job.alloc_procs = integer(4, -1, JOB_MAX_COUNT, count);
-    job.avg_cpu_time = unk(v[5]);
-    job.req_procs = integer(7, -1, JOB_MAX_COUNT, count);
-    job.req_time = unk(v[8]);
-    job.status = swf_status(integer(10, I64_MIN, I64_MAX, id_text));
-    job.user = static_cast<int32_t>(integer(11, I32_MIN, I32_MAX, id_text));
-    job.group = static_cast<int32_t>(integer(12, I32_MIN, I32_MAX, id_text));
-    job.app = static_cast<int32_t>(integer(13, I32_MIN, I32_MAX, id_text));
-    job.queue = static_cast<int32_t>(integer(14, I32_MIN, I32_MAX, id_text));
-    job.partition = static_cast<int32_t>(integer(15, I32_MIN, I32_MAX, id_text));
-    job.preceding_job = integer(16, I64_MIN, I64_MAX, id_text);
-    job.think_time = unk(v[17]);
+    // The integer fields, range-checked in the order their errors are reported.
+    int64_t x[18] = {};
+    x[0] = integer(0, I64_MIN, I64_MAX, id_text);
+    x[4] = integer(4, -1, JOB_MAX_COUNT, count);
+    x[7] = integer(7, -1, JOB_MAX_COUNT, count);
+    x[10] = integer(10, I64_MIN, I64_MAX, id_text);
+    for (int i = 11; i <= 15; ++i) x[i] = integer(i, I32_MIN, I32_MAX, id_text);
+    x[16] = integer(16, I64_MIN, I64_MAX, id_text);
+    set_job(job, x, v);
     if (alea) {
       job.req_mem = integer(9, -1, JOB_MAX_BYTES, "-1 (unknown) or bytes");  // per job here
       job.queue = names_.queues.intern(f(19));
     } else {
       const int64_t kb_per_proc_req = integer(9, -1, KB_MAX, "-1 (unknown) or KB per processor");
       const int64_t kb_per_proc_used = integer(6, -1, KB_MAX, "-1 (unknown) or KB per processor");
-      const int64_t p_req = job.req_procs > 0 ? job.req_procs : job.alloc_procs;
-      const int64_t p_used = job.alloc_procs > 0 ? job.alloc_procs : job.req_procs;
-      const auto job_bytes = [&](int i, int64_t kb, int64_t procs) -> int64_t {
-        const auto b = checked_mul(kb * 1024, procs);
-        if (b && *b <= JOB_MAX_BYTES) return *b;
-        if (ok)
-          reject("field " + field_label(i), "'" + std::string(f(i)) + "' KB per processor x " +
-                                                std::to_string(procs) +
-                                                " processors is more than 2^62 bytes");
+      int64_t procs = 0;
+      const int too_big = ok ? set_swf_memory(job, kb_per_proc_req, kb_per_proc_used, procs) : -1;
+      if (too_big >= 0) {
+        reject("field " + field_label(too_big),
+               "'" + std::string(f(too_big)) + "' KB per processor x " + std::to_string(procs) +
+                   " processors is more than 2^62 bytes");
         ok = false;
-        return UNKNOWN_INT;
-      };
-      if (ok && kb_per_proc_req >= 0 && p_req > 0)
-        job.req_mem = job_bytes(9, kb_per_proc_req, p_req);
-      if (ok && kb_per_proc_used >= 0 && p_used > 0)
-        job.used_mem = job_bytes(6, kb_per_proc_used, p_used);
+      }
     }
     if (!ok) return false;
     note_submit(job.submit);
