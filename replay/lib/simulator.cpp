@@ -1080,7 +1080,7 @@ class StandardEngine {
       static_cast<SimState&>(j) = SimState{};
       j.job = all[static_cast<size_t>(s.index)];
       j.index = s.index;
-      j.need = Res{s.units, s.gpus};
+      j.need = needs_[static_cast<size_t>(slot)] = Res{s.units, s.gpus};
       j.estimate = s.estimate;
       j.duration = s.duration;
       j.killed = s.killed != 0;
@@ -1321,6 +1321,7 @@ class StandardEngine {
       return s;
     }
     slab_.emplace_back();
+    needs_.emplace_back();
     return static_cast<int32_t>(slab_.size() - 1);
   }
 
@@ -1365,7 +1366,7 @@ class StandardEngine {
     static_cast<SimState&>(j) = SimState{};
     j.job = job;
     j.index = index;
-    j.need = need;
+    j.need = needs_[static_cast<size_t>(slot)] = need;
     j.duration = job.run;
     if (cfg_.kill_at_limit && job.req_time >= 0 && job.req_time < job.run) {
       j.duration = job.req_time;
@@ -1610,9 +1611,9 @@ class StandardEngine {
     // just then, or that end is past) lies at or after that end in the running-jobs order, so
     // the next pass's walk could stop elsewhere: the reservation is then not kept.
     bool keep_reservation = true;
-    // May this candidate start now without delaying the head's reservation?
+    // May this candidate, which fits the free resources, start now without delaying the head's
+    // reservation?
     auto may_backfill = [&](const SimJob& j) {
-      if (!j.need.fits_in(free_)) return false;
       if (reserved_end == -INF) reserved_end = reserve(head, extra);
       const double ends = now_ + j.estimate;
       if (ends <= std::max(reserved_end, now_)) {  // ends by the shadow time
@@ -1629,7 +1630,7 @@ class StandardEngine {
       // Candidates by increasing estimate (stable: ties keep queue order); the ones that start
       // leave the queue, the rest keep their queue order. Only the candidates that fit the free
       // resources now are sorted: free resources only shrink in this pass, so the others cannot
-      // start (may_backfill turns them down first thing, changing nothing).
+      // start (the fit test turns them down first thing, changing nothing).
       const auto cand = queue_.begin() + static_cast<std::ptrdiff_t>(first);
       order_.clear();
       for (auto it = cand; it != queue_.end(); ++it)
@@ -1640,7 +1641,8 @@ class StandardEngine {
         });
         for (int32_t slot : order_) {
           if (free_.units <= 0) break;
-          if (may_backfill(slab_[static_cast<size_t>(slot)])) start(slot);
+          const SimJob& j = slab_[static_cast<size_t>(slot)];
+          if (j.need.fits_in(free_) && may_backfill(j)) start(slot);
         }
         // start() set start >= 0; the queue holds only jobs not started before this pass.
         auto started = [this](int32_t slot) { return slab_[static_cast<size_t>(slot)].start >= 0; };
@@ -1657,20 +1659,23 @@ class StandardEngine {
     // Compact the queue in place as it is scanned: the head first, then the candidates that do not
     // start, in queue order. The scan also finds the smallest need left.
     // start() moves neither the queue nor the slab: keep their addresses in registers.
+    // Most candidates do not fit the free resources: their needs come from the dense copy, and
+    // their slab entries (a cache line or more each, all over the slab) are not read.
     int32_t* const queue = queue_.data();
     const SimJob* const slab = slab_.data();
+    const Res* const needs = needs_.data();
     const size_t n = queue_.size();
     queue[0] = queue[i];
     int64_t min_units = first > i + 1 ? min_queued_units_ : head.need.units;
     size_t w = first - i, k = first;
     for (; k < n && free_.units > 0; ++k) {
       const int32_t slot = queue[k];
-      const SimJob& j = slab[static_cast<size_t>(slot)];
-      if (may_backfill(j)) {
+      const Res& need = needs[static_cast<size_t>(slot)];
+      if (need.fits_in(free_) && may_backfill(slab[static_cast<size_t>(slot)])) {
         start(slot);
       } else {
         queue[w++] = slot;
-        min_units = std::min(min_units, j.need.units);
+        min_units = std::min(min_units, need.units);
       }
     }
     // A scan cut short leaves the bound as it was: still a lower bound.
@@ -1878,6 +1883,7 @@ class StandardEngine {
   bool rejoined_ = false;
   std::vector<Checkpoint> checkpoints_;
   std::vector<SimJob> slab_;
+  std::vector<Res> needs_;  // slab_[s].need for every slot s, dense: for the EASY scan
   std::vector<int32_t> free_slots_;
   std::vector<int32_t> queue_;
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions_;
