@@ -102,15 +102,17 @@ inline __attribute__((always_inline)) __m256i words_ending_at(const char* s, con
 // or a field's leading '-' (read as 0: '-' is below '0', and the subtraction saturates): the
 // other bytes masked off, then pairs, fours and eights of digits combined by multiply-adds. The
 // mask depends on n alone, so the word's chain is a subtraction, an and and the multiply-adds.
-inline __attribute__((always_inline)) __m256i eight_digits(__m256i w, __m256i n) {
-  // The lanes' masks: n top bytes set (a shift by 64 or more gives 0).
-  const __m256i shift = _mm256_slli_epi64(_mm256_sub_epi64(_mm256_set1_epi64x(8), n), 3);
+// Here shift is 8 * (8 - n) per lane, the bits below the n top bytes (64 or more gives 0).
+inline __attribute__((always_inline)) __m256i eight_digits_below(__m256i w, __m256i shift) {
   const __m256i keep = _mm256_sllv_epi64(_mm256_set1_epi64x(-1), shift);
   const __m256i d = _mm256_and_si256(_mm256_subs_epu8(w, _mm256_set1_epi8('0')), keep);
   const __m256i pairs = _mm256_maddubs_epi16(d, _mm256_set1_epi16(0x010a));       // bytes 10, 1
   const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x00010064));  // 100, 1
   return _mm256_add_epi64(_mm256_mul_epu32(quads, _mm256_set1_epi64x(10000)),
                           _mm256_srli_epi64(quads, 32));
+}
+inline __attribute__((always_inline)) __m256i eight_digits(__m256i w, __m256i n) {
+  return eight_digits_below(w, _mm256_slli_epi64(_mm256_sub_epi64(_mm256_set1_epi64x(8), n), 3));
 }
 
 }  // namespace
@@ -192,30 +194,41 @@ size_t swf_scan_avx2_next(const char* s, size_t avail, const SwfBounds (&bounds)
   const auto plain = static_cast<uint32_t>(_mm256_movemask_epi8(
       _mm256_cmpeq_epi8(_mm256_min_epu8(digits_less_one, _mm256_set1_epi8(14)), digits_less_one)));
   if ((plain & 0x3ffff) != 0x3ffff) return 0;
-  alignas(32) uint8_t end[32], length[32];
+  // The shift of each field's last word that leaves its bytes, 8 * (8 - min(length, 8)) (at most
+  // 64: the 16-bit shift carries nothing into the next byte), and the fields longer than 8 bytes.
+  const __m256i eight_b = _mm256_set1_epi8(8);
+  const __m256i shift_v =
+      _mm256_slli_epi16(_mm256_sub_epi8(eight_b, _mm256_min_epu8(length_v, eight_b)), 3);
+  const uint32_t long_fields =
+      static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpgt_epi8(length_v, eight_b))) & 0x3ffff;
+  alignas(32) uint8_t end[32], length[32], shift[32];
   alignas(32) int8_t negative[32];
   _mm256_store_si256(reinterpret_cast<__m256i*>(end), end_v);
   _mm256_store_si256(reinterpret_cast<__m256i*>(length), length_v);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(shift), shift_v);
   _mm256_store_si256(reinterpret_cast<__m256i*>(negative), neg_v);
   const SwfBounds& bound = bounds[fields == 21 ? 1 : 0];
   const __m256i eight = _mm256_set1_epi64x(8);
   __m256i out_of_range = _mm256_setzero_si256();
   // Fields 4r..4r+3, one per 64-bit lane (r = 4: fields 16, 17 and two lanes not read).
   for (int r = 0; r < 5; ++r) {
-    uint32_t l4, n4;
-    __builtin_memcpy(&l4, length + 4 * r, 4);
+    uint32_t s4, n4;
+    __builtin_memcpy(&s4, shift + 4 * r, 4);
     __builtin_memcpy(&n4, negative + 4 * r, 4);
-    const __m256i field_length = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(static_cast<int>(l4)));
+    const __m256i low_shift = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(static_cast<int>(s4)));
     const __m256i neg_lanes = _mm256_cvtepi8_epi64(_mm_cvtsi32_si128(static_cast<int>(n4)));
     alignas(32) int ends4[4];
     for (int i = 0; i < 4; ++i) ends4[i] = end[4 * r + i];
     if (r == 4) ends4[2] = ends4[3] = 0;  // fields 18, 19 (maybe none): not read
     const __m256i w = words_ending_at(s, ends4);
-    const __m256i long_lanes = _mm256_cmpgt_epi64(field_length, eight);
     // The bytes of the field, its '-' included (read as 0).
-    __m256i magnitude = eight_digits(w, _mm256_min_epu32(field_length, eight));
-    if (!_mm256_testz_si256(long_lanes, long_lanes)) {
+    __m256i magnitude = eight_digits_below(w, low_shift);
+    if (((long_fields >> (4 * r)) & 0xf) != 0) {
       // Fields of 9..15 digits, or 8 and a '-': the 8 bytes before the last 8, 0 elsewhere.
+      uint32_t l4;
+      __builtin_memcpy(&l4, length + 4 * r, 4);
+      const __m256i field_length = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(static_cast<int>(l4)));
+      const __m256i long_lanes = _mm256_cmpgt_epi64(field_length, eight);
       for (int i = 0; i < 4; ++i) ends4[i] -= 8;
       const __m256i more = _mm256_sub_epi64(field_length, eight);
       const __m256i high =
