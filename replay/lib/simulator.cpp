@@ -1325,7 +1325,8 @@ class StandardEngine {
     return static_cast<int32_t>(slab_.size() - 1);
   }
 
-  void submit(const Job& job) {
+  // Takes the job's record (the caller's is left to be overwritten by the next read).
+  void submit(Job& job) {
     const int64_t index = next_index_++;
     const int64_t procs = job.procs();
     if (!(job.run >= 0) || procs <= 0) {  // no run time or no size: cannot be replayed
@@ -1364,22 +1365,22 @@ class StandardEngine {
     const int32_t slot = alloc_slot();
     SimJob& j = slab_[static_cast<size_t>(slot)];
     static_cast<SimState&>(j) = SimState{};
-    j.job = job;
+    j.job = std::move(job);
     j.index = index;
     j.need = needs_[static_cast<size_t>(slot)] = need;
-    j.duration = job.run;
-    if (cfg_.kill_at_limit && job.req_time >= 0 && job.req_time < job.run) {
-      j.duration = job.req_time;
+    j.duration = j.job.run;
+    if (cfg_.kill_at_limit && j.job.req_time >= 0 && j.job.req_time < j.job.run) {
+      j.duration = j.job.req_time;
       j.killed = true;
     }
     if (online_) {
-      const OnlineEstimate e = online_->submit(job, index, now_);
+      const OnlineEstimate e = online_->submit(j.job, index, now_);
       MLPRIO_REPLAY_CHECK(std::isfinite(e.estimate) && e.estimate >= 0,
                           "the online estimator gave a negative or non-finite estimate");
       j.estimate = e.estimate;
       j.pred = e.prediction;
     } else {
-      j.estimate = detail::job_estimate(job, cfg_);
+      j.estimate = detail::job_estimate(j.job, cfg_);
       attach_fixed_prediction(j);
     }
     prepare(j);
@@ -1390,7 +1391,7 @@ class StandardEngine {
       ++raised_;
     }
     j.score = policy_.score(view(j), state());
-    nan_submit_ |= std::isnan(job.submit);
+    nan_submit_ |= std::isnan(j.job.submit);
     if (policy_.dynamic() || queue_.empty() || !before(slot, queue_.back())) {
       queue_.push_back(slot);  // static orders: the usual case under fcfs, after every queued job
     } else {
