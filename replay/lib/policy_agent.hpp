@@ -51,6 +51,7 @@ class AgentPolicy : public QueuePolicy {
   void on_job_end(const JobView& job, double start, double end, int64_t cores) override {
     base_->on_job_end(job, start, end, cores);
   }
+  bool tracks_job_ends() const override { return base_->tracks_job_ends(); }
   std::vector<double> save_state() const override { return base_->save_state(); }
   void load_state(std::span<const double> state) override { base_->load_state(state); }
   bool orders_queue() const override { return true; }

@@ -10,6 +10,7 @@ namespace {
 class F1Policy final : public QueuePolicy {
  public:
   std::string_view name() const override { return "f1"; }
+  bool tracks_job_ends() const override { return false; }
   double score(const JobView& j, const ClusterState& /*state*/) const override {
     return std::log10(j.estimate > 0 ? j.estimate : 0.1) * static_cast<double>(j.procs) +
            870 * std::log10(j.submit > 0 ? j.submit : 0.1);

@@ -10,6 +10,7 @@ namespace {
 class F2Policy final : public QueuePolicy {
  public:
   std::string_view name() const override { return "f2"; }
+  bool tracks_job_ends() const override { return false; }
   double score(const JobView& j, const ClusterState& /*state*/) const override {
     return std::sqrt(j.estimate) * static_cast<double>(j.procs) + 25600 * std::log10(j.submit);
   }

@@ -10,6 +10,7 @@ namespace {
 class F3Policy final : public QueuePolicy {
  public:
   std::string_view name() const override { return "f3"; }
+  bool tracks_job_ends() const override { return false; }
   double score(const JobView& j, const ClusterState& /*state*/) const override {
     return j.estimate * static_cast<double>(j.procs) + 6860000 * std::log10(j.submit);
   }

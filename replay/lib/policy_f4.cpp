@@ -10,6 +10,7 @@ namespace {
 class F4Policy final : public QueuePolicy {
  public:
   std::string_view name() const override { return "f4"; }
+  bool tracks_job_ends() const override { return false; }
   double score(const JobView& j, const ClusterState& /*state*/) const override {
     return j.estimate * std::sqrt(static_cast<double>(j.procs)) + 530000 * std::log10(j.submit);
   }

@@ -9,6 +9,7 @@ namespace {
 class FcfsPolicy final : public QueuePolicy {
  public:
   std::string_view name() const override { return "fcfs"; }
+  bool tracks_job_ends() const override { return false; }
   double score(const JobView& j, const ClusterState& /*state*/) const override { return j.submit; }
 };
 

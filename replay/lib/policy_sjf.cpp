@@ -10,6 +10,7 @@ namespace {
 class SjfPolicy final : public QueuePolicy {
  public:
   std::string_view name() const override { return "sjf"; }
+  bool tracks_job_ends() const override { return false; }
   double score(const JobView& j, const ClusterState& /*state*/) const override {
     return j.estimate;
   }

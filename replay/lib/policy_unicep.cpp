@@ -11,6 +11,7 @@ namespace {
 class UnicepPolicy final : public QueuePolicy {
  public:
   std::string_view name() const override { return "unicep"; }
+  bool tracks_job_ends() const override { return false; }
   double score(const JobView& j, const ClusterState& /*state*/) const override {
     return -(j.wait + 1e-15) / (std::log2(static_cast<double>(j.procs) + 1e-15) * j.estimate);
   }

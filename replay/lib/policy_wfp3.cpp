@@ -11,6 +11,7 @@ namespace {
 class Wfp3Policy final : public QueuePolicy {
  public:
   std::string_view name() const override { return "wfp3"; }
+  bool tracks_job_ends() const override { return false; }
   double score(const JobView& j, const ClusterState& /*state*/) const override {
     return -std::pow(j.wait / j.estimate, 3.0) * static_cast<double>(j.procs);
   }

@@ -187,7 +187,8 @@ struct SimState {
 };
 
 struct SimJob : SimState {
-  Job job;  // the trace record (kept for the estimate hook and the outcome)
+  Job job;                 // the trace record (kept for the estimate hook and the outcome)
+  int32_t next_free = -1;  // a free slot's successor in the engine's free list (-1: none)
 };
 
 // Which profile scan conservative backfilling uses: 0 = automatic (AVX-512 where the CPU has
@@ -1000,15 +1001,18 @@ class StandardEngine {
   }
 
   SimResult run(const JobSource& next) {
-    Job incoming;
-    bool have_next = next(incoming);
+    // The next job is read straight into a spare slot's record, which submit() then takes over
+    // (no copy of the record); a job it skips leaves the slot spare for the next read.
+    int32_t spare = alloc_slot();
+    const Job* incoming = &slab_[static_cast<size_t>(spare)].job;
+    bool have_next = next(slab_[static_cast<size_t>(spare)].job);
     double last_submit = -INF;
     if (cfg_.backfill == Backfill::CONSERVATIVE && !resumed_)
-      profile_.reset(have_next ? incoming.submit : 0, total_);
+      profile_.reset(have_next ? incoming->submit : 0, total_);
     while (have_next || !queue_.empty() || !completions_.empty()) {
       double t = INF;
       if (!completions_.empty()) t = completions_.top().end;
-      if (have_next) t = std::min(t, incoming.submit);
+      if (have_next) t = std::min(t, incoming->submit);
       if (wakeup_ > now_) t = std::min(t, wakeup_);
       if (!expiries_.empty()) t = std::min(t, expiries_.top().end);
       // Segment mode only: a repair re-run rejoined its recorded path, the rest is known.
@@ -1025,19 +1029,21 @@ class StandardEngine {
         early_end |= finish(slot);
       }
       correct_estimates();
-      while (have_next && incoming.submit <= now_) {
-        if (incoming.submit < last_submit)
+      while (have_next && incoming->submit <= now_) {
+        if (incoming->submit < last_submit)
           throw ConfigError("jobs must be sorted by submit time (job " +
-                            std::to_string(incoming.id) + " submitted at " +
-                            std::to_string(incoming.submit) + " after one at " +
+                            std::to_string(incoming->id) + " submitted at " +
+                            std::to_string(incoming->submit) + " after one at " +
                             std::to_string(last_submit) + ")");
-        last_submit = incoming.submit;
-        submit(incoming);
-        have_next = next(incoming);
+        last_submit = incoming->submit;
+        if (submit(spare)) spare = alloc_slot();  // (the slab may move)
+        incoming = &slab_[static_cast<size_t>(spare)].job;
+        have_next = next(slab_[static_cast<size_t>(spare)].job);
       }
       schedule(early_end);
       record_series();
     }
+    release_slot(spare);
     // Nothing left to happen: the state is final, and is the state at every recorded instant
     // still ahead (a repair may rejoin there too).
     if (recorded_ != nullptr && !rejoined_) at_instant(INF);
@@ -1314,10 +1320,14 @@ class StandardEngine {
     }
   }
 
+  void release_slot(int32_t s) {
+    slab_[static_cast<size_t>(s)].next_free = free_head_;
+    free_head_ = s;
+  }
   int32_t alloc_slot() {
-    if (!free_slots_.empty()) {
-      const int32_t s = free_slots_.back();
-      free_slots_.pop_back();
+    if (free_head_ >= 0) {
+      const int32_t s = free_head_;
+      free_head_ = slab_[static_cast<size_t>(s)].next_free;
       return s;
     }
     slab_.emplace_back();
@@ -1325,13 +1335,16 @@ class StandardEngine {
     return static_cast<int32_t>(slab_.size() - 1);
   }
 
-  // Takes the job's record (the caller's is left to be overwritten by the next read).
-  void submit(Job& job) {
+  // Queues the job whose record was read into `slot` (a spare slot) and returns true, or skips
+  // it (no run time or no size, or too large with --too-large skip) and returns false, leaving
+  // the slot spare.
+  bool submit(int32_t slot) {
+    const Job& job = slab_[static_cast<size_t>(slot)].job;
     const int64_t index = next_index_++;
     const int64_t procs = job.procs();
     if (!(job.run >= 0) || procs <= 0) {  // no run time or no size: cannot be replayed
       ++skipped_;
-      return;
+      return false;
     }
     const Machine& m = cfg_.machine;
     Res need;
@@ -1347,7 +1360,7 @@ class StandardEngine {
     if (!gpu_need || !need.fits_in(total_)) {
       if (cfg_.too_large == TooLarge::SKIP) {
         ++skipped_;
-        return;
+        return false;
       }
       if (!gpu_need)
         throw JobTooLargeError("job " + std::to_string(job.id) + " asks for " + number_text(gpus) +
@@ -1362,10 +1375,8 @@ class StandardEngine {
                                : std::string()) +
           "; give a larger machine (--nodes/--cores-per-node) or --too-large skip");
     }
-    const int32_t slot = alloc_slot();
     SimJob& j = slab_[static_cast<size_t>(slot)];
     static_cast<SimState&>(j) = SimState{};
-    j.job = std::move(job);
     j.index = index;
     j.need = needs_[static_cast<size_t>(slot)] = need;
     j.duration = j.job.run;
@@ -1392,7 +1403,7 @@ class StandardEngine {
     }
     j.score = policy_.score(view(j), state());
     nan_submit_ |= std::isnan(j.job.submit);
-    if (policy_.dynamic() || queue_.empty() || !before(slot, queue_.back())) {
+    if (dynamic_ || queue_.empty() || !before(slot, queue_.back())) {
       queue_.push_back(slot);  // static orders: the usual case under fcfs, after every queued job
     } else {
       auto it = std::upper_bound(queue_.begin(), queue_.end(), slot,
@@ -1402,6 +1413,7 @@ class StandardEngine {
     }
     if (cfg_.backfill == Backfill::CONSERVATIVE) unplaced_ = true;
     min_queued_units_ = std::min(min_queued_units_, need.units);
+    return true;
   }
 
   // The fixed predictions' entry for the job (the `ml` order's, where given without an online
@@ -1436,7 +1448,7 @@ class StandardEngine {
   }
 
   // Returns true when the job ended before its estimated end (conservative must replan).
-  bool finish(int32_t slot) {
+  [[gnu::always_inline]] bool finish(int32_t slot) {
     easy_kept_.valid = false;
     SimJob& j = slab_[static_cast<size_t>(slot)];
     free_ += j.need;
@@ -1448,7 +1460,7 @@ class StandardEngine {
           detail::bounded_slowdown(j.start - j.job.submit, now_ - j.start, cfg_.bsld_threshold);
       ++done_;
     }
-    policy_.on_job_end(view(j), j.start, now_, j.job.procs());
+    if (tracks_ends_) policy_.on_job_end(view(j), j.start, now_, j.job.procs());
     if (online_) online_->finish(j.job, j.start, now_);
     bool early = false;
     if (cfg_.backfill == Backfill::CONSERVATIVE) {
@@ -1462,12 +1474,12 @@ class StandardEngine {
         early = true;
       }
     }
-    free_slots_.push_back(slot);
+    release_slot(slot);
     return early;
   }
 
   void order_queue() {
-    if (!policy_.dynamic()) return;
+    if (!dynamic_) return;
     easy_kept_.valid = false;
     const ClusterState s = state();
     keys_.clear();
@@ -1551,8 +1563,8 @@ class StandardEngine {
         for (int32_t slot : queue_)
           MLPRIO_REPLAY_CHECK(!slab_[static_cast<size_t>(slot)].need.fits_in(free_),
                               "a pass left unsorted could have started a job");
-    } else {
-      order_queue();
+    } else if (dynamic_) {
+      order_queue();  // (a static order's queue is kept in order as jobs arrive)
     }
     switch (cfg_.backfill) {
       case Backfill::NONE:
@@ -1850,6 +1862,8 @@ class StandardEngine {
   const SimConfig& cfg_;
   QueuePolicy& policy_;
   const bool prepares_ = policy_.prepares();
+  const bool tracks_ends_ = policy_.tracks_job_ends();
+  const bool dynamic_ = policy_.dynamic();  // an order's nature does not change during a run
   const bool sort_may_wait_ =
       policy_.dynamic() && policy_.finite_scores() && !policy_.orders_queue();
   bool nan_submit_ = false;  // a queued job's submit time was NaN: every pass sorts
@@ -1885,7 +1899,7 @@ class StandardEngine {
   std::vector<Checkpoint> checkpoints_;
   std::vector<SimJob> slab_;
   std::vector<Res> needs_;  // slab_[s].need for every slot s, dense: for the EASY scan
-  std::vector<int32_t> free_slots_;
+  int32_t free_head_ = -1;  // the free slots, last freed first, linked by SimJob::next_free
   std::vector<int32_t> queue_;
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions_;
   RunningByEnd running_by_est_;

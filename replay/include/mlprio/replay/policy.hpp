@@ -142,6 +142,9 @@ class QueuePolicy {
   // Usage hook for history-based orders (fair share): called when a job ends.
   virtual void on_job_end(const JobView& /*job*/, double /*start*/, double /*end*/,
                           int64_t /*cores*/) {}
+  // False when on_job_end() does nothing: the engine then neither calls it nor builds the view
+  // for it. True unless an order says otherwise, so an order that keeps history is always told.
+  virtual bool tracks_job_ends() const { return true; }
   // The history the score depends on (fair-share usage) as plain numbers, so the time-parallel
   // replay can carry it across a segment boundary. Equal saved states must give equal futures;
   // load_state(save_state()) must restore the policy exactly.
