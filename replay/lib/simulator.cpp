@@ -1004,8 +1004,8 @@ class StandardEngine {
     // The next job is read straight into a spare slot's record, which submit() then takes over
     // (no copy of the record); a job it skips leaves the slot spare for the next read.
     int32_t spare = alloc_slot();
-    const Job* incoming = &slab_[static_cast<size_t>(spare)].job;
-    bool have_next = next(slab_[static_cast<size_t>(spare)].job);
+    Job* incoming = &slab_[static_cast<size_t>(spare)].job;
+    bool have_next = next(*incoming);
     double last_submit = -INF;
     if (cfg_.backfill == Backfill::CONSERVATIVE && !resumed_)
       profile_.reset(have_next ? incoming->submit : 0, total_);
@@ -1038,7 +1038,7 @@ class StandardEngine {
         last_submit = incoming->submit;
         if (submit(spare)) spare = alloc_slot();  // (the slab may move)
         incoming = &slab_[static_cast<size_t>(spare)].job;
-        have_next = next(slab_[static_cast<size_t>(spare)].job);
+        have_next = next(*incoming);
       }
       schedule(early_end);
       record_series();
