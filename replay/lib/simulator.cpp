@@ -1097,6 +1097,7 @@ class StandardEngine {
       j.seq = s.seq;
       attach_fixed_prediction(j);  // as submit() did (online estimators cannot resume)
       prepare(j);
+      keep_view(slot);
       return slot;
     };
     for (const auto& s : st.running) {
@@ -1332,6 +1333,7 @@ class StandardEngine {
     }
     slab_.emplace_back();
     needs_.emplace_back();
+    if (dynamic_) views_.emplace_back();
     return static_cast<int32_t>(slab_.size() - 1);
   }
 
@@ -1402,6 +1404,7 @@ class StandardEngine {
       ++raised_;
     }
     j.score = policy_.score(view(j), state());
+    keep_view(slot);
     nan_submit_ |= std::isnan(j.job.submit);
     if (dynamic_ || queue_.empty() || !before(slot, queue_.back())) {
       queue_.push_back(slot);  // static orders: the usual case under fcfs, after every queued job
@@ -1478,6 +1481,27 @@ class StandardEngine {
     return early;
   }
 
+  // A dynamic order's queued jobs are scored at every pass: their views are kept, dense by slot,
+  // from the time they are queued (a job's view changes only with the wait while it queues).
+  void keep_view(int32_t slot) {
+    if (dynamic_) views_[static_cast<size_t>(slot)] = view(slab_[static_cast<size_t>(slot)]);
+  }
+  void check_kept_view(int32_t slot) const {
+    const JobView& k = views_[static_cast<size_t>(slot)];
+    const JobView v = view(slab_[static_cast<size_t>(slot)]);
+    const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+    MLPRIO_REPLAY_CHECK(k.index == v.index && k.id == v.id && same(k.submit, v.submit) &&
+                            same(k.estimate, v.estimate) && k.procs == v.procs &&
+                            same(k.gpus, v.gpus) && k.user == v.user &&
+                            same(k.req_time, v.req_time) && same(k.pred_runtime, v.pred_runtime) &&
+                            same(k.pred_upper, v.pred_upper) && same(k.fail_prob, v.fail_prob) &&
+                            k.terms_set == v.terms_set && same(k.terms.run, v.terms.run) &&
+                            same(k.terms.size, v.terms.size) && same(k.terms.fail, v.terms.fail) &&
+                            same(k.terms.unmoved, v.terms.unmoved) &&
+                            k.terms.sized == v.terms.sized && k.terms.fixed == v.terms.fixed,
+                        "a queued job's kept view differs from its record");
+  }
+
   void order_queue() {
     if (!dynamic_) return;
     easy_kept_.valid = false;
@@ -1485,10 +1509,15 @@ class StandardEngine {
     keys_.clear();
     bool nan = false;
     for (int32_t slot : queue_) {
-      SimJob& j = slab_[static_cast<size_t>(slot)];
-      j.score = policy_.score(view(j), s);
-      nan |= std::isnan(j.score) || std::isnan(j.job.submit);
-      keys_.push_back({j.score, j.job.submit, j.index, slot});
+      // The job's view as submit() kept it (nothing in it but the wait moves while it queues):
+      // one dense record per job instead of the slab entry's lines and its trace record.
+      JobView& v = views_[static_cast<size_t>(slot)];
+      if (cfg_.check_invariants) check_kept_view(slot);
+      v.wait = now_ - v.submit;
+      const double score = policy_.score(v, s);
+      slab_[static_cast<size_t>(slot)].score = score;
+      nan |= std::isnan(score) || std::isnan(v.submit);
+      keys_.push_back({score, v.submit, v.index, slot});
     }
     sort_keys(nan);
     for (size_t k = 0; k < keys_.size(); ++k) queue_[k] = keys_[k].slot;
@@ -1898,8 +1927,9 @@ class StandardEngine {
   bool rejoined_ = false;
   std::vector<Checkpoint> checkpoints_;
   std::vector<SimJob> slab_;
-  std::vector<Res> needs_;  // slab_[s].need for every slot s, dense: for the EASY scan
-  int32_t free_head_ = -1;  // the free slots, last freed first, linked by SimJob::next_free
+  std::vector<Res> needs_;      // slab_[s].need for every slot s, dense: for the EASY scan
+  std::vector<JobView> views_;  // dynamic orders: view(slab_[s]) as queued, for every slot s
+  int32_t free_head_ = -1;      // the free slots, last freed first, linked by SimJob::next_free
   std::vector<int32_t> queue_;
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions_;
   RunningByEnd running_by_est_;
