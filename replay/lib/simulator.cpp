@@ -1403,8 +1403,9 @@ class StandardEngine {
       j.estimate = j.duration;
       ++raised_;
     }
-    j.score = policy_.score(view(j), state());
-    keep_view(slot);
+    const JobView v = view(j);
+    j.score = policy_.score(v, state());
+    if (dynamic_) views_[static_cast<size_t>(slot)] = v;  // kept for every pass (order_queue)
     nan_submit_ |= std::isnan(j.job.submit);
     if (dynamic_ || queue_.empty() || !before(slot, queue_.back())) {
       queue_.push_back(slot);  // static orders: the usual case under fcfs, after every queued job
