@@ -1097,7 +1097,6 @@ class StandardEngine {
       j.seq = s.seq;
       attach_fixed_prediction(j);  // as submit() did (online estimators cannot resume)
       prepare(j);
-      keep_view(slot);
       return slot;
     };
     for (const auto& s : st.running) {
@@ -1113,7 +1112,11 @@ class StandardEngine {
     }
     MLPRIO_REPLAY_CHECK(free_.units >= 0 && free_.gpus >= 0,
                         "a carried state overfills the machine");
-    for (const auto& s : st.queue) queue_.push_back(fill(s));
+    for (const auto& s : st.queue) {
+      const int32_t slot = fill(s);
+      keep_view(slot);  // only queued jobs are scored (running ones need no view)
+      queue_.push_back(slot);
+    }
   }
 
   // Segment mode: record a checkpoint every `every` event instants (every > 0).
