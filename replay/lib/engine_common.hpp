@@ -89,41 +89,40 @@ template <typename T>
 // The waits' nearest-rank p95 and p99 (the smallest wait with at least p % of the jobs at or
 // below) and their maximum, exact, in memory that stops growing with the trace. The first
 // `histogram_after` waits are kept one by one and selected at the end (linear; what every window
-// of a sweep or tune uses). Past that the waits are counted instead: one 32-bit counter per whole
-// second up to the longest whole-second wait seen (at most HISTOGRAM_SECONDS of them, 4 MB, as
-// much as the waits kept before the switch), and only the waits that are not whole seconds under
-// that bound (fractions, waits of twelve days or more) are kept one by one, as is a wait whose
-// counter is full. Both give the same values, bit for bit (test_wait_quantiles).
+// of a sweep or tune of fewer jobs uses). Past that the waits are counted instead: one 32-bit
+// counter per whole second up to the longest whole-second wait seen (at most HISTOGRAM_SECONDS of
+// them, 4 MB), and only the waits that are not whole seconds under that bound (fractions, waits of
+// twelve days or more) are kept one by one, as is a wait whose counter is full. Both give the same
+// values, bit for bit (test_wait_quantiles).
+//
+// A count touches cached memory only: the counters of the first NEAR_SECONDS (64 KB; most waits,
+// and every wait of 0, fall there) are incremented at once, and the longer waits are gathered,
+// `far_block` at a time, and counted grouped by the 64 KB window their counters lie in. Counting
+// each at once, its counter fetched ahead, cost about 10 ns a wait on a 1M-job trace's waits, and
+// keeping the first 2^19 waits before counting cost more than it saved (bench/RESULTS.md,
+// session 47).
 class WaitQuantiles {
  public:
-  static constexpr size_t HISTOGRAM_AFTER = size_t{1} << 19;    // 4 MB of waits
+  static constexpr size_t HISTOGRAM_AFTER = size_t{1} << 16;    // 512 KB of waits
   static constexpr size_t HISTOGRAM_SECONDS = size_t{1} << 20;  // 12.1 days, 4 MB of counters
+  static constexpr size_t FAR_BLOCK = size_t{1} << 14;          // long waits gathered (128 KB)
 
-  explicit WaitQuantiles(size_t histogram_after = HISTOGRAM_AFTER) : after_(histogram_after) {
-    if (after_ == 0) counting_ = true;
+  explicit WaitQuantiles(size_t histogram_after = HISTOGRAM_AFTER, size_t far_block = FAR_BLOCK)
+      : after_(histogram_after), far_block_(std::max<size_t>(far_block, 1)) {
+    if (after_ == 0) start_counting();
   }
 
   void add(double wait) {
     ++n_;
     if (counting_) {
-      // Counted DELAY adds later, its counter fetched meanwhile: the 4 MB of counters miss the
-      // cache on nearly every wait that is not short.
-      double& slot = pending_[next_pending_];
-      if (pending_n_ == DELAY)
-        count(slot);
-      else
-        ++pending_n_;
-      slot = wait;
-      if (wait >= 0 && wait < static_cast<double>(counts_.size()))
-        __builtin_prefetch(counts_.data() + static_cast<size_t>(wait), 1);
-      next_pending_ = (next_pending_ + 1) % DELAY;
+      count(wait);
       return;
     }
     append_growing(waits_, wait);
     if (waits_.size() >= after_) [[unlikely]] {
-      counting_ = true;
       std::vector<double> kept;
       kept.swap(waits_);
+      start_counting();
       for (double w : kept) count(w);
     }
   }
@@ -140,8 +139,6 @@ class WaitQuantiles {
       return std::max<size_t>(k, 1) - 1;
     };
     const size_t k95 = rank(95), k99 = rank(99);
-    for (size_t i = 0; i < pending_n_; ++i) count(pending_[i]);  // in any order: counts
-    pending_n_ = 0;
     Result r;
     if (!counting_) {
       // Selection, not a full sort: p95, then p99 among the waits above it, then the maximum
@@ -154,6 +151,7 @@ class WaitQuantiles {
       r.max = *std::max_element(at(k99), waits_.end());
       return r;
     }
+    count_far();
     // The counted seconds and the kept waits merged in increasing order (equal values may come
     // in either order: the k-th value is the same).
     std::sort(other_.begin(), other_.end());
@@ -177,28 +175,70 @@ class WaitQuantiles {
   }
 
  private:
+  static constexpr size_t NEAR_SECONDS = size_t{1} << 14;  // one window of counters, 64 KB
+  static constexpr size_t WINDOWS = HISTOGRAM_SECONDS / NEAR_SECONDS;
+
+  void start_counting() {
+    counting_ = true;
+    counts_.assign(NEAR_SECONDS, 0);
+    far_.reserve(far_block_);
+  }
+
+  // A whole-second wait shorter than NEAR_SECONDS is counted now; any other is gathered.
   void count(double w) {
-    if (w >= 0 && w < static_cast<double>(HISTOGRAM_SECONDS) && w == std::floor(w)) {
-      const auto sec = static_cast<size_t>(w);
-      if (sec >= counts_.size())
-        counts_.resize(std::min(HISTOGRAM_SECONDS, std::max(sec + 1, 2 * counts_.size())), 0);
-      if (counts_[sec] < UINT32_MAX) {
-        ++counts_[sec];
+    if (w >= 0 && w < static_cast<double>(NEAR_SECONDS)) {
+      const auto sec = static_cast<uint32_t>(w);
+      uint32_t& c = counts_[sec];
+      if (static_cast<double>(sec) == w && c != UINT32_MAX) {
+        ++c;
         return;
       }
     }
-    append_growing(other_, w);
+    far_.push_back(w);
+    if (far_.size() == far_block_) [[unlikely]]
+      count_far();
   }
 
-  static constexpr size_t DELAY = 16;
-  size_t after_;
+  // Counts the gathered waits: the whole seconds within range window by window (a counting sort
+  // on the window, then the increments, each within 64 KB of counters); the rest are kept.
+  void count_far() {
+    secs_.clear();
+    uint32_t top = 0;
+    for (double w : far_) {
+      if (w >= 0 && w < static_cast<double>(HISTOGRAM_SECONDS) &&
+          static_cast<double>(static_cast<uint32_t>(w)) == w) {
+        const auto sec = static_cast<uint32_t>(w);
+        secs_.push_back(sec);
+        top = std::max(top, sec);
+      } else {
+        append_growing(other_, w);
+      }
+    }
+    far_.clear();
+    if (top >= counts_.size())
+      counts_.resize(std::min(HISTOGRAM_SECONDS, std::max<size_t>(top + 1, 2 * counts_.size())), 0);
+    size_t at[WINDOWS + 1] = {};
+    for (uint32_t sec : secs_) ++at[sec / NEAR_SECONDS + 1];
+    for (size_t k = 1; k <= WINDOWS; ++k) at[k] += at[k - 1];
+    grouped_.resize(secs_.size());
+    for (uint32_t sec : secs_) grouped_[at[sec / NEAR_SECONDS]++] = sec;
+    for (uint32_t sec : grouped_) {
+      uint32_t& c = counts_[sec];
+      if (c != UINT32_MAX)
+        ++c;
+      else
+        append_growing(other_, static_cast<double>(sec));
+    }
+  }
+
+  size_t after_, far_block_;
   size_t n_ = 0;
   bool counting_ = false;
-  double pending_[DELAY] = {};  // counting: the last waits added, not yet counted
-  size_t pending_n_ = 0, next_pending_ = 0;
-  std::vector<double> waits_;     // before counting: every wait
-  std::vector<uint32_t> counts_;  // counting: jobs per whole second of wait
-  std::vector<double> other_;     // counting: the waits that are not counted
+  std::vector<double> waits_;             // before counting: every wait
+  std::vector<uint32_t> counts_;          // counting: jobs per whole second of wait
+  std::vector<double> other_;             // counting: the waits that are not counted
+  std::vector<double> far_;               // counting: waits gathered for count_far()
+  std::vector<uint32_t> secs_, grouped_;  // count_far()'s whole seconds, and grouped by window
 };
 
 class MetricsAccumulator {

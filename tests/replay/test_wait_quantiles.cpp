@@ -27,8 +27,9 @@ WaitQuantiles::Result by_sort(std::vector<double> w) {
   return {at(95), at(99), w.back()};
 }
 
-WaitQuantiles::Result with(const std::vector<double>& w, size_t histogram_after) {
-  WaitQuantiles q(histogram_after);
+WaitQuantiles::Result with(const std::vector<double>& w, size_t histogram_after,
+                           size_t far_block = WaitQuantiles::FAR_BLOCK) {
+  WaitQuantiles q(histogram_after, far_block);
   for (double x : w) q.add(x);
   return q.finish();
 }
@@ -41,11 +42,15 @@ void check_all_agree(const std::vector<double>& w) {
   const WaitQuantiles::Result want = by_sort(w);
   for (size_t after : {size_t{0}, size_t{1}, size_t{7}, w.size() / 2, w.size(), w.size() + 1,
                        WaitQuantiles::HISTOGRAM_AFTER}) {
-    const WaitQuantiles::Result got = with(w, after);
-    INFO("n = " << w.size() << ", counting after " << after);
-    CHECK(same_bits(got.p95, want.p95));
-    CHECK(same_bits(got.p99, want.p99));
-    CHECK(same_bits(got.max, want.max));
+    // Long waits counted in blocks of one, of a few, and of the default size (a block that
+    // fills during the run, at the switch, or only at finish()).
+    for (size_t block : {size_t{1}, size_t{3}, size_t{64}, WaitQuantiles::FAR_BLOCK}) {
+      const WaitQuantiles::Result got = with(w, after, block);
+      INFO("n = " << w.size() << ", counting after " << after << ", blocks of " << block);
+      CHECK(same_bits(got.p95, want.p95));
+      CHECK(same_bits(got.p99, want.p99));
+      CHECK(same_bits(got.max, want.max));
+    }
   }
 }
 
@@ -103,6 +108,10 @@ TEST_CASE("wait quantiles: edges (one job, all equal, only fractions, only long 
     for (int i = n - 1; i >= 0; --i) mixed.push_back(i % 2 ? i / 2 + 0.5 : i / 2);
     check_all_agree(mixed);
   }
+  // Around the seconds counted at once (2^14) and the first windows' edges, with ties.
+  std::vector<double> edge;
+  for (int i = 0; i < 400; ++i) edge.push_back(16380 + i % 9 + (i % 3 == 0 ? 16384 : 0));
+  check_all_agree(edge);
   // 100 jobs: p95 is the 95th smallest, p99 the 99th; the switch in the middle.
   std::vector<double> w;
   for (int i = 100; i >= 1; --i) w.push_back(i);
