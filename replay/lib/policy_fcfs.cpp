@@ -10,6 +10,7 @@ class FcfsPolicy final : public QueuePolicy {
  public:
   std::string_view name() const override { return "fcfs"; }
   bool tracks_job_ends() const override { return false; }
+  bool scores_submit() const override { return true; }
   double score(const JobView& j, const ClusterState& /*state*/) const override { return j.submit; }
 };
 

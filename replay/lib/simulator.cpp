@@ -1406,9 +1406,13 @@ class StandardEngine {
       j.estimate = j.duration;
       ++raised_;
     }
-    const JobView v = view(j);
-    j.score = policy_.score(v, state());
-    if (dynamic_) views_[static_cast<size_t>(slot)] = v;  // kept for every pass (order_queue)
+    if (scores_submit_ && !dynamic_) {
+      j.score = j.job.submit;
+    } else {
+      const JobView v = view(j);
+      j.score = policy_.score(v, state());
+      if (dynamic_) views_[static_cast<size_t>(slot)] = v;  // kept for every pass (order_queue)
+    }
     nan_submit_ |= std::isnan(j.job.submit);
     if (dynamic_ || queue_.empty() || !before(slot, queue_.back())) {
       queue_.push_back(slot);  // static orders: the usual case under fcfs, after every queued job
@@ -1896,6 +1900,7 @@ class StandardEngine {
   QueuePolicy& policy_;
   const bool prepares_ = policy_.prepares();
   const bool tracks_ends_ = policy_.tracks_job_ends();
+  const bool scores_submit_ = policy_.scores_submit();
   const bool dynamic_ = policy_.dynamic();  // an order's nature does not change during a run
   const bool sort_may_wait_ =
       policy_.dynamic() && policy_.finite_scores() && !policy_.orders_queue();

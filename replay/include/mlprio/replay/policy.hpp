@@ -145,6 +145,9 @@ class QueuePolicy {
   // False when on_job_end() does nothing: the engine then neither calls it nor builds the view
   // for it. True unless an order says otherwise, so an order that keeps history is always told.
   virtual bool tracks_job_ends() const { return true; }
+  // True when score() is the view's submit time, whatever the state (fcfs): the engine then
+  // takes it from the job without building a view.
+  virtual bool scores_submit() const { return false; }
   // The history the score depends on (fair-share usage) as plain numbers, so the time-parallel
   // replay can carry it across a segment boundary. Equal saved states must give equal futures;
   // load_state(save_state()) must restore the policy exactly.
