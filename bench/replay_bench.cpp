@@ -9,7 +9,10 @@
 // (issue #3): its counters give the time-weighted mean and the maximum queue length of the run.
 // BM_replay_out is BM_replay/fcfs_easy writing `run --out`'s HDF5 file as it goes (the jobs table
 // and the series through RunFileWriter, compressed, committed to a temporary file): its ratio to
-// BM_replay/fcfs_easy is the cost of the file.
+// BM_replay/fcfs_easy is the cost of the file. BM_wait_quantiles is the waits' p95/p99/max on
+// their own, over 1M waits shaped like a 1M-job FCFS+EASY replay's (60 % zero, the rest spread
+// over days): counting per second as run does past 2^16 jobs, and, for comparison, keeping every
+// wait and selecting at the end.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "../replay/lib/engine_common.hpp"
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/jobs/lublin.hpp"
 #include "mlprio/model/predictor.hpp"
@@ -255,7 +259,28 @@ void BM_replay_out(benchmark::State& state) {
 
 }  // namespace
 
+void BM_wait_quantiles(benchmark::State& state, bool counting) {
+  std::vector<double> waits(static_cast<size_t>(state.range(0)));
+  uint64_t x = 88172645463325252ULL;  // xorshift64: the same waits on every run
+  for (double& w : waits) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const uint64_t r = x % 1000;
+    // 60 % start at once; the rest wait up to about a day, and one in 25 of them up to a week.
+    w = r < 600 ? 0.0 : static_cast<double>((x >> 20) % (r < 984 ? 86400 : 640000));
+  }
+  for (auto _ : state) {
+    detail::WaitQuantiles q(counting ? 0 : waits.size() + 1);
+    for (double w : waits) q.add(w);
+    benchmark::DoNotOptimize(q.finish());
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
 BENCHMARK(BM_generate_only)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_wait_quantiles, counting, true)->Arg(1000000)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_wait_quantiles, kept, false)->Arg(1000000)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_replay, fcfs_none, Backfill::NONE)
     ->Arg(10000)
     ->Arg(100000)
