@@ -1,0 +1,154 @@
+// A lower bound for issue 14's "whole FCFS+EASY replay within 1x the awk pass": the same SWF
+// reader as `mlprio-replay run`, and the least an FCFS+EASY replay has to do, with nothing else.
+// Machines of one processor per node (MaxProcs from the header, or --procs), every job's request
+// as its estimate (its run time where it has none), the same event order, reservation and
+// backfill rule as the engine, and only the mean wait, mean bounded slowdown (10 s) and the
+// longest wait kept: no policy, no per-user or percentile metrics, no checks, no segments, no
+// series. A plain binary heap of completions, a sorted vector of estimated ends, a vector queue.
+//
+//   bench_easy_floor TRACE.swf [--procs N]
+//
+// prints `jobs=... avg_wait=... avg_bsld=... max_wait=...`, which must equal `mlprio-replay run
+// --trace TRACE.swf --backfill easy --policy fcfs --json`'s fields on such a trace (ctest
+// bench_easy_floor_agrees checks it); its time beside run's and awk's is in bench/RESULTS.md.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "mlprio/jobs/trace.hpp"
+
+namespace {
+
+struct Queued {
+  double submit, run, estimate;
+  int64_t need;
+};
+struct Completion {
+  double end;
+  int64_t seq, need;
+  bool operator>(const Completion& o) const { return end > o.end || (end == o.end && seq > o.seq); }
+};
+struct EstimatedEnd {
+  double end;
+  int64_t seq, need;
+  bool operator<(const EstimatedEnd& o) const {
+    return end < o.end || (end == o.end && seq < o.seq);
+  }
+};
+
+int floor_replay(const std::string& path, int64_t procs) {
+  auto reader = mlprio::open_job_reader(path);
+  mlprio::Job job;
+  bool have = reader->next(job);
+  if (procs <= 0) procs = reader->header().max_procs;
+  if (procs <= 0) {
+    std::fprintf(stderr, "bench_easy_floor: %s gives no MaxProcs; pass --procs N\n", path.c_str());
+    return 2;
+  }
+  const auto queued = [](const mlprio::Job& j) {
+    return Queued{j.submit, j.run, j.req_time >= 0 ? j.req_time : j.run, j.procs()};
+  };
+  Queued incoming = have ? queued(job) : Queued{};
+  int64_t free = procs, seq = 0, started = 0;
+  double now = 0, wait_sum = 0, bsld_sum = 0, max_wait = 0;
+  std::vector<Queued> queue;
+  std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions;
+  std::vector<EstimatedEnd> by_end;  // running jobs by estimated end
+  const auto start = [&](const Queued& q) {
+    free -= q.need;
+    const double wait = now - q.submit;
+    wait_sum += wait;
+    max_wait = std::max(max_wait, wait);
+    bsld_sum += std::max(1.0, (wait + q.run) / std::max(q.run, 10.0));
+    ++started;
+    completions.push({now + q.run, seq, q.need});
+    const EstimatedEnd e{now + q.estimate, seq++, q.need};
+    by_end.insert(std::upper_bound(by_end.begin(), by_end.end(), e), e);
+  };
+  while (have || !queue.empty() || !completions.empty()) {
+    now = completions.empty()
+              ? incoming.submit
+              : (have ? std::min(completions.top().end, incoming.submit) : completions.top().end);
+    while (!completions.empty() && completions.top().end <= now) {
+      const Completion c = completions.top();
+      completions.pop();
+      free += c.need;
+      by_end.erase(std::find_if(by_end.begin(), by_end.end(),
+                                [&](const EstimatedEnd& e) { return e.seq == c.seq; }));
+    }
+    while (have && incoming.submit <= now) {
+      if (incoming.run >= 0 && incoming.need > 0) {
+        if (incoming.need > procs) {
+          std::fprintf(stderr, "bench_easy_floor: a job needs %lld of %lld processors\n",
+                       static_cast<long long>(incoming.need), static_cast<long long>(procs));
+          return 2;
+        }
+        queue.push_back(incoming);
+      }
+      have = reader->next(job);
+      if (have) incoming = queued(job);
+    }
+    size_t head = 0;
+    while (head < queue.size() && queue[head].need <= free) start(queue[head++]);
+    // The blocked head's reservation (the shadow time and the processors it leaves over), worked
+    // out at the first candidate that fits; then each candidate in queue order.
+    double shadow = -std::numeric_limits<double>::infinity();
+    int64_t extra = 0;
+    size_t kept = head < queue.size() ? head + 1 : head;
+    for (size_t k = head + 1; k < queue.size(); ++k) {
+      const Queued q = queue[k];
+      bool go = false;
+      if (free > 0 && q.need <= free) {
+        if (shadow == -std::numeric_limits<double>::infinity()) {
+          int64_t avail = free;
+          for (const EstimatedEnd& e : by_end) {
+            avail += e.need;
+            if (avail >= queue[head].need) {
+              shadow = e.end;
+              break;
+            }
+          }
+          extra = avail - queue[head].need;
+        }
+        if (now + q.estimate <= std::max(shadow, now)) {
+          go = true;
+        } else if (q.need <= extra) {
+          extra -= q.need;
+          go = true;
+        }
+      }
+      if (go)
+        start(q);
+      else
+        queue[kept++] = q;
+    }
+    queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(head));
+    queue.resize(kept - head);
+  }
+  const double n = static_cast<double>(std::max<int64_t>(started, 1));
+  std::printf("jobs=%lld avg_wait=%.6f avg_bsld=%.17g max_wait=%.17g\n",
+              static_cast<long long>(started), wait_sum / n, bsld_sum / n, max_wait);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2 && !(argc == 4 && std::strcmp(argv[2], "--procs") == 0)) {
+    std::fprintf(stderr, "usage: bench_easy_floor TRACE.swf [--procs N]\n");
+    return 2;
+  }
+  try {
+    return floor_replay(argv[1], argc == 4 ? std::atoll(argv[3]) : 0);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_easy_floor: %s\n", e.what());
+    return 1;
+  }
+}
