@@ -2,7 +2,8 @@
 // reader as `mlprio-replay run`, and the least an FCFS+EASY replay has to do, with nothing else.
 // Machines of one processor per node (MaxProcs from the header, or --procs), every job's request
 // as its estimate (its run time where it has none), the same event order, reservation and
-// backfill rule as the engine, and only the mean wait, mean bounded slowdown (10 s) and the
+// backfill rule as the engine, its two shortcuts (no pass while nothing queued fits, only the new
+// jobs tried after arrivals alone), and only the mean wait, mean bounded slowdown (10 s) and the
 // longest wait kept: no policy, no per-user or percentile metrics, no checks, no segments, no
 // series. A plain binary heap of completions, a sorted vector of estimated ends, a vector queue.
 //
@@ -72,6 +73,16 @@ int floor_replay(const std::string& path, int64_t procs) {
     const EstimatedEnd e{now + q.estimate, seq++, q.need};
     by_end.insert(std::upper_bound(by_end.begin(), by_end.end(), e), e);
   };
+  constexpr double NONE = -std::numeric_limits<double>::infinity();
+  // The engine's two shortcuts, which any replay of a long trace should have: no pass while fewer
+  // processors are free than the smallest queued job needs (`min_need`, a lower bound), and after
+  // arrivals alone (no job ended, the head still blocked) only the new jobs are tried, against
+  // the reservation the previous pass left (`kept`: the first `tried` jobs were tried).
+  int64_t min_need = std::numeric_limits<int64_t>::max();
+  bool kept = false;
+  size_t tried = 0;
+  double shadow = NONE;  // the head's reserved end (NONE: not worked out)
+  int64_t extra = 0;     // what the reservation leaves over
   while (have || !queue.empty() || !completions.empty()) {
     now = completions.empty()
               ? incoming.submit
@@ -80,6 +91,7 @@ int floor_replay(const std::string& path, int64_t procs) {
       const Completion c = completions.top();
       completions.pop();
       free += c.need;
+      kept = false;
       by_end.erase(std::find_if(by_end.begin(), by_end.end(),
                                 [&](const EstimatedEnd& e) { return e.seq == c.seq; }));
     }
@@ -91,46 +103,67 @@ int floor_replay(const std::string& path, int64_t procs) {
           return 2;
         }
         queue.push_back(incoming);
+        min_need = std::min(min_need, incoming.need);
       }
       have = reader->next(job);
       if (have) incoming = queued(job);
     }
+    if (free < min_need) continue;
     size_t head = 0;
     while (head < queue.size() && queue[head].need <= free) start(queue[head++]);
-    // The blocked head's reservation (the shadow time and the processors it leaves over), worked
-    // out at the first candidate that fits; then each candidate in queue order.
-    double shadow = -std::numeric_limits<double>::infinity();
-    int64_t extra = 0;
-    size_t kept = head < queue.size() ? head + 1 : head;
-    for (size_t k = head + 1; k < queue.size(); ++k) {
+    if (head == queue.size()) {
+      queue.clear();
+      min_need = std::numeric_limits<int64_t>::max();
+      kept = false;
+      continue;
+    }
+    size_t k = head + 1;
+    if (head == 0 && kept) {
+      k = tried;
+    } else {
+      shadow = NONE;
+    }
+    // The candidates in queue order, compacted in place behind the head; the blocked head's
+    // reservation is worked out at the first candidate that fits.
+    queue[0] = queue[head];
+    size_t w = k - head;
+    int64_t least = k > head + 1 ? min_need : queue[0].need;
+    bool keep = true;  // no backfill ends at or after the reserved end (the next walk agrees)
+    for (; k < queue.size() && free > 0; ++k) {
       const Queued q = queue[k];
       bool go = false;
-      if (free > 0 && q.need <= free) {
-        if (shadow == -std::numeric_limits<double>::infinity()) {
+      if (q.need <= free) {
+        if (shadow == NONE) {
           int64_t avail = free;
           for (const EstimatedEnd& e : by_end) {
             avail += e.need;
-            if (avail >= queue[head].need) {
+            if (avail >= queue[0].need) {
               shadow = e.end;
               break;
             }
           }
-          extra = avail - queue[head].need;
+          extra = avail - queue[0].need;
         }
         if (now + q.estimate <= std::max(shadow, now)) {
+          keep &= now + q.estimate < shadow;
           go = true;
         } else if (q.need <= extra) {
           extra -= q.need;
           go = true;
         }
       }
-      if (go)
+      if (go) {
         start(q);
-      else
-        queue[kept++] = q;
+      } else {
+        queue[w++] = q;
+        least = std::min(least, q.need);
+      }
     }
-    queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(head));
-    queue.resize(kept - head);
+    if (k == queue.size()) min_need = least;
+    for (; k < queue.size(); ++k) queue[w++] = queue[k];
+    queue.resize(w);
+    kept = keep;
+    tried = queue.size();
   }
   const double n = static_cast<double>(std::max<int64_t>(started, 1));
   std::printf("jobs=%lld avg_wait=%.6f avg_bsld=%.17g max_wait=%.17g\n",
