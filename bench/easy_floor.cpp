@@ -7,11 +7,14 @@
 // longest wait kept: no policy, no per-user or percentile metrics, no checks, no segments, no
 // series. A plain binary heap of completions, a sorted vector of estimated ends, a vector queue.
 //
-//   bench_easy_floor TRACE.swf [--procs N]
+//   bench_easy_floor TRACE.swf [--procs N] [--metrics]
 //
 // prints `jobs=... avg_wait=... avg_bsld=... max_wait=...`, which must equal `mlprio-replay run
 // --trace TRACE.swf --backfill easy --policy fcfs --json`'s fields on such a trace (ctest
 // bench_easy_floor_agrees checks it); its time beside run's and awk's is in bench/RESULTS.md.
+// --metrics adds the engine's own metric accumulator (MetricsAccumulator: the sums, the waits'
+// percentiles, per-user summaries) fed as the engine feeds it, and prints its p95/p99 waits and
+// worst user's mean bounded slowdown too: the time it adds is what run's metrics cost.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,13 +26,22 @@
 #include <string>
 #include <vector>
 
+#include "../replay/lib/engine_common.hpp"
 #include "mlprio/jobs/trace.hpp"
 
 namespace {
 
-struct Queued {
+// A queued job; with METRICS also its user, for the engine's metrics.
+template <bool METRICS>
+struct QueuedJob {
   double submit, run, estimate;
   int64_t need;
+};
+template <>
+struct QueuedJob<true> {
+  double submit, run, estimate;
+  int64_t need;
+  int32_t user;
 };
 struct Completion {
   double end;
@@ -44,7 +56,9 @@ struct EstimatedEnd {
   }
 };
 
+template <bool METRICS>
 int floor_replay(const std::string& path, int64_t procs) {
+  using Queued = QueuedJob<METRICS>;
   auto reader = mlprio::open_job_reader(path);
   mlprio::Job job;
   bool have = reader->next(job);
@@ -54,7 +68,10 @@ int floor_replay(const std::string& path, int64_t procs) {
     return 2;
   }
   const auto queued = [](const mlprio::Job& j) {
-    return Queued{j.submit, j.run, j.req_time >= 0 ? j.req_time : j.run, j.procs()};
+    if constexpr (METRICS)
+      return Queued{j.submit, j.run, j.req_time >= 0 ? j.req_time : j.run, j.procs(), j.user};
+    else
+      return Queued{j.submit, j.run, j.req_time >= 0 ? j.req_time : j.run, j.procs()};
   };
   Queued incoming = have ? queued(job) : Queued{};
   int64_t free = procs, seq = 0, started = 0;
@@ -62,7 +79,17 @@ int floor_replay(const std::string& path, int64_t procs) {
   std::vector<Queued> queue;
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions;
   std::vector<EstimatedEnd> by_end;  // running jobs by estimated end
+  mlprio::replay::SimConfig config;
+  config.record_jobs = false;
+  config.record_series = false;
+  mlprio::replay::detail::MetricsAccumulator metrics(config);
+  mlprio::Job started_job;  // what MetricsAccumulator::started reads of a job: submit, user
   const auto start = [&](const Queued& q) {
+    if constexpr (METRICS) {
+      started_job.submit = q.submit;
+      started_job.user = q.user;
+      metrics.started(started_job, now, now + q.run, q.estimate, q.need, false);
+    }
     free -= q.need;
     const double wait = now - q.submit;
     wait_sum += wait;
@@ -166,20 +193,37 @@ int floor_replay(const std::string& path, int64_t procs) {
     tried = queue.size();
   }
   const double n = static_cast<double>(std::max<int64_t>(started, 1));
-  std::printf("jobs=%lld avg_wait=%.6f avg_bsld=%.17g max_wait=%.17g\n",
+  std::printf("jobs=%lld avg_wait=%.6f avg_bsld=%.17g max_wait=%.17g",
               static_cast<long long>(started), wait_sum / n, bsld_sum / n, max_wait);
+  if constexpr (METRICS) {
+    mlprio::replay::SimResult r;
+    metrics.finish(r, static_cast<double>(procs));
+    std::printf(" p95_wait=%.17g p99_wait=%.17g max_user_bsld=%.17g", r.summary.p95_wait,
+                r.summary.p99_wait, r.summary.max_user_bsld);
+  }
+  std::printf("\n");
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2 && !(argc == 4 && std::strcmp(argv[2], "--procs") == 0)) {
-    std::fprintf(stderr, "usage: bench_easy_floor TRACE.swf [--procs N]\n");
+  int64_t procs = 0;
+  bool metrics = false, usage = argc < 2;
+  for (int a = 2; a < argc && !usage; ++a) {
+    if (std::strcmp(argv[a], "--metrics") == 0)
+      metrics = true;
+    else if (std::strcmp(argv[a], "--procs") == 0 && a + 1 < argc)
+      procs = std::atoll(argv[++a]);
+    else
+      usage = true;
+  }
+  if (usage) {
+    std::fprintf(stderr, "usage: bench_easy_floor TRACE.swf [--procs N] [--metrics]\n");
     return 2;
   }
   try {
-    return floor_replay(argv[1], argc == 4 ? std::atoll(argv[3]) : 0);
+    return metrics ? floor_replay<true>(argv[1], procs) : floor_replay<false>(argv[1], procs);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_easy_floor: %s\n", e.what());
     return 1;
