@@ -5,7 +5,8 @@
 #
 #   bench/issue14_ratios.sh BUILD_DIR [WORK_DIR]
 #
-# BUILD_DIR holds bin/mlprio-replay (a release build); WORK_DIR (default: a fresh temporary
+# BUILD_DIR holds bin/mlprio-replay (a release build; its bin/bench_easy_floor, where built, adds
+# the floor's lines); WORK_DIR (default: a fresh temporary
 # folder) receives the generated traces, about 70 MB, plus 690 MB with TEN_MILLION=1. Set
 # CONSERVATIVE=0 to skip the 50k-job conservative replay (tens of seconds per try), CORE to pin
 # another core. Prints one line per figure: name, best seconds, and the ratios the issue sets
@@ -54,6 +55,16 @@ best3 easy_replay_1M "$BIN" run --trace "$WORK/m1.swf" --backfill easy --policy 
 replay_t=$best
 echo "ratio inspect/awk $(ratio "$inspect_t" "$awk_t") (goal <= 0.35)"
 echo "ratio easy_replay/awk $(ratio "$replay_t" "$awk_t") (goal <= 1)"
+# The bare FCFS+EASY loop over the same reader (bench/easy_floor.cpp), alone and with the engine's
+# metric accumulator: what the replay would take with no engine beyond them.
+FLOOR="$BUILD/bin/bench_easy_floor"
+if [ -x "$FLOOR" ]; then
+  best3 easy_floor_1M "$FLOOR" "$WORK/m1.swf"
+  echo "ratio easy_floor/awk $(ratio "$best" "$awk_t")"
+  best3 easy_floor_metrics_1M "$FLOOR" "$WORK/m1.swf" --metrics
+  echo "ratio easy_floor_metrics/awk $(ratio "$best" "$awk_t")"
+  echo "ratio easy_replay/easy_floor_metrics $(ratio "$replay_t" "$best")"
+fi
 
 best3 easy_deep50k "$BIN" run --trace "$WORK/deep50k.swf" --backfill easy --policy fcfs --json
 easy_t=$best
