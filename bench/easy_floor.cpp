@@ -41,7 +41,7 @@ template <>
 struct QueuedJob<true> {
   double submit, run, estimate;
   int64_t need;
-  int32_t user;
+  int32_t user = -1;
 };
 struct Completion {
   double end;
@@ -68,10 +68,9 @@ int floor_replay(const std::string& path, int64_t procs) {
     return 2;
   }
   const auto queued = [](const mlprio::Job& j) {
-    if constexpr (METRICS)
-      return Queued{j.submit, j.run, j.req_time >= 0 ? j.req_time : j.run, j.procs(), j.user};
-    else
-      return Queued{j.submit, j.run, j.req_time >= 0 ? j.req_time : j.run, j.procs()};
+    Queued q{j.submit, j.run, j.req_time >= 0 ? j.req_time : j.run, j.procs()};
+    if constexpr (METRICS) q.user = j.user;
+    return q;
   };
   Queued incoming = have ? queued(job) : Queued{};
   int64_t free = procs, seq = 0, started = 0;
@@ -94,7 +93,7 @@ int floor_replay(const std::string& path, int64_t procs) {
     const double wait = now - q.submit;
     wait_sum += wait;
     max_wait = std::max(max_wait, wait);
-    bsld_sum += std::max(1.0, (wait + q.run) / std::max(q.run, 10.0));
+    bsld_sum += mlprio::replay::detail::bounded_slowdown(wait, q.run, 10.0);
     ++started;
     completions.push({now + q.run, seq, q.need});
     const EstimatedEnd e{now + q.estimate, seq++, q.need};

@@ -6,8 +6,8 @@
 #   bench/issue14_ratios.sh BUILD_DIR [WORK_DIR]
 #
 # BUILD_DIR holds bin/mlprio-replay (a release build; its bin/bench_easy_floor, where built, adds
-# the floor's lines); WORK_DIR (default: a fresh temporary
-# folder) receives the generated traces, about 70 MB, plus 690 MB with TEN_MILLION=1. Set
+# the floor's lines); WORK_DIR (default: a fresh temporary folder) receives the generated traces,
+# about 70 MB, plus 690 MB with TEN_MILLION=1. Set
 # CONSERVATIVE=0 to skip the 50k-job conservative replay (tens of seconds per try), CORE to pin
 # another core. Prints one line per figure: name, best seconds, and the ratios the issue sets
 # goals for.
