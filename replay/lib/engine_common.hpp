@@ -12,6 +12,13 @@
 
 #include "mlprio/replay/simulator.hpp"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MLPRIO_WAITS_AVX512 1
+#else
+#define MLPRIO_WAITS_AVX512 0
+#endif
+
 namespace mlprio::replay::detail {
 
 // Sorts `v` by `less` with an insertion sort while that stays cheap: O(n) on input already sorted
@@ -95,27 +102,35 @@ template <typename T>
 // twelve days or more) are kept one by one, as is a wait whose counter is full. Both give the same
 // values, bit for bit (test_wait_quantiles).
 //
-// A count touches cached memory only: the counters of the first NEAR_SECONDS (64 KB; most waits,
-// and every wait of 0, fall there) are incremented at once, and the longer waits are gathered,
-// `far_block` at a time, and counted grouped by the 64 KB window their counters lie in. Counting
-// each at once, its counter fetched ahead, cost about 10 ns a wait on a 1M-job trace's waits, and
-// keeping the first 2^19 waits before counting cost more than it saved (bench/RESULTS.md,
-// session 47).
+// Counting is deferred: add() only stores the wait in a block of BLOCK waits (8 KB), and a full
+// block is sorted out by one loop with no branch on the values (a replay's waits mix zeros, short
+// and long waits in no predictable order), 16 at a time with AVX-512 where the CPU has it. Zeros,
+// most waits, are only counted; the other whole seconds shorter than NEAR_SECONDS have their
+// counters (64 KB) incremented at once; the longer ones are gathered, `far_block` at a time, and
+// counted grouped by the 64 KB window their counters lie in, so that the increments stay within
+// cached memory. bench/RESULTS.md (sessions 47 and 49) has what each step gained.
 class WaitQuantiles {
  public:
   static constexpr size_t HISTOGRAM_AFTER = size_t{1} << 16;    // 512 KB of waits
   static constexpr size_t HISTOGRAM_SECONDS = size_t{1} << 20;  // 12.1 days, 4 MB of counters
-  static constexpr size_t FAR_BLOCK = size_t{1} << 14;          // long waits gathered (128 KB)
+  static constexpr size_t FAR_BLOCK = size_t{1} << 14;          // long waits gathered (64 KB)
+  static constexpr size_t BLOCK = size_t{1} << 10;              // waits stored before sorting out
 
+  // `far_block` (for tests) also bounds the block add() fills, so that small values exercise
+  // both flushes.
   explicit WaitQuantiles(size_t histogram_after = HISTOGRAM_AFTER, size_t far_block = FAR_BLOCK)
-      : after_(histogram_after), far_block_(std::max<size_t>(far_block, 1)) {
+      : after_(histogram_after),
+        far_block_(std::max<size_t>(far_block, 1)),
+        block_size_(std::min(far_block_, BLOCK)) {
     if (after_ == 0) start_counting();
   }
 
   void add(double wait) {
     ++n_;
     if (counting_) {
-      count(wait);
+      block_[stored_++] = wait;
+      if (stored_ == block_size_) [[unlikely]]
+        sort_out_block();
       return;
     }
     append_growing(waits_, wait);
@@ -123,7 +138,10 @@ class WaitQuantiles {
       std::vector<double> kept;
       kept.swap(waits_);
       start_counting();
-      for (double w : kept) count(w);
+      for (double w : kept) {
+        block_[stored_++] = w;
+        if (stored_ == block_size_) sort_out_block();
+      }
     }
   }
 
@@ -151,6 +169,7 @@ class WaitQuantiles {
       r.max = *std::max_element(at(k99), waits_.end());
       return r;
     }
+    sort_out_block();
     count_far();
     // The counted seconds and the kept waits merged in increasing order (equal values may come
     // in either order: the k-th value is the same).
@@ -161,15 +180,17 @@ class WaitQuantiles {
       if (k99 >= seen && k99 < seen + count) r.p99 = value;
       seen += count;
     };
-    for (size_t sec = 0; sec < counts_.size(); ++sec) {
+    // The longest counted second is the last counter in use; the walk stops once both ranks
+    // are passed, and takes every counter, zero or not (no branch on the counts).
+    size_t used = counts_.size();
+    while (used > 0 && counts_[used - 1] == 0) --used;
+    if (used > 0) r.max = static_cast<double>(used - 1);
+    for (size_t sec = 0; sec < used && seen <= k99; ++sec) {
       const auto v = static_cast<double>(sec);
       for (; o < other_.size() && other_[o] < v; ++o) take(other_[o], 1);
-      if (counts_[sec] > 0) {
-        take(v, counts_[sec]);
-        r.max = v;
-      }
+      take(v, counts_[sec]);
     }
-    for (; o < other_.size(); ++o) take(other_[o], 1);
+    for (; o < other_.size() && seen <= k99; ++o) take(other_[o], 1);
     if (!other_.empty()) r.max = std::max(r.max, other_.back());
     return r;
   }
@@ -177,68 +198,166 @@ class WaitQuantiles {
  private:
   static constexpr size_t NEAR_SECONDS = size_t{1} << 14;  // one window of counters, 64 KB
   static constexpr size_t WINDOWS = HISTOGRAM_SECONDS / NEAR_SECONDS;
+  static constexpr size_t ROOM = 16;  // entries past a list's end a vector store may write
+
+  // How many of a block's waits went to each list (far: gathered so far, with earlier blocks').
+  struct Sorted {
+    uint64_t zeros;
+    size_t near, far, odd;
+  };
 
   void start_counting() {
     counting_ = true;
     counts_.assign(NEAR_SECONDS, 0);
-    far_.reserve(far_block_);
+    block_.resize(block_size_);
+    near_.resize(block_size_ + ROOM);
+    far_.resize(far_block_ + block_size_ + ROOM);
+    odd_.resize(block_size_ + ROOM);
   }
 
-  // A whole-second wait shorter than NEAR_SECONDS is counted now; any other is gathered.
-  void count(double w) {
-    if (w >= 0 && w < static_cast<double>(NEAR_SECONDS)) {
-      const auto sec = static_cast<uint32_t>(w);
-      uint32_t& c = counts_[sec];
-      if (static_cast<double>(sec) == w && c != UINT32_MAX) {
-        ++c;
-        return;
-      }
+  // One counter up, or the wait kept where the counter is full (2^32 - 1 jobs of one second).
+  void count_one(uint32_t sec) {
+    uint32_t& c = counts_[sec];
+    if (c != UINT32_MAX) [[likely]]
+      ++c;
+    else
+      append_growing(other_, static_cast<double>(sec));
+  }
+
+  // The stored waits sorted out without a branch on their values: zeros counted, the other whole
+  // seconds under NEAR_SECONDS counted at once, the longer whole seconds in range gathered for
+  // count_far(), the rest kept. Every wait is written to each list and only the list it belongs
+  // to moves on.
+  void sort_out_block() {
+    const size_t n = stored_;
+    stored_ = 0;
+    Sorted o{0, 0, far_count_, 0};
+    uint32_t* const near_at = near_.data();
+    uint32_t* const far_at = far_.data();
+    double* const odd_at = odd_.data();
+    size_t k = 0;
+#if MLPRIO_WAITS_AVX512
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    if (avx512) k = sort_out_avx512(n, o);
+#endif
+    uint64_t& zeros = o.zeros;
+    size_t &near = o.near, &far = o.far, &odd = o.odd;
+    constexpr auto top = static_cast<double>(HISTOGRAM_SECONDS);
+    for (; k < n; ++k) {
+      const double w = block_[k];
+      const bool in_range = (w >= 0) & (w < top);  // false for NaN
+      const auto sec = static_cast<uint32_t>(in_range ? w : 0.0);
+      const bool counted = in_range & (static_cast<double>(sec) == w);
+      const bool zero = w == 0;  // 0 and -0, both counted as second 0
+      zeros += zero;
+      near_at[near] = sec;
+      near += counted & !zero & (sec < NEAR_SECONDS);
+      far_at[far] = sec;
+      far += counted & (sec >= NEAR_SECONDS);
+      odd_at[odd] = w;
+      odd += !counted;
     }
-    far_.push_back(w);
-    if (far_.size() == far_block_) [[unlikely]]
-      count_far();
+    if (zeros > 0) {
+      const uint64_t c = counts_[0] + zeros;
+      counts_[0] = static_cast<uint32_t>(std::min<uint64_t>(c, UINT32_MAX));
+      for (uint64_t extra = c > UINT32_MAX ? c - UINT32_MAX : 0; extra > 0; --extra)
+        append_growing(other_, 0.0);
+    }
+    for (size_t i = 0; i < near; ++i) count_one(near_at[i]);
+    for (size_t i = 0; i < odd; ++i) append_growing(other_, odd_at[i]);
+    far_count_ = far;
+    if (far_count_ >= far_block_) count_far();
   }
 
-  // Counts the gathered waits: the whole seconds within range window by window (a counting sort
-  // on the window, then the increments, each within 64 KB of counters); the rest are kept.
+#if MLPRIO_WAITS_AVX512
+// GCC 12's AVX-512 intrinsics fill unused lanes from _mm512_undefined_*(), a self-initialised
+// variable that -Wmaybe-uninitialized reports where they are inlined. Nothing here reads it.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+  // sort_out_block()'s loop on 16 waits at a time, for the first n rounded down to 16 (returned):
+  // the same tests as vectors, and each list's entries compressed and stored whole (the lists
+  // have 16 entries of room past any block). Needs AVX-512 F.
+  [[gnu::target("avx512f")]] size_t sort_out_avx512(size_t n, Sorted& o) {
+    const __m512d zero = _mm512_setzero_pd();
+    const __m512d top = _mm512_set1_pd(static_cast<double>(HISTOGRAM_SECONDS));
+    const __m512i near_seconds = _mm512_set1_epi32(static_cast<int>(NEAR_SECONDS));
+    uint32_t* const near_at = near_.data();
+    uint32_t* const far_at = far_.data();
+    double* const odd_at = odd_.data();
+    const double* const w = block_.data();
+    const size_t end = n & ~size_t{15};
+    for (size_t k = 0; k < end; k += 16) {
+      const __m512d lo = _mm512_loadu_pd(w + k), hi = _mm512_loadu_pd(w + k + 8);
+      // In [0, top) (false for NaN), then whole: the second converted back equals the wait.
+      const __mmask8 in_lo =
+          _mm512_cmp_pd_mask(lo, zero, _CMP_GE_OQ) & _mm512_cmp_pd_mask(lo, top, _CMP_LT_OQ);
+      const __mmask8 in_hi =
+          _mm512_cmp_pd_mask(hi, zero, _CMP_GE_OQ) & _mm512_cmp_pd_mask(hi, top, _CMP_LT_OQ);
+      const __m256i sec_lo = _mm512_maskz_cvttpd_epu32(in_lo, lo);
+      const __m256i sec_hi = _mm512_maskz_cvttpd_epu32(in_hi, hi);
+      const __mmask8 whole_lo =
+          in_lo & _mm512_cmp_pd_mask(_mm512_cvtepu32_pd(sec_lo), lo, _CMP_EQ_OQ);
+      const __mmask8 whole_hi =
+          in_hi & _mm512_cmp_pd_mask(_mm512_cvtepu32_pd(sec_hi), hi, _CMP_EQ_OQ);
+      const __m512i sec = _mm512_inserti64x4(_mm512_castsi256_si512(sec_lo), sec_hi, 1);
+      const auto counted = static_cast<__mmask16>(whole_lo | (whole_hi << 8));
+      const auto is_zero = static_cast<__mmask16>(_mm512_cmp_pd_mask(lo, zero, _CMP_EQ_OQ) |
+                                                  (_mm512_cmp_pd_mask(hi, zero, _CMP_EQ_OQ) << 8));
+      const __mmask16 short_sec = _mm512_cmplt_epu32_mask(sec, near_seconds);
+      const auto near = static_cast<__mmask16>(counted & short_sec & ~is_zero);
+      const auto far = static_cast<__mmask16>(counted & ~short_sec);
+      o.zeros += static_cast<uint64_t>(__builtin_popcount(is_zero));
+      _mm512_storeu_si512(near_at + o.near, _mm512_maskz_compress_epi32(near, sec));
+      o.near += static_cast<size_t>(__builtin_popcount(near));
+      _mm512_storeu_si512(far_at + o.far, _mm512_maskz_compress_epi32(far, sec));
+      o.far += static_cast<size_t>(__builtin_popcount(far));
+      const auto odd_lo = static_cast<__mmask8>(~whole_lo),
+                 odd_hi = static_cast<__mmask8>(~whole_hi);
+      _mm512_storeu_pd(odd_at + o.odd, _mm512_maskz_compress_pd(odd_lo, lo));
+      o.odd += static_cast<size_t>(__builtin_popcount(odd_lo));
+      _mm512_storeu_pd(odd_at + o.odd, _mm512_maskz_compress_pd(odd_hi, hi));
+      o.odd += static_cast<size_t>(__builtin_popcount(odd_hi));
+    }
+    return end;
+  }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+  // Counts the gathered long waits window by window (a counting sort on the window, then the
+  // increments, each within 64 KB of counters).
   void count_far() {
-    secs_.clear();
+    const size_t n = far_count_;
+    far_count_ = 0;
+    if (n == 0) return;
     uint32_t top = 0;
-    for (double w : far_) {
-      if (w >= 0 && w < static_cast<double>(HISTOGRAM_SECONDS) &&
-          static_cast<double>(static_cast<uint32_t>(w)) == w) {
-        const auto sec = static_cast<uint32_t>(w);
-        secs_.push_back(sec);
-        top = std::max(top, sec);
-      } else {
-        append_growing(other_, w);
-      }
-    }
-    far_.clear();
+    for (size_t k = 0; k < n; ++k) top = std::max(top, far_[k]);
     if (top >= counts_.size())
       counts_.resize(std::min(HISTOGRAM_SECONDS, std::max<size_t>(top + 1, 2 * counts_.size())), 0);
     size_t at[WINDOWS + 1] = {};
-    for (uint32_t sec : secs_) ++at[sec / NEAR_SECONDS + 1];
+    for (size_t k = 0; k < n; ++k) ++at[far_[k] / NEAR_SECONDS + 1];
     for (size_t k = 1; k <= WINDOWS; ++k) at[k] += at[k - 1];
-    grouped_.resize(secs_.size());
-    for (uint32_t sec : secs_) grouped_[at[sec / NEAR_SECONDS]++] = sec;
-    for (uint32_t sec : grouped_) {
-      uint32_t& c = counts_[sec];
-      if (c != UINT32_MAX)
-        ++c;
-      else
-        append_growing(other_, static_cast<double>(sec));
-    }
+    grouped_.resize(n);
+    for (size_t k = 0; k < n; ++k) grouped_[at[far_[k] / NEAR_SECONDS]++] = far_[k];
+    for (uint32_t sec : grouped_) count_one(sec);
   }
 
-  size_t after_, far_block_;
+  size_t after_, far_block_, block_size_;
   size_t n_ = 0;
   bool counting_ = false;
-  std::vector<double> waits_;             // before counting: every wait
-  std::vector<uint32_t> counts_;          // counting: jobs per whole second of wait
-  std::vector<double> other_;             // counting: the waits that are not counted
-  std::vector<double> far_;               // counting: waits gathered for count_far()
-  std::vector<uint32_t> secs_, grouped_;  // count_far()'s whole seconds, and grouped by window
+  std::vector<double> waits_;     // before counting: every wait
+  std::vector<uint32_t> counts_;  // counting: jobs per whole second of wait
+  std::vector<double> other_;     // counting: the waits that are not counted
+  std::vector<double> block_;     // counting: waits stored, stored_ of them
+  size_t stored_ = 0;
+  std::vector<uint32_t> near_;  // sort_out_block()'s short waits (scratch)
+  std::vector<double> odd_;     // sort_out_block()'s waits to keep (scratch)
+  std::vector<uint32_t> far_;   // long whole-second waits gathered, far_count_ of them
+  size_t far_count_ = 0;
+  std::vector<uint32_t> grouped_;  // count_far()'s, grouped by window
 };
 
 class MetricsAccumulator {
