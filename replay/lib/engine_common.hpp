@@ -128,9 +128,7 @@ class WaitQuantiles {
   void add(double wait) {
     ++n_;
     if (counting_) {
-      block_[stored_++] = wait;
-      if (stored_ == block_size_) [[unlikely]]
-        sort_out_block();
+      store(wait);
       return;
     }
     append_growing(waits_, wait);
@@ -138,10 +136,7 @@ class WaitQuantiles {
       std::vector<double> kept;
       kept.swap(waits_);
       start_counting();
-      for (double w : kept) {
-        block_[stored_++] = w;
-        if (stored_ == block_size_) sort_out_block();
-      }
+      for (double w : kept) store(w);
     }
   }
 
@@ -213,6 +208,13 @@ class WaitQuantiles {
     near_.resize(block_size_ + ROOM);
     far_.resize(far_block_ + block_size_ + ROOM);
     odd_.resize(block_size_ + ROOM);
+  }
+
+  // Counting: the wait stored, and the block sorted out once full.
+  void store(double w) {
+    block_[stored_++] = w;
+    if (stored_ == block_size_) [[unlikely]]
+      sort_out_block();
   }
 
   // One counter up, or the wait kept where the counter is full (2^32 - 1 jobs of one second).
