@@ -9,7 +9,8 @@
 # the floor's lines); WORK_DIR (default: a fresh temporary folder) receives the generated traces,
 # about 70 MB, plus 690 MB with TEN_MILLION=1. Set
 # CONSERVATIVE=0 to skip the 50k-job conservative replay (tens of seconds per try), CORE to pin
-# another core. Prints one line per figure: name, best seconds, and the ratios the issue sets
+# another core, HW_COUNTERS=1 to add the 1M-job commands' hardware counters (cycles,
+# instructions, branch misses, from BUILD_DIR's bench_hw_counters, where the machine has them). Prints one line per figure: name, best seconds, and the ratios the issue sets
 # goals for.
 set -eu
 BUILD=${1:?usage: bench/issue14_ratios.sh BUILD_DIR [WORK_DIR]}
@@ -91,4 +92,23 @@ if [ "${TEN_MILLION:-0}" = 1 ]; then
     echo "easy_replay_10M${extra:+ $extra}: $(grep -E 'Elapsed' "$WORK/time10.txt" | sed 's/.*: //') wall," \
       "$(grep -E 'Maximum resident' "$WORK/time10.txt" | sed 's/.*: //') KB peak RSS"
   done
+fi
+
+# The 1M-job commands once more, under their hardware counters: a JSON line each (instructions
+# per cycle and branch misses tell stalls from work; "unavailable" where the machine has none).
+HW="$BUILD/bin/bench_hw_counters"
+if [ "${HW_COUNTERS:-0}" = 1 ] && [ -x "$HW" ]; then
+  hw() {
+    name=$1
+    shift
+    echo "counters $name $(taskset -c "$CORE" "$HW" --json "$@" 2>&1 >/dev/null | tail -n 1)"
+  }
+  # shellcheck disable=SC2016 # awk's own $4, not the shell's
+  hw awk_1M awk '{s+=$4} END{print s}' "$WORK/m1.swf"
+  hw inspect_1M "$BIN" inspect --trace "$WORK/m1.swf"
+  hw easy_replay_1M "$BIN" run --trace "$WORK/m1.swf" --backfill easy --policy fcfs --json
+  if [ -x "$FLOOR" ]; then
+    hw easy_floor_1M "$FLOOR" "$WORK/m1.swf"
+    hw easy_floor_metrics_1M "$FLOOR" "$WORK/m1.swf" --metrics
+  fi
 fi
