@@ -366,8 +366,8 @@ class MetricsAccumulator {
  public:
   explicit MetricsAccumulator(const SimConfig& c) : cfg_(c) {}
 
-  void started(const Job& j, double start, double end, double estimate, int64_t procs,
-               bool killed) {
+  [[gnu::always_inline]] void started(const Job& j, double start, double end, double estimate,
+                                      int64_t procs, bool killed) {
     const double run = end - start;
     const double wait = start - j.submit;
     const double bsld = bounded_slowdown(wait, run, cfg_.bsld_threshold);
