@@ -10,8 +10,8 @@
 # about 70 MB, plus 690 MB with TEN_MILLION=1. Set
 # CONSERVATIVE=0 to skip the 50k-job conservative replay (tens of seconds per try), CORE to pin
 # another core, HW_COUNTERS=1 to add the 1M-job commands' hardware counters (cycles,
-# instructions, branch misses, from BUILD_DIR's bench_hw_counters, where the machine has them). Prints one line per figure: name, best seconds, and the ratios the issue sets
-# goals for.
+# instructions, branch misses, from BUILD_DIR's bench_hw_counters, where the machine has them).
+# Prints one line per figure: name, best seconds, and the ratios the issue sets goals for.
 set -eu
 BUILD=${1:?usage: bench/issue14_ratios.sh BUILD_DIR [WORK_DIR]}
 WORK=${2:-$(mktemp -d)}
