@@ -1,14 +1,19 @@
 #!/bin/sh
 # Issue 14's ratios, each measured within one run of this script: every command is pinned to one
-# core (taskset -c CORE) and timed three times, the best time kept; ratios compare times taken
-# here, one after the other, so that a machine shared with other work skews both sides alike.
+# core (taskset -c CORE), and the commands each ratio compares are timed in alternating rounds
+# (awk, inspect, run, the floor, the floor with metrics; then EASY, conservative; then 35k, 70k),
+# the best of ROUNDS kept for each. A shared VM runs for seconds at a time slower or faster; in
+# alternating rounds both sides of a ratio see the same spells, where timing one command three
+# times and then the next put them in different ones (the same binaries gave 0.86x and 1.33x
+# of awk in two such runs here, 1.09x and 1.15x alternated).
 #
 #   bench/issue14_ratios.sh BUILD_DIR [WORK_DIR]
 #
 # BUILD_DIR holds bin/mlprio-replay (a release build; its bin/bench_easy_floor, where built, adds
 # the floor's lines); WORK_DIR (default: a fresh temporary folder) receives the generated traces,
-# about 70 MB, plus 690 MB with TEN_MILLION=1. Set
-# CONSERVATIVE=0 to skip the 50k-job conservative replay (tens of seconds per try), CORE to pin
+# about 70 MB, plus 690 MB with TEN_MILLION=1. Set ROUNDS (default 11) for the 1M-job and
+# rlscheduler rounds and CONSERVATIVE_ROUNDS (default 3) for the deep-queue pair,
+# CONSERVATIVE=0 to skip the 50k-job conservative replay (tens of seconds per round), CORE to pin
 # another core, HW_COUNTERS=1 to add the 1M-job commands' hardware counters (cycles,
 # instructions, branch misses, from BUILD_DIR's bench_hw_counters, where the machine has them).
 # Prints one line per figure: name, best seconds, and the ratios the issue sets goals for.
@@ -30,57 +35,84 @@ gen deep50k.swf --jobs 50000 --nodes 1024 --req-time factor --load-scale 2.5
 gen tl35k.swf --jobs 35000 --nodes 256 --types typeless
 gen tl70k.swf --jobs 70000 --nodes 256 --types typeless
 
-# best3 NAME CMD...: best of three wall times in seconds, printed and kept in $best
-best3() {
-  name=$1
+ROUNDS=${ROUNDS:-11}
+us_awk='' us_inspect='' us_replay='' us_floor='' us_floor_metrics=''
+us_easy_deep='' us_conservative_deep='' us_rl35='' us_rl70=''
+CONSERVATIVE_ROUNDS=${CONSERVATIVE_ROUNDS:-3}
+# run_us VAR CMD...: runs CMD once on the pinned core, output discarded; VAR becomes the smaller
+# of its wall time in microseconds and VAR's value so far (none: this time)
+run_us() {
+  var=$1
   shift
-  best=
-  for _ in 1 2 3; do
-    t0=$(date +%s%N)
-    taskset -c "$CORE" "$@" >/dev/null 2>&1
-    t1=$(date +%s%N)
-    t=$(( (t1 - t0) / 1000 ))
-    if [ -z "$best" ] || [ "$t" -lt "$best" ]; then best=$t; fi
-  done
-  best=$(awk -v us="$best" 'BEGIN { printf "%.3f", us / 1e6 }')
-  echo "$name $best s"
+  t0=$(date +%s%N)
+  taskset -c "$CORE" "$@" >/dev/null 2>&1
+  t1=$(date +%s%N)
+  t=$(( (t1 - t0) / 1000 ))
+  eval "prev=\${$var:-}"
+  if [ -z "$prev" ] || [ "$t" -lt "$prev" ]; then eval "$var=$t"; fi
+}
+# report NAME US: prints the best time in seconds and leaves it in $best
+report() {
+  best=$(awk -v us="$2" 'BEGIN { printf "%.3f", us / 1e6 }')
+  echo "$1 $best s"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
-# shellcheck disable=SC2016 # awk's own $4, not the shell's
-best3 awk_1M awk '{s+=$4} END{print s}' "$WORK/m1.swf"
-awk_t=$best
-best3 inspect_1M "$BIN" inspect --trace "$WORK/m1.swf"
-inspect_t=$best
-best3 easy_replay_1M "$BIN" run --trace "$WORK/m1.swf" --backfill easy --policy fcfs --json
-replay_t=$best
-echo "ratio inspect/awk $(ratio "$inspect_t" "$awk_t") (goal <= 0.35)"
-echo "ratio easy_replay/awk $(ratio "$replay_t" "$awk_t") (goal <= 1)"
 # The bare FCFS+EASY loop over the same reader (bench/easy_floor.cpp), alone and with the engine's
 # metric accumulator: what the replay would take with no engine beyond them.
 FLOOR="$BUILD/bin/bench_easy_floor"
+for _ in $(seq "$ROUNDS"); do
+  # shellcheck disable=SC2016 # awk's own $4, not the shell's
+  run_us us_awk awk '{s+=$4} END{print s}' "$WORK/m1.swf"
+  run_us us_inspect "$BIN" inspect --trace "$WORK/m1.swf"
+  run_us us_replay "$BIN" run --trace "$WORK/m1.swf" --backfill easy --policy fcfs --json
+  if [ -x "$FLOOR" ]; then
+    run_us us_floor "$FLOOR" "$WORK/m1.swf"
+    run_us us_floor_metrics "$FLOOR" "$WORK/m1.swf" --metrics
+  fi
+done
+report awk_1M "$us_awk"
+awk_t=$best
+report inspect_1M "$us_inspect"
+inspect_t=$best
+report easy_replay_1M "$us_replay"
+replay_t=$best
+echo "ratio inspect/awk $(ratio "$inspect_t" "$awk_t") (goal <= 0.35)"
+echo "ratio easy_replay/awk $(ratio "$replay_t" "$awk_t") (goal <= 1)"
 if [ -x "$FLOOR" ]; then
-  best3 easy_floor_1M "$FLOOR" "$WORK/m1.swf"
+  report easy_floor_1M "$us_floor"
   echo "ratio easy_floor/awk $(ratio "$best" "$awk_t")"
-  best3 easy_floor_metrics_1M "$FLOOR" "$WORK/m1.swf" --metrics
+  report easy_floor_metrics_1M "$us_floor_metrics"
   echo "ratio easy_floor_metrics/awk $(ratio "$best" "$awk_t")"
   echo "ratio easy_replay/easy_floor_metrics $(ratio "$replay_t" "$best")"
 fi
 
-best3 easy_deep50k "$BIN" run --trace "$WORK/deep50k.swf" --backfill easy --policy fcfs --json
+deep_rounds=$ROUNDS
+[ "${CONSERVATIVE:-1}" = 0 ] || deep_rounds=$CONSERVATIVE_ROUNDS
+for _ in $(seq "$deep_rounds"); do
+  run_us us_easy_deep "$BIN" run --trace "$WORK/deep50k.swf" --backfill easy --policy fcfs --json
+  if [ "${CONSERVATIVE:-1}" != 0 ]; then
+    run_us us_conservative_deep "$BIN" run --trace "$WORK/deep50k.swf" --backfill conservative \
+      --policy fcfs --json
+  fi
+done
+report easy_deep50k "$us_easy_deep"
 easy_t=$best
 if [ "${CONSERVATIVE:-1}" != 0 ]; then
-  best3 conservative_deep50k "$BIN" run --trace "$WORK/deep50k.swf" --backfill conservative \
-    --policy fcfs --json
+  report conservative_deep50k "$us_conservative_deep"
   echo "ratio conservative/easy $(ratio "$best" "$easy_t") (goal <= 8)"
 fi
 
 rl="--profile rlscheduler --backfill none --policy fcfs --json"
-# shellcheck disable=SC2086
-best3 rlscheduler_35k "$BIN" run --trace "$WORK/tl35k.swf" $rl
+for _ in $(seq "$ROUNDS"); do
+  # shellcheck disable=SC2086
+  run_us us_rl35 "$BIN" run --trace "$WORK/tl35k.swf" $rl
+  # shellcheck disable=SC2086
+  run_us us_rl70 "$BIN" run --trace "$WORK/tl70k.swf" $rl
+done
+report rlscheduler_35k "$us_rl35"
 rl35=$best
-# shellcheck disable=SC2086
-best3 rlscheduler_70k "$BIN" run --trace "$WORK/tl70k.swf" $rl
+report rlscheduler_70k "$us_rl70"
 echo "ratio rlscheduler 70k/35k $(ratio "$best" "$rl35") (goal <= 2.6)"
 
 if [ "${TEN_MILLION:-0}" = 1 ]; then
