@@ -36,24 +36,24 @@ gen tl35k.swf --jobs 35000 --nodes 256 --types typeless
 gen tl70k.swf --jobs 70000 --nodes 256 --types typeless
 
 ROUNDS=${ROUNDS:-11}
-us_awk='' us_inspect='' us_replay='' us_floor='' us_floor_metrics=''
-us_easy_deep='' us_conservative_deep='' us_rl35='' us_rl70=''
 CONSERVATIVE_ROUNDS=${CONSERVATIVE_ROUNDS:-3}
-# run_us VAR CMD...: runs CMD once on the pinned core, output discarded; VAR becomes the smaller
-# of its wall time in microseconds and VAR's value so far (none: this time)
-run_us() {
-  var=$1
+# time_best NAME CMD...: runs CMD once on the pinned core, output discarded, and keeps in
+# us_NAME the smaller of its wall time in microseconds and us_NAME's value so far
+time_best() {
+  name=$1
   shift
   t0=$(date +%s%N)
   taskset -c "$CORE" "$@" >/dev/null 2>&1
   t1=$(date +%s%N)
   t=$(( (t1 - t0) / 1000 ))
-  eval "prev=\${$var:-}"
-  if [ -z "$prev" ] || [ "$t" -lt "$prev" ]; then eval "$var=$t"; fi
+  eval "prev=\${us_$name:-}"
+  if [ -z "$prev" ] || [ "$t" -lt "$prev" ]; then eval "us_$name=$t"; fi
 }
-# report NAME US: prints the best time in seconds and leaves it in $best
+# report NAME: prints us_NAME in seconds and leaves that in $best
 report() {
-  best=$(awk -v us="$2" 'BEGIN { printf "%.3f", us / 1e6 }')
+  us=
+  eval "us=\$us_$1"
+  best=$(awk -v us="$us" 'BEGIN { printf "%.3f", us / 1e6 }')
   echo "$1 $best s"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -61,28 +61,30 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 # The bare FCFS+EASY loop over the same reader (bench/easy_floor.cpp), alone and with the engine's
 # metric accumulator: what the replay would take with no engine beyond them.
 FLOOR="$BUILD/bin/bench_easy_floor"
-for _ in $(seq "$ROUNDS"); do
+# each_1M F: F NAME CMD... for each of the 1M-job commands
+each_1M() {
   # shellcheck disable=SC2016 # awk's own $4, not the shell's
-  run_us us_awk awk '{s+=$4} END{print s}' "$WORK/m1.swf"
-  run_us us_inspect "$BIN" inspect --trace "$WORK/m1.swf"
-  run_us us_replay "$BIN" run --trace "$WORK/m1.swf" --backfill easy --policy fcfs --json
+  "$1" awk_1M awk '{s+=$4} END{print s}' "$WORK/m1.swf"
+  "$1" inspect_1M "$BIN" inspect --trace "$WORK/m1.swf"
+  "$1" easy_replay_1M "$BIN" run --trace "$WORK/m1.swf" --backfill easy --policy fcfs --json
   if [ -x "$FLOOR" ]; then
-    run_us us_floor "$FLOOR" "$WORK/m1.swf"
-    run_us us_floor_metrics "$FLOOR" "$WORK/m1.swf" --metrics
+    "$1" easy_floor_1M "$FLOOR" "$WORK/m1.swf"
+    "$1" easy_floor_metrics_1M "$FLOOR" "$WORK/m1.swf" --metrics
   fi
-done
-report awk_1M "$us_awk"
+}
+for _ in $(seq "$ROUNDS"); do each_1M time_best; done
+report awk_1M
 awk_t=$best
-report inspect_1M "$us_inspect"
+report inspect_1M
 inspect_t=$best
-report easy_replay_1M "$us_replay"
+report easy_replay_1M
 replay_t=$best
 echo "ratio inspect/awk $(ratio "$inspect_t" "$awk_t") (goal <= 0.35)"
 echo "ratio easy_replay/awk $(ratio "$replay_t" "$awk_t") (goal <= 1)"
 if [ -x "$FLOOR" ]; then
-  report easy_floor_1M "$us_floor"
+  report easy_floor_1M
   echo "ratio easy_floor/awk $(ratio "$best" "$awk_t")"
-  report easy_floor_metrics_1M "$us_floor_metrics"
+  report easy_floor_metrics_1M
   echo "ratio easy_floor_metrics/awk $(ratio "$best" "$awk_t")"
   echo "ratio easy_replay/easy_floor_metrics $(ratio "$replay_t" "$best")"
 fi
@@ -90,29 +92,29 @@ fi
 deep_rounds=$ROUNDS
 [ "${CONSERVATIVE:-1}" = 0 ] || deep_rounds=$CONSERVATIVE_ROUNDS
 for _ in $(seq "$deep_rounds"); do
-  run_us us_easy_deep "$BIN" run --trace "$WORK/deep50k.swf" --backfill easy --policy fcfs --json
+  time_best easy_deep50k "$BIN" run --trace "$WORK/deep50k.swf" --backfill easy --policy fcfs --json
   if [ "${CONSERVATIVE:-1}" != 0 ]; then
-    run_us us_conservative_deep "$BIN" run --trace "$WORK/deep50k.swf" --backfill conservative \
-      --policy fcfs --json
+    time_best conservative_deep50k "$BIN" run --trace "$WORK/deep50k.swf" \
+      --backfill conservative --policy fcfs --json
   fi
 done
-report easy_deep50k "$us_easy_deep"
+report easy_deep50k
 easy_t=$best
 if [ "${CONSERVATIVE:-1}" != 0 ]; then
-  report conservative_deep50k "$us_conservative_deep"
+  report conservative_deep50k
   echo "ratio conservative/easy $(ratio "$best" "$easy_t") (goal <= 8)"
 fi
 
 rl="--profile rlscheduler --backfill none --policy fcfs --json"
 for _ in $(seq "$ROUNDS"); do
   # shellcheck disable=SC2086
-  run_us us_rl35 "$BIN" run --trace "$WORK/tl35k.swf" $rl
+  time_best rlscheduler_35k "$BIN" run --trace "$WORK/tl35k.swf" $rl
   # shellcheck disable=SC2086
-  run_us us_rl70 "$BIN" run --trace "$WORK/tl70k.swf" $rl
+  time_best rlscheduler_70k "$BIN" run --trace "$WORK/tl70k.swf" $rl
 done
-report rlscheduler_35k "$us_rl35"
+report rlscheduler_35k
 rl35=$best
-report rlscheduler_70k "$us_rl70"
+report rlscheduler_70k
 echo "ratio rlscheduler 70k/35k $(ratio "$best" "$rl35") (goal <= 2.6)"
 
 if [ "${TEN_MILLION:-0}" = 1 ]; then
@@ -135,12 +137,5 @@ if [ "${HW_COUNTERS:-0}" = 1 ] && [ -x "$HW" ]; then
     shift
     echo "counters $name $(taskset -c "$CORE" "$HW" --json "$@" 2>&1 >/dev/null | tail -n 1)"
   }
-  # shellcheck disable=SC2016 # awk's own $4, not the shell's
-  hw awk_1M awk '{s+=$4} END{print s}' "$WORK/m1.swf"
-  hw inspect_1M "$BIN" inspect --trace "$WORK/m1.swf"
-  hw easy_replay_1M "$BIN" run --trace "$WORK/m1.swf" --backfill easy --policy fcfs --json
-  if [ -x "$FLOOR" ]; then
-    hw easy_floor_1M "$FLOOR" "$WORK/m1.swf"
-    hw easy_floor_metrics_1M "$FLOOR" "$WORK/m1.swf" --metrics
-  fi
+  each_1M hw
 fi
