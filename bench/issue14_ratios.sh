@@ -4,8 +4,8 @@
 # (awk, inspect, run, the floor, the floor with metrics; then EASY, conservative; then 35k, 70k),
 # the best of ROUNDS kept for each. A shared VM runs for seconds at a time slower or faster; in
 # alternating rounds both sides of a ratio see the same spells, where timing one command three
-# times and then the next put them in different ones (the same binaries gave 0.86x and 1.33x
-# of awk in two such runs here, 1.09x and 1.15x alternated).
+# times and then the next put them in different ones (on a Zen 3 VM the same binaries gave 0.86x
+# and 1.33x of awk in two such runs, 1.09x and 1.15x alternated: bench/RESULTS.md, session 51).
 #
 #   bench/issue14_ratios.sh BUILD_DIR [WORK_DIR]
 #
