@@ -35,8 +35,9 @@ else
   : "${CL_PLUGIN_DIR:=$MLPRIO_BUILD/lib/slurm}"
 fi
 # Four consecutive ports (slurmctld, slurmd, slurmdbd, mariadb). Unless CL_PORT_BASE is given,
-# a free block is picked at random in 20000-29999 so a leftover daemon or a second test run on
-# the same machine cannot collide with this one.
+# a free block is picked at random among CL_PORT_BLOCKS blocks from CL_PORT_FIRST (default: all
+# of 20000-29999) so a leftover daemon or a second test run on the same machine cannot collide
+# with this one; ctest gives each lane of cluster tests its own part of that range.
 _ports_free() {
   local p
   for p in "$1" $(($1 + 1)) $(($1 + 2)) $(($1 + 3)); do
@@ -50,7 +51,7 @@ _ports_free() {
 }
 if [ -z "${CL_PORT_BASE:-}" ]; then
   for _try in $(seq 50); do
-    CL_PORT_BASE=$((20000 + (RANDOM % 2500) * 4))
+    CL_PORT_BASE=$((${CL_PORT_FIRST:-20000} + (RANDOM % ${CL_PORT_BLOCKS:-2500}) * 4))
     _ports_free "$CL_PORT_BASE" && break
   done
 fi
