@@ -482,5 +482,7 @@ bool set_profile_scan_mode(int mode);
 
 // Runs the rlscheduler profile (rlscheduler_engine.cpp).
 SimResult simulate_rlscheduler(std::span<const Job> jobs, const SimConfig& config);
+// Runs the deployed-stack replay of config.slurm (slurm_engine.cpp).
+SimResult simulate_slurm(std::span<const Job> jobs, const SimConfig& config);
 
 }  // namespace mlprio::replay::detail

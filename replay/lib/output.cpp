@@ -18,7 +18,11 @@ std::string runs_json(const std::vector<RunRecord>& runs) {
     const Summary& s = r.result.summary;
     nlohmann::ordered_json o;
     o["policy"] = r.policy;
-    o["backfill"] = std::string(backfill_name(r.backfill));
+    o["backfill"] = r.scheduler.empty() ? std::string(backfill_name(r.backfill)) : r.slurm_sched;
+    if (!r.scheduler.empty()) {
+      o["scheduler"] = r.scheduler;
+      o["slurm_conf_sha256"] = r.slurm_conf_sha256;
+    }
     o["window"] = {r.window_start, r.window_len};
     o["jobs"] = s.jobs;
     o["avg_wait"] = s.avg_wait;
@@ -62,11 +66,13 @@ void print_runs_table(std::ostream& out, const std::vector<RunRecord>& runs) {
   for (const auto& r : runs) {
     const Summary& s = r.result.summary;
     const std::string window = std::to_string(r.window_start) + ":" + std::to_string(r.window_len);
-    std::snprintf(buf, sizeof buf,
-                  "%-12s %-13s %-13s %8lld %12.2f %12.2f %14.2f %6.3f %12.0f %12.0f %12.0f\n",
-                  r.policy.c_str(), std::string(backfill_name(r.backfill)).c_str(), window.c_str(),
-                  static_cast<long long>(s.jobs), s.avg_wait, s.avg_bsld, s.avg_turnaround,
-                  s.utilization, s.makespan, s.max_wait, s.p99_wait);
+    std::snprintf(
+        buf, sizeof buf,
+        "%-12s %-13s %-13s %8lld %12.2f %12.2f %14.2f %6.3f %12.0f %12.0f %12.0f\n",
+        r.policy.c_str(),
+        (r.scheduler.empty() ? std::string(backfill_name(r.backfill)) : r.slurm_sched).c_str(),
+        window.c_str(), static_cast<long long>(s.jobs), s.avg_wait, s.avg_bsld, s.avg_turnaround,
+        s.utilization, s.makespan, s.max_wait, s.p99_wait);
     out << buf;
   }
 }
@@ -103,7 +109,14 @@ const h5::CompoundType<UserSummary>& user_type() {
 void write_run_attrs(const h5::Group& g, const RunRecord& r) {
   const Summary& s = r.result.summary;
   g.set_attr("policy", r.policy);
-  g.set_attr("backfill", backfill_name(r.backfill));
+  if (r.scheduler.empty()) {
+    g.set_attr("backfill", backfill_name(r.backfill));
+  } else {
+    g.set_attr("backfill", std::string_view(r.slurm_sched));
+    g.set_attr("scheduler", std::string_view(r.scheduler));
+    g.set_attr("slurm_conf", std::string_view(r.slurm_conf));
+    g.set_attr("slurm_conf_sha256", std::string_view(r.slurm_conf_sha256));
+  }
   g.set_attr("profile", profile_name(r.profile));
   g.set_attr("window_start", r.window_start);
   g.set_attr("window_len", r.window_len);

@@ -1978,6 +1978,8 @@ bool set_profile_scan_mode(int mode) {
 SimResult simulate_stream(const JobSource& next, const SimConfig& config) {
   if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER)
     throw ConfigError("the rlscheduler event loop replays a job list; call simulate()");
+  if (config.slurm)
+    throw ConfigError("the deployed-stack replay reads a job list; call simulate()");
   auto policy = make_policy(config.policy, config.policy_options);
   StandardEngine engine(config, *policy);
   SimResult r = engine.run(next);
@@ -2000,6 +2002,9 @@ SegmentResult run_segment(std::span<const Job> jobs, int64_t begin, int64_t end,
                           int64_t every, const SegmentResult* recorded) {
   if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER)
     throw ConfigError("the rlscheduler profile cannot be replayed in time segments");
+  if (config.slurm)
+    throw ConfigError(
+        "the deployed-stack replay (--slurm-conf) cannot be replayed in time segments");
   if (config.sink != nullptr)
     throw ConfigError("a run in time segments keeps its rows: replay it without a result sink");
   if (is_agent_policy(config.policy))
@@ -2102,6 +2107,11 @@ SimResult summarize_outcomes(std::vector<JobOutcome> jobs, int64_t skipped,
 }
 
 SimResult simulate(std::span<const Job> jobs, const SimConfig& config) {
+  if (config.slurm) {
+    if (config.profile != Profile::STANDARD)
+      throw ConfigError("--slurm-conf replays what slurmctld does, not the rlscheduler profile");
+    return detail::simulate_slurm(jobs, config);
+  }
   if (config.profile == Profile::RLSCHEDULER || config.backfill == Backfill::RLSCHEDULER) {
     if (is_agent_policy(config.policy))
       throw ConfigError("policy '" + config.policy +

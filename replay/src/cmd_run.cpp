@@ -21,6 +21,7 @@
 #include "mlprio/replay/output.hpp"
 #include "mlprio/replay/rlscheduler.hpp"
 #include "mlprio/replay/simulator.hpp"
+#include "mlprio/replay/slurm_conf.hpp"
 #include "mlprio/replay/spec.hpp"
 #include "replay_options.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
@@ -46,6 +47,8 @@ struct RunArgs {
   bool time_parallel = false;
   int segments = 0;
   replay::PolicyOptions prio;
+  std::string slurm_conf;    // --slurm-conf: the deployed-stack replay
+  bool order_given = false;  // --policy or --backfill on the command line
 };
 
 // --time-parallel: one segment per MPI rank (or --segments N emulated in one process), repaired
@@ -212,6 +215,91 @@ bool streamed_run(const RunArgs& a, const replay::ReplaySetup& setup, replay::Pr
   return true;
 }
 
+// --slurm-conf: what a slurmctld configured by that file would do with the trace (one run per
+// window), the site model's predictions made from the history this replay finishes.
+void run_slurm_conf(const RunArgs& a, const replay::ReplaySetup& setup,
+                    const std::vector<std::pair<int64_t, int64_t>>& windows_in) {
+  using namespace mlprio::replay;
+  if (a.time_parallel)
+    throw ConfigError("--slurm-conf replays one event loop; it cannot run with --time-parallel");
+  if (a.profile != "standard")
+    throw ConfigError("--slurm-conf replays what slurmctld does, not the rlscheduler profile");
+  auto run = std::make_shared<SlurmRun>();
+  run->conf = read_slurm_conf(a.slurm_conf);
+  const SlurmStack& conf = run->conf;
+  if (a.order_given)
+    std::cerr << "mlprio-replay run: --slurm-conf " << a.slurm_conf
+              << ": --policy and --backfill are not used; the file's PriorityType and "
+                 "SchedulerType decide\n";
+  if (!conf.unmodeled.empty()) {
+    std::cerr << "mlprio-replay run: --slurm-conf " << a.slurm_conf << ": not modelled, ignored:";
+    for (const auto& k : conf.unmodeled) std::cerr << " " << k;
+    std::cerr << "\n";
+  }
+  if (!conf.site.warnings.empty()) {
+    std::cerr << "mlprio-replay run: --slurm-conf " << a.slurm_conf
+              << ": PrioritySiteFactorParameters: the plugin ignores:";
+    for (const auto& k : conf.site.warnings) std::cerr << " " << k;
+    std::cerr << "\n";
+  }
+  // The model the plugins load, when they are loaded and applied.
+  const bool uses_model = (conf.multifactor && conf.site.enabled) || conf.job_submit_mlprio;
+  std::shared_ptr<const model::Predictor> predictor;
+  if (uses_model) {
+    if (conf.site.model.empty())
+      throw ConfigError("--slurm-conf " + a.slurm_conf +
+                        ": the mlprio plugins are loaded but PrioritySiteFactorParameters names "
+                        "no model=FILE");
+    predictor = load_replay_model(conf.site.model);
+    run->site_score = predictor->policy().score;
+  }
+  const Trace trace = load_trace_reporting(a.trace, a.json);
+  for (size_t i = 0; i < trace.names.partitions.size(); ++i)
+    run->partition_names.push_back(trace.names.partitions.name(static_cast<int32_t>(i)));
+  for (size_t i = 0; i < trace.names.qos.size(); ++i)
+    run->qos_names.push_back(trace.names.qos.name(static_cast<int32_t>(i)));
+  for (size_t i = 0; i < trace.names.accounts.size(); ++i)
+    run->account_names.push_back(trace.names.accounts.name(static_cast<int32_t>(i)));
+
+  SimConfig cfg = setup.base(trace, Profile::STANDARD);
+  if (conf.nodes > 0 && a.spec.nodes == 0) {  // the file's nodes unless --nodes overrides
+    cfg.machine.nodes = conf.nodes;
+    cfg.machine.cores_per_node = conf.cpus_per_node;
+    cfg.machine.gpus_per_node = conf.gpus_per_node;
+  }
+  if (a.spec.cores_per_node > 0) cfg.machine.cores_per_node = a.spec.cores_per_node;
+  // select/linear gives whole nodes; select/cons_tres (the default) cores.
+  cfg.machine.allocation = conf.whole_nodes ? Allocation::NODES : Allocation::CORES;
+  check_machine_bounds(cfg.machine, "--slurm-conf " + a.slurm_conf);
+  cfg.record_series = !a.no_series && !a.out.empty();
+  cfg.record_jobs = !a.out.empty();
+  cfg.slurm = run;
+  cfg.policy = "slurm";
+
+  std::vector<std::pair<int64_t, int64_t>> windows = windows_in;
+  if (windows.empty()) windows.emplace_back(0, static_cast<int64_t>(trace.jobs.size()));
+  const std::span<const Job> jobs(trace.jobs);
+  std::vector<RunRecord> runs;
+  for (const auto& [start, len] : windows) {
+    if (predictor)
+      cfg.online = model_estimator(predictor, trace, jobs,
+                                   std::clamp<int64_t>(start, 0, static_cast<int64_t>(jobs.size())),
+                                   EstimateQuantile::POINT);
+    RunRecord r;
+    r.policy = std::filesystem::path(a.slurm_conf).filename().string();
+    r.profile = Profile::STANDARD;
+    r.window_start = start;
+    r.window_len = len;
+    r.scheduler = "slurm";
+    r.slurm_conf = a.slurm_conf;
+    r.slurm_conf_sha256 = conf.sha256;
+    r.slurm_sched = conf.backfill ? "sched/backfill" : "sched/builtin";
+    r.result = simulate(select_window(jobs, start, len), cfg);
+    runs.push_back(std::move(r));
+  }
+  emit_runs(a, setup, cfg.machine, trace.path, runs, " " + conf.describe());
+}
+
 void run_run(const RunArgs& a) {
   using namespace mlprio::replay;
   const Profile profile = parse_profile(a.profile);
@@ -227,6 +315,7 @@ void run_run(const RunArgs& a) {
 
   std::vector<std::pair<int64_t, int64_t>> windows;
   for (const auto& w : a.windows) windows.push_back(replay::dist::parse_window_arg(w));
+  if (!a.slurm_conf.empty()) return run_slurm_conf(a, setup, windows);
   if (profile == Profile::STANDARD && backfill != Backfill::RLSCHEDULER && a.policies.size() == 1 &&
       windows.empty() && !a.time_parallel && !setup.online() &&
       std::filesystem::is_regular_file(a.trace.path) && streamed_run(a, setup, profile, backfill))
@@ -342,6 +431,11 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--priority-favor-small", args->prio.favor_small,
                 "multifactor: PriorityFavorSmall (smaller jobs get the larger size factor)");
+  cmd->add_option("--slurm-conf", args->slurm_conf,
+                  "Replay what a slurmctld configured by this slurm.conf does: its PriorityType "
+                  "and weights, site_factor/mlprio and job_submit/mlprio with the model they "
+                  "name, SchedulerType and SchedulerParameters, nodes and partitions (replaces "
+                  "--policy and --backfill)");
   cmd->add_option("--out", args->out, "Write every run to this HDF5 file");
   cmd->add_flag("--json", args->json, "Print {\"runs\":[...]} on stdout instead of the table");
   cmd->add_flag("--no-series", args->no_series,
@@ -354,7 +448,10 @@ void add_run_command(CLI::App& app) {
                   "the other; for testing and for builds without MPI)")
       ->check(CLI::Range(0, replay::dist::MAX_TIME_SEGMENTS))
       ->capture_default_str();
-  cmd->callback([args]() { run_run(*args); });
+  cmd->callback([args, cmd]() {
+    args->order_given = cmd->count("--policy") > 0 || cmd->count("--backfill") > 0;
+    run_run(*args);
+  });
 }
 
 }  // namespace mlprio::cli

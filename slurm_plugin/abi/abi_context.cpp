@@ -221,15 +221,10 @@ model::Prediction advised(const State& st, model::Prediction p, const AdviceEntr
 
 int64_t factor_from(const State& st, const mlprio::Job& job, const model::Prediction& p) {
   // The score parameters `mlprio-replay tune` stored in the model file (size and failure
-  // weights; defaults when untuned). The age term and the starvation limit are left to
-  // multifactor's own age factor (PriorityWeightAge/PriorityMaxAge), which keeps the factor
-  // cacheable: that part of the tuned policy is not enforced by the plugin.
-  model::ScoreConfig cfg = st.predictor ? st.predictor->policy().score : model::ScoreConfig{};
-  cfg.age_weight = 0;
-  const double now = job.submit >= 0 ? job.submit : 0;
-  double s = model::score(job, p, now, model::ClusterState{}, cfg);
-  if (!std::isfinite(s)) return 0;
-  return mlprio::plugin::factor_value(st.params.weight * s, st.params.max_boost);
+  // weights; defaults when untuned); model::site_factor leaves the age term and the starvation
+  // limit to multifactor's own age factor. The deployed-stack replay calls the same function.
+  const model::ScoreConfig cfg = st.predictor ? st.predictor->policy().score : model::ScoreConfig{};
+  return model::site_factor(job, p, cfg, st.params.weight, st.params.max_boost);
 }
 
 // Whether the job's factor should use the advisor: key in admin_comment and an advisor running.

@@ -13,6 +13,7 @@
 
 #include "abi_detail.hpp"
 #include "mlprio/model/fsdp_table.hpp"
+#include "mlprio/model/predictor.hpp"
 #include "mlprio/util/checked_cast.hpp"
 #include "mlprio/util/text.hpp"
 
@@ -656,13 +657,7 @@ std::string format_duration(double seconds) {
 }
 
 int64_t factor_value(double weighted_score, int64_t max_boost) {
-  if (!std::isfinite(weighted_score)) return 0;
-  const int64_t cap = std::max<int64_t>(max_boost, 0);
-  const double f =
-      std::round(std::clamp(weighted_score, -static_cast<double>(cap), static_cast<double>(cap)));
-  // (double)cap rounds up to 2^63 for a cap near INT64_MAX: saturate instead of casting.
-  if (const auto v = to_integer<int64_t>(f)) return std::clamp(*v, -cap, cap);
-  return f > 0 ? cap : -cap;
+  return mlprio::model::site_factor_value(weighted_score, max_boost);
 }
 
 namespace {

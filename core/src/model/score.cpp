@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "mlprio/model/predictor.hpp"
+#include "mlprio/util/checked_cast.hpp"
 
 namespace mlprio::model {
 namespace {
@@ -103,6 +104,28 @@ double score(const Job& job, const Prediction& p, double now, const ClusterState
   // A starved job's score reads only its wait: the terms (three logarithms) are not needed.
   if (!(wait < limit)) return 2.0 + std::log1p(wait / limit);
   return score(score_terms(job, p, cfg), job.submit, p.usage_share, now, cfg);
+}
+
+int64_t site_factor_value(double weighted_score, int64_t max_boost) {
+  if (!std::isfinite(weighted_score)) return 0;
+  const int64_t cap = std::max<int64_t>(max_boost, 0);
+  const double f =
+      std::round(std::clamp(weighted_score, -static_cast<double>(cap), static_cast<double>(cap)));
+  // (double)cap rounds up to 2^63 for a cap near INT64_MAX: saturate instead of casting.
+  if (const auto v = to_integer<int64_t>(f)) return std::clamp(*v, -cap, cap);
+  return f > 0 ? cap : -cap;
+}
+
+int64_t site_factor(const Job& job, const Prediction& p, const ScoreConfig& policy_score,
+                    double weight, int64_t max_boost) {
+  // The age term and the starvation limit are left to multifactor's own age factor
+  // (PriorityWeightAge/PriorityMaxAge), which keeps the factor fixed per job and cacheable.
+  ScoreConfig cfg = policy_score;
+  cfg.age_weight = 0;
+  const double now = job.submit >= 0 ? job.submit : 0;
+  const double s = score(job, p, now, ClusterState{}, cfg);
+  if (!std::isfinite(s)) return 0;
+  return site_factor_value(weight * s, max_boost);
 }
 
 }  // namespace mlprio::model

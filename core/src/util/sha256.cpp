@@ -216,4 +216,10 @@ std::string file_sha256(const std::string& path) {
   return sha.hex();
 }
 
+std::string bytes_sha256(std::string_view bytes) {
+  Sha256 sha;
+  sha.update(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  return sha.hex();
+}
+
 }  // namespace mlprio

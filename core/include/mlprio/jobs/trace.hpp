@@ -135,5 +135,7 @@ std::ostream& write_swf(std::ostream& out, const TraceHeader& header, const std:
 
 // SHA-256 of a file's bytes as stored (hex), for HDF5 provenance attributes.
 std::string file_sha256(const std::string& path);
+// SHA-256 of bytes in memory (hex).
+std::string bytes_sha256(std::string_view bytes);
 
 }  // namespace mlprio

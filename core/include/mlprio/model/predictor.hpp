@@ -164,6 +164,15 @@ double score_run_term(const Job& job, const Prediction& p, const ScoreConfig& cf
 double score(const Job& job, const Prediction& p, double now, const ClusterState& cluster,
              const ScoreConfig& cfg);
 
+// SITE as site_factor/mlprio sets it: score() at the job's submission with the age term off
+// (age and starvation are left to priority/multifactor's own age factor), times `weight`,
+// rounded and capped at +-max_boost; 0 for a score that is not finite. The plugin and the
+// replay's deployed-stack engine (`mlprio-replay run --slurm-conf`) both call this.
+int64_t site_factor(const Job& job, const Prediction& p, const ScoreConfig& policy_score,
+                    double weight, int64_t max_boost);
+// weight x score rounded and capped at +-max_boost (0 when not finite): the last step above.
+int64_t site_factor_value(double weighted_score, int64_t max_boost);
+
 // The terms of score_log_ratio() that a job's wait and its user's usage do not move, worked out
 // once: a scheduler that re-scores its queue at every pass (the replayer's `ml` order) keeps them
 // beside each job and pays only for the wait's logarithm and the squash. The functions below give

@@ -22,7 +22,8 @@ class CompoundType;
 namespace mlprio::replay {
 
 // 2: series/mean_bsld and the agent_* run attributes (external:CMD, llm:URL) added.
-inline constexpr int REPLAY_LAYOUT_VERSION = 2;
+// 3: the scheduler, slurm_conf and slurm_conf_sha256 run attributes of deployed-stack runs.
+inline constexpr int REPLAY_LAYOUT_VERSION = 3;
 
 struct RunRecord {
   std::string policy;
@@ -31,10 +32,17 @@ struct RunRecord {
   int64_t window_start = 0;
   int64_t window_len = 0;
   SimResult result;
+  // Deployed-stack runs (--slurm-conf): scheduler "slurm", the file and its checksum, and what
+  // is reported as their backfill ("sched/backfill" or "sched/builtin"). Empty otherwise.
+  std::string scheduler;
+  std::string slurm_conf;
+  std::string slurm_conf_sha256;
+  std::string slurm_sched;
 };
 
 // {"runs":[{"policy","backfill","window":[start,len],"jobs","avg_wait","avg_bsld",
-// "avg_turnaround","utilization","makespan"},...]} on one line.
+// "avg_turnaround","utilization","makespan",...},...]} on one line; deployed-stack runs add
+// "scheduler": "slurm" and "slurm_conf_sha256" (backfill: "sched/backfill" or "sched/builtin").
 std::string runs_json(const std::vector<RunRecord>& runs);
 
 // A fixed-width table, one line per run.

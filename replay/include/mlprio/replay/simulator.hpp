@@ -127,6 +127,7 @@ class OnlineEstimator {
 using OnlineEstimatorFactory = std::function<std::unique_ptr<OnlineEstimator>()>;
 
 class ResultSink;
+struct SlurmRun;  // slurm_conf.hpp
 
 struct SimConfig {
   Machine machine;
@@ -149,6 +150,11 @@ struct SimConfig {
   // Where recorded outcomes and series points go as they are made (see ResultSink); null keeps
   // them in SimResult. The standard profile only.
   ResultSink* sink = nullptr;
+  // Non-null: the deployed-stack replay of a slurm.conf (`run --slurm-conf`, slurm_engine.cpp),
+  // which replaces the queue order, backfilling, estimates and kill_at_limit above (Slurm
+  // always enforces limits); `online`, when set, gives the site model's predictions. Not with
+  // a result sink, time segments or the rlscheduler profile.
+  std::shared_ptr<const SlurmRun> slurm;
 #ifdef NDEBUG
   bool check_invariants = false;  // costly checks (reservation never delayed, ...)
 #else

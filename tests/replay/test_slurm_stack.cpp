@@ -1,0 +1,370 @@
+// The deployed-stack replay (`run --slurm-conf`): the slurm.conf reader (syntax, Slurm's
+// defaults and units, what is and is not modelled, errors naming file, line and key) and the
+// engine (priority/basic + sched/builtin is first come, first served without backfilling;
+// sched/backfill's plan on time limits and its reservations; kills at the limit on slurmctld's
+// 30-s check; multifactor's job size factor; invariants on a generated workload).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../support/process.hpp"
+#include "../support/skip.hpp"
+#include "mlprio/io/hdf5.hpp"
+#include "mlprio/jobs/lublin.hpp"
+#include "mlprio/jobs/trace.hpp"
+#include "mlprio/replay/simulator.hpp"
+#include "mlprio/replay/slurm_conf.hpp"
+
+using namespace mlprio;
+using namespace mlprio::replay;
+
+namespace {
+
+Job job(int64_t id, double submit, double run, int64_t procs, double req_time) {
+  Job j;
+  j.id = id;
+  j.submit = submit;
+  j.run = run;
+  j.req_procs = procs;
+  j.alloc_procs = procs;
+  j.req_time = req_time;
+  j.user = static_cast<int32_t>(id % 3);
+  return j;
+}
+
+std::map<int64_t, double> starts(const SimResult& r) {
+  std::map<int64_t, double> s;
+  for (const auto& o : r.jobs) s[o.id] = o.start;
+  return s;
+}
+
+SimResult replay_conf(const std::string& text, const std::vector<Job>& jobs, Machine m) {
+  auto run = std::make_shared<SlurmRun>();
+  run->conf = parse_slurm_conf(text, "test.conf");
+  SimConfig cfg;
+  cfg.machine = m;
+  cfg.slurm = run;
+  cfg.check_invariants = true;
+  return simulate(jobs, cfg);
+}
+
+}  // namespace
+
+TEST_CASE("slurm.conf: Slurm's defaults, units and syntax", "[replay][slurm_conf]") {
+  const SlurmStack d = parse_slurm_conf("", "empty.conf");
+  CHECK(d.multifactor);  // 23.11+ default
+  CHECK(d.backfill);
+  CHECK(d.max_age == 7 * 86400);
+  CHECK(d.calc_period == 300);
+  CHECK(d.bf_interval == 30);
+  CHECK(d.bf_window == 86400);
+  CHECK(d.bf_resolution == 60);
+  CHECK(d.bf_max_job_test == 500);
+  CHECK(d.sched_interval == 60);
+  CHECK(d.batch_sched_delay == 3);
+  CHECK(d.kill_wait == 30);
+  CHECK(d.unmodeled.empty());
+
+  const SlurmStack s = parse_slurm_conf(
+      "# a site\n"
+      "priorityweightage=1000   # keys in any case\n"
+      "PriorityWeightFairshare=10000\n"
+      "PriorityWeightJobSize=500\n"
+      "PriorityMaxAge=2-12\n"
+      "PriorityCalcPeriod=2\n"
+      "PriorityFavorSmall=YES\n"
+      "AccountingStorageType=accounting_storage/slurmdbd\n"
+      "SchedulerParameters=bf_interval=45,bf_window=2880,bf_resolution=300,\\\n"
+      "bf_max_job_test=100,bf_continue,default_queue_depth=50,some_new_knob=3\n"
+      "PrioritySiteFactorPlugin=site_factor/mlprio\n"
+      "PrioritySiteFactorParameters=model=/m.json,weight=5000,mode=shadow,scope_qos=Normal:high\n"
+      "JobSubmitPlugins=lua,mlprio\n"
+      "NodeName=DEFAULT CPUs=32 RealMemory=1000\n"
+      "NodeName=n[01-10],m[1-2] State=UNKNOWN\n"
+      "NodeName=gpu1 CPUs=32 Feature=x\n"
+      "PartitionName=batch Nodes=ALL Default=YES MaxTime=2-00:00:00 DefaultTime=60\n"
+      "PartitionName=short Nodes=n01 MaxTime=30 PriorityTier=2\n"
+      "SlurmctldPort=6817\n"
+      "PreemptType=preempt/qos\n",
+      "site.conf");
+  CHECK(s.weight_age == 1000);
+  CHECK(s.weight_fairshare == 10000);
+  CHECK(s.weight_job_size == 500);
+  CHECK(s.max_age == 2 * 86400 + 12 * 3600);
+  CHECK(s.calc_period == 120);
+  CHECK(s.favor_small);
+  CHECK(s.bf_interval == 45);
+  CHECK(s.bf_window == 2880 * 60);
+  CHECK(s.bf_resolution == 300);
+  CHECK(s.bf_max_job_test == 100);
+  CHECK(s.default_queue_depth == 50);
+  CHECK(s.site.enabled);
+  CHECK(s.site.shadow);
+  CHECK(s.site.weight == 5000);
+  CHECK(s.site.model == "/m.json");
+  CHECK(s.site.scope_qos == std::vector<std::string>{"normal", "high"});
+  CHECK(s.job_submit_mlprio);
+  CHECK(s.nodes == 13);
+  CHECK(s.cpus_per_node == 32);
+  REQUIRE(s.partitions.size() == 2);
+  CHECK(s.default_partition()->name == "batch");
+  CHECK(s.partitions[0].max_time == 2 * 86400);
+  CHECK(s.partitions[0].default_time == 3600);
+  CHECK(s.partitions[1].max_time == 1800);
+  // Every key that changes scheduling but is not modelled is named, once.
+  const std::vector<std::string> expect = {"SchedulerParameters=some_new_knob",
+                                           "JobSubmitPlugins=lua", "NodeName:Feature",
+                                           "PartitionName:PriorityTier", "PreemptType"};
+  CHECK(s.unmodeled == expect);
+  CHECK(s.sha256.empty());  // text has no file checksum
+}
+
+TEST_CASE("slurm.conf: without slurmdbd multifactor drops age and fair share, as Slurm does",
+          "[replay][slurm_conf]") {
+  const SlurmStack s = parse_slurm_conf(
+      "PriorityWeightAge=1000\nPriorityWeightFairshare=5\n"
+      "PriorityWeightJobSize=7\n",
+      "nodbd.conf");
+  CHECK(s.weight_age == 0);
+  CHECK(s.weight_fairshare == 0);
+  CHECK(s.weight_job_size == 7);
+}
+
+TEST_CASE("slurm.conf: errors name the file, the line and the key", "[replay][slurm_conf]") {
+  auto msg = [](const std::string& text) {
+    try {
+      parse_slurm_conf(text, "bad.conf");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(msg("# ok\nPriorityMaxAge=7-x\n") ==
+        std::string("bad.conf:2: PriorityMaxAge: '7-x' is not a Slurm time (MIN, MIN:SEC, "
+                    "H:MIN:SEC, D-H, D-H:MIN or D-H:MIN:SEC)"));
+  CHECK(msg("PriorityWeightAge=-3\n").rfind("bad.conf:1: PriorityWeightAge:", 0) == 0);
+  CHECK(msg("\n\nSchedulerParameters=bf_interval=0\n")
+            .rfind("bad.conf:3: SchedulerParameters=bf_interval:", 0) == 0);
+  CHECK(msg("PriorityType=priority/fancy\n").find("priority/basic and priority/multifactor") !=
+        std::string::npos);
+  CHECK(msg("NodeName=a[1-2] CPUs=4\nNodeName=b1 CPUs=8\n").rfind("bad.conf:2: NodeName:", 0) == 0);
+  CHECK(msg("Include other.conf\n").rfind("bad.conf:1: Include:", 0) == 0);
+}
+
+TEST_CASE("slurm.conf: Slurm's time values and host lists", "[replay][slurm_conf]") {
+  CHECK(slurm_time_seconds("30") == 1800);
+  CHECK(slurm_time_seconds("30:15") == 1815);
+  CHECK(slurm_time_seconds("1:00:00") == 3600);
+  CHECK(slurm_time_seconds("7-0") == 7 * 86400);
+  CHECK(slurm_time_seconds("1-2:03") == 86400 + 2 * 3600 + 180);
+  CHECK(slurm_time_seconds("1-2:03:04") == 86400 + 2 * 3600 + 184);
+  CHECK(slurm_time_seconds("UNLIMITED") == -1);
+  CHECK(slurm_time_seconds("x") == -2);
+  CHECK(slurm_time_seconds("1:2:3:4") == -2);
+  CHECK(slurm_hostlist_count("n[1-4,7],gpu01") == 6);
+  CHECK(slurm_hostlist_count("rack[1-2]n[01-10]") == 20);
+  CHECK(slurm_hostlist_count("a") == 1);
+  CHECK(slurm_hostlist_count("a[3-1]") == -1);
+}
+
+TEST_CASE("slurm.conf: a file and its Include are read and checksummed", "[replay][slurm_conf]") {
+  const std::string dir = "slurm_conf_include_test";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir + "/slurm.conf") << "SchedulerType=sched/builtin\nInclude prio.conf\n";
+    std::ofstream(dir + "/prio.conf") << "PriorityType=priority/basic\n";
+  }
+  const SlurmStack s = read_slurm_conf(dir + "/slurm.conf");
+  CHECK_FALSE(s.backfill);
+  CHECK_FALSE(s.multifactor);
+  CHECK(s.sha256.size() == 64);
+  CHECK(s.describe().find("scheduler=slurm priority=basic") == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("priority/basic with sched/builtin is FCFS without backfilling, start for start",
+          "[replay][slurm_engine]") {
+  LublinOptions o;
+  o.nodes = 64;
+  o.seed = 11;
+  o.load_scale = 1.3;
+  o.req_time = LublinReqTime::FACTOR;
+  std::vector<Job> jobs = generate_lublin(o, 2000);
+  // Slurm's limits are whole minutes and a job past its limit is killed: keep every run within
+  // its request so that neither rule applies.
+  for (Job& j : jobs) j.req_time = std::max(j.req_time, j.run);
+
+  SimConfig fcfs;
+  fcfs.machine = {64, 1, 0, Allocation::NODES};
+  fcfs.policy = "fcfs";
+  fcfs.backfill = Backfill::NONE;
+  const SimResult ref = simulate(jobs, fcfs);
+  // batch_sched_delay=0: the main scheduler runs at the submission itself.
+  const SimResult got = replay_conf(
+      "PriorityType=priority/basic\nSchedulerType=sched/builtin\n"
+      "SchedulerParameters=batch_sched_delay=0\n",
+      jobs, fcfs.machine);
+  REQUIRE(got.summary.jobs == ref.summary.jobs);
+  CHECK(starts(got) == starts(ref));
+  CHECK(got.summary.avg_bsld == Approx(ref.summary.avg_bsld));
+
+  // With Slurm's default delay of 3 s after a submission, no job starts earlier and none more
+  // than a few seconds later per job queued before it.
+  const SimResult delayed =
+      replay_conf("PriorityType=priority/basic\nSchedulerType=sched/builtin\n", jobs, fcfs.machine);
+  const auto a = starts(ref), b = starts(delayed);
+  for (const auto& [id, t] : a) CHECK(b.at(id) >= t);
+  CHECK(delayed.summary.avg_wait <= ref.summary.avg_wait + 3.0);
+}
+
+TEST_CASE("sched/backfill starts a job only where it delays no reservation of a job before it",
+          "[replay][slurm_engine]") {
+  const Machine m{1, 4, 0, Allocation::CORES};
+  const std::string conf = "PriorityType=priority/basic\nSchedulerParameters=batch_sched_delay=0\n";
+  // A runs on 2 of 4 cores until its limit at 100; B needs all 4 (blocked: the main scheduler
+  // stops there); C needs 2 for 50 s.
+  {
+    const std::vector<Job> jobs = {job(1, 0, 100, 2, 100), job(2, 1, 100, 4, 100),
+                                   job(3, 2, 50, 2, 60)};
+    const auto s = starts(replay_conf(conf, jobs, m));
+    // The backfill cycle 30 s after the first (at 0): C's 60 s limit ends before B's
+    // reservation at 100.
+    CHECK(s.at(1) == 0);
+    CHECK(s.at(3) == 30);
+    CHECK(s.at(2) == 100);
+    // sched/builtin never backfills: C waits for B.
+    const auto b = starts(replay_conf(conf + "SchedulerType=sched/builtin\n", jobs, m));
+    CHECK(b.at(3) == 200);
+  }
+  {
+    // C's limit of 80 s would overrun B's reservation: it waits behind B.
+    const std::vector<Job> jobs = {job(1, 0, 100, 2, 100), job(2, 1, 100, 4, 100),
+                                   job(3, 2, 50, 2, 80)};
+    const auto s = starts(replay_conf(conf, jobs, m));
+    CHECK(s.at(2) == 100);
+    CHECK(s.at(3) == 200);
+  }
+}
+
+TEST_CASE("a job is killed at slurmctld's first time-limit check past its limit",
+          "[replay][slurm_engine]") {
+  const Machine m{1, 4, 0, Allocation::CORES};
+  // A requests 61 s: Slurm's limit is 2 minutes. It would run 500 s; the check every 30 s from
+  // the start of the replay (t = 10, the first submission) kills it at 10 + 30 k >= 5 + 120.
+  const std::vector<Job> jobs = {job(1, 10, 1, 1, 60), job(2, 15, 500, 1, 61)};
+  const SimResult r = replay_conf("SchedulerParameters=batch_sched_delay=0\n", jobs, m);
+  REQUIRE(r.jobs.size() == 2);
+  const auto& k = r.jobs[1].id == 2 ? r.jobs[1] : r.jobs[0];
+  CHECK(k.start == 15);
+  CHECK(k.end == 160);
+  CHECK(k.killed == 1);
+  CHECK(r.summary.killed == 1);
+}
+
+TEST_CASE("multifactor's job size factor with PriorityFavorSmall orders small jobs first",
+          "[replay][slurm_engine]") {
+  const Machine m{1, 4, 0, Allocation::CORES};
+  // A fills the machine; B (4 cores) and C (1 core) wait; when A ends, the higher priority
+  // starts first: C with PriorityFavorSmall, B without.
+  const std::vector<Job> jobs = {job(1, 0, 100, 4, 100), job(2, 1, 10, 4, 100),
+                                 job(3, 2, 10, 1, 100)};
+  const std::string base =
+      "PriorityWeightJobSize=1000\nSchedulerType=sched/builtin\n"
+      "SchedulerParameters=batch_sched_delay=0\n";
+  const auto small = starts(replay_conf(base + "PriorityFavorSmall=YES\n", jobs, m));
+  CHECK(small.at(3) == 100);
+  CHECK(small.at(2) == 110);
+  const auto large = starts(replay_conf(base, jobs, m));
+  CHECK(large.at(2) == 100);
+  CHECK(large.at(3) == 110);
+}
+
+TEST_CASE("the deployed-stack replay keeps the schedule invariants on a generated workload",
+          "[replay][slurm_engine]") {
+  LublinOptions o;
+  o.nodes = 32;
+  o.seed = 5;
+  o.load_scale = 1.6;
+  o.req_time = LublinReqTime::FACTOR;
+  std::vector<Job> jobs = generate_lublin(o, 3000);
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].user = static_cast<int32_t>(i % 7);
+  const Machine m{8, 4, 0, Allocation::CORES};
+  for (const std::string conf :
+       {"AccountingStorageType=accounting_storage/slurmdbd\nPriorityWeightAge=1000\n"
+        "PriorityWeightFairshare=10000\nPriorityWeightJobSize=1000\nPriorityCalcPeriod=1\n",
+        "AccountingStorageType=accounting_storage/slurmdbd\nPriorityWeightFairshare=10000\n"
+        "PriorityFlags=NO_FAIR_TREE\nSchedulerParameters=bf_max_job_test=5,bf_resolution=600\n",
+        "PriorityType=priority/basic\nSchedulerType=sched/builtin\n"}) {
+    const SimResult r = replay_conf(conf, jobs, m);
+    CHECK(r.summary.jobs + r.summary.skipped == static_cast<int64_t>(jobs.size()));
+    std::vector<std::pair<double, int64_t>> ev;
+    for (const auto& j : r.jobs) {
+      CHECK(j.start >= j.submit);
+      ev.emplace_back(j.start, j.procs);
+      ev.emplace_back(j.end, -j.procs);
+    }
+    std::sort(ev.begin(), ev.end());
+    int64_t busy = 0, peak = 0;
+    for (const auto& [t, d] : ev) peak = std::max(peak, busy += d);
+    CHECK(peak <= m.total_cores());
+    // Deterministic.
+    const SimResult again = replay_conf(conf, jobs, m);
+    CHECK(starts(again) == starts(r));
+  }
+}
+
+TEST_CASE(
+    "run --slurm-conf: JSON and HDF5 name the scheduler and the file's checksum; bad "
+    "files are usage errors naming file, line and key",
+    "[replay][slurm_engine][cli]") {
+  namespace fs = std::filesystem;
+  const fs::path exe = fs::path(MLPRIO_BIN_DIR) / "mlprio-replay";
+  if (!fs::exists(exe)) MLPRIO_SKIP(exe << " is not built");
+  const fs::path dir = mlprio::test::scratch("mlprio_slurm_conf_cli_", "run");
+  {
+    std::ofstream(dir / "site.conf")
+        << "PriorityWeightJobSize=1000\nSchedulerParameters=bf_interval=60,some_knob=1\n"
+           "NodeName=n[1-16] CPUs=8\nPartitionName=batch Nodes=ALL Default=YES MaxTime=1-0\n"
+           "PreemptMode=REQUEUE\n";
+    std::ofstream(dir / "bad.conf") << "PriorityWeightAge=10\nPriorityMaxAge=soon\n";
+  }
+  auto run = [&](const std::string& args) {
+    return mlprio::test::run_in(exe, dir, "true", args, "out.txt");
+  };
+  REQUIRE(run("generate --jobs 400 --seed 4 -q -o t.swf") == 0);
+  REQUIRE(run("run --trace t.swf --slurm-conf site.conf --too-large skip --json --out r.h5") == 0);
+  const std::string out = mlprio::test::slurp(dir / "out.txt");
+  const std::string err = mlprio::test::slurp(dir / "err.txt");
+  INFO(out << err);
+  CHECK_THAT(out, Catch::Contains("\"policy\":\"site.conf\",\"backfill\":\"sched/backfill\"") &&
+                      Catch::Contains("\"scheduler\":\"slurm\"") &&
+                      Catch::Contains("\"slurm_conf_sha256\":\"" +
+                                      file_sha256((dir / "site.conf").string()) + "\""));
+  // One warning names what is not modelled.
+  CHECK_THAT(err,
+             Catch::Contains("not modelled, ignored: SchedulerParameters=some_knob PreemptMode"));
+  h5::ReadFile f((dir / "r.h5").string(), "replay");
+  CHECK(f.root().attr_int("nodes") == 16);
+  CHECK(f.root().attr_int("cores_per_node") == 8);
+  const h5::Group g = f.root().open_group("runs").open_group("run_0000");
+  CHECK(g.attr_string("scheduler") == "slurm");
+  CHECK(g.attr_string("backfill") == "sched/backfill");
+  CHECK(g.attr_string("slurm_conf_sha256") == file_sha256((dir / "site.conf").string()));
+  CHECK(g.attr_int("jobs") + g.attr_int("skipped") == 400);
+  CHECK(g.attr_int("jobs") > 300);
+
+  CHECK(run("run --trace t.swf --slurm-conf bad.conf") == 2);
+  CHECK_THAT(mlprio::test::slurp(dir / "err.txt"),
+             Catch::Contains("bad.conf:2: PriorityMaxAge: 'soon' is not a Slurm time"));
+  CHECK(run("run --trace t.swf --slurm-conf missing.conf") == 2);
+  CHECK_THAT(mlprio::test::slurp(dir / "err.txt"), Catch::Contains("missing.conf: cannot read"));
+  CHECK(run("run --trace t.swf --slurm-conf site.conf --time-parallel --segments 2") == 2);
+  fs::remove_all(dir);
+}
