@@ -8,6 +8,9 @@
 #   CLUSTER_PLUGINS 1 (default) loads both plugins, 0 loads neither (baseline for the bench),
 #                   js loads job_submit/mlprio alone (no site factor plugin)
 #   CLUSTER_EXTRA_CONF lines appended to slurm.conf (e.g. MaxJobCount=20000 for a load bench)
+#   CL_NODE_CPUS    CPUs the node declares (default: this machine's); more than the machine has
+#                   needs SlurmdParameters=config_overrides in CLUSTER_EXTRA_CONF (jobs that
+#                   only sleep, to build a queue)
 #   CL_PLUGIN_DIR   where slurmctld finds the mlprio plugins (default $MLPRIO_BUILD/lib/slurm)
 #   CLUSTER_DBD     1 adds accounting: a private mariadbd (own datadir, socket and port in the
 #                   temp dir, run as root), slurmdbd on its own DbdPort, the cluster registered
@@ -181,7 +184,7 @@ PriorityWeightJobSize=0
 PriorityWeightPartition=0
 PriorityWeightQOS=0
 $plugins
-NodeName=mlprionode NodeHostname=$(hostname) NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=1000 State=UNKNOWN
+NodeName=mlprionode NodeHostname=$(hostname) NodeAddr=127.0.0.1 CPUs=${CL_NODE_CPUS:-$(nproc)} RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=mlprionode Default=YES MaxTime=INFINITE State=UP
 PartitionName=hold Nodes=mlprionode MaxTime=INFINITE State=DOWN
 PartitionName=short Nodes=mlprionode MaxTime=30 State=DOWN
