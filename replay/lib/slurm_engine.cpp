@@ -465,7 +465,6 @@ class SlurmEngine {
                               : conf_.default_queue_depth;
     int64_t tested = 0;
     size_t i = 0;
-    std::vector<int32_t> started;
     while (i < pending_.size() && tested++ < depth) {
       const int32_t slot = pending_[i];
       SJob& s = jobs_state_[static_cast<size_t>(slot)];

@@ -45,6 +45,16 @@ std::map<int64_t, double> starts(const SimResult& r) {
   return s;
 }
 
+// A seeded Lublin workload with requests at least the run time (as Lublin's FACTOR gives them).
+std::vector<Job> lublin(int64_t nodes, uint64_t seed, double load_scale, size_t n) {
+  LublinOptions o;
+  o.nodes = nodes;
+  o.seed = seed;
+  o.load_scale = load_scale;
+  o.req_time = LublinReqTime::FACTOR;
+  return generate_lublin(o, n);
+}
+
 SimResult replay_conf(const std::string& text, const std::vector<Job>& jobs, Machine m) {
   auto run = std::make_shared<SlurmRun>();
   run->conf = parse_slurm_conf(text, "test.conf");
@@ -191,12 +201,7 @@ TEST_CASE("slurm.conf: a file and its Include are read and checksummed", "[repla
 
 TEST_CASE("priority/basic with sched/builtin is FCFS without backfilling, start for start",
           "[replay][slurm_engine]") {
-  LublinOptions o;
-  o.nodes = 64;
-  o.seed = 11;
-  o.load_scale = 1.3;
-  o.req_time = LublinReqTime::FACTOR;
-  std::vector<Job> jobs = generate_lublin(o, 2000);
+  std::vector<Job> jobs = lublin(64, 11, 1.3, 2000);
   // Slurm's limits are whole minutes and a job past its limit is killed: keep every run within
   // its request so that neither rule applies.
   for (Job& j : jobs) j.req_time = std::max(j.req_time, j.run);
@@ -288,12 +293,7 @@ TEST_CASE("multifactor's job size factor with PriorityFavorSmall orders small jo
 
 TEST_CASE("the deployed-stack replay keeps the schedule invariants on a generated workload",
           "[replay][slurm_engine]") {
-  LublinOptions o;
-  o.nodes = 32;
-  o.seed = 5;
-  o.load_scale = 1.6;
-  o.req_time = LublinReqTime::FACTOR;
-  std::vector<Job> jobs = generate_lublin(o, 3000);
+  std::vector<Job> jobs = lublin(32, 5, 1.6, 3000);
   for (size_t i = 0; i < jobs.size(); ++i) jobs[i].user = static_cast<int32_t>(i % 7);
   const Machine m{8, 4, 0, Allocation::CORES};
   for (const std::string conf :

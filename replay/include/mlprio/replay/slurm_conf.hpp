@@ -33,8 +33,9 @@ struct SlurmPartition {
 };
 
 // PrioritySiteFactorPlugin=site_factor/mlprio with PrioritySiteFactorParameters: the keys that
-// change SITE or a filled time limit, read with the plugin's syntax and defaults
-// (slurm_plugin/abi: parse_params; tests/replay check the two readings agree).
+// change SITE or a filled time limit, read with the syntax and defaults of the plugin's own
+// parser (slurm_plugin/abi: parse_params). The replay does not link the plugin library, so this
+// is a second reading of those keys; no test compares the two yet.
 struct SlurmSiteFactor {
   bool enabled = false;  // the plugin is loaded
   std::string params;    // PrioritySiteFactorParameters as written
