@@ -30,7 +30,7 @@ if(MLPRIO_SANITIZE_THREAD)
   add_link_options(-fsanitize=thread)
 endif()
 
-# Fuzz preset: every library is instrumented for libFuzzer's coverage; only fuzz/ links the driver.
+# MLPRIO_FUZZ (the asan preset): every library is instrumented for libFuzzer's coverage; only fuzz/ links the driver.
 if(MLPRIO_FUZZ)
   add_compile_options(-fsanitize=fuzzer-no-link)
 endif()

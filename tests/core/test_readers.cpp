@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/process.hpp"
 #include "../support/skip.hpp"
 #include "mlprio/jobs/lublin.hpp"
 #include "mlprio/jobs/slurm_format.hpp"
@@ -36,12 +37,7 @@ static std::string shared(const std::string& f) {
   return std::string(MLPRIO_SHARED_DATA) + "/" + f;
 }
 
-namespace {
-// A file name of this process's own: ctest runs test cases of one binary in parallel processes.
-std::filesystem::path temp_path(const std::string& name) {
-  return std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "-" + name);
-}
-}  // namespace
+using mlprio::test::temp_path;
 
 TEST_CASE("SWF: all 18 fields and the header, hand-checked", "[swf]") {
   const Trace t = load_trace(data("small.swf"));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/process.hpp"
 #include "../support/skip.hpp"
 #include "mlprio/jobs/trace.hpp"
 
@@ -24,12 +25,9 @@ bool set_swf_scan_mode(int mode);  // core/src/jobs/swf_scan.hpp: 0 auto, 1 byte
 
 using namespace mlprio;
 namespace fs = std::filesystem;
+using mlprio::test::temp_path;
 
 namespace {
-
-fs::path temp_path(const std::string& name) {
-  return fs::temp_directory_path() / (std::to_string(::getpid()) + "-" + name);
-}
 
 bool same_double(double a, double b) {
   return std::memcmp(&a, &b, sizeof a) == 0;  // -0.0 and 0.0 differ

@@ -12,37 +12,53 @@
 
 using namespace mlprio::fsdp;
 
-TEST_CASE("generated steps keep the allocator's invariants", "[fsdp][generator]") {
-  for (const char* model : {"gpt2-xl", "t5-3b", "llama2-7b"}) {
-    for (auto version : {FsdpVersion::FSDP1, FsdpVersion::FSDP2}) {
-      for (auto sharding : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
-                            ShardingStrategy::NO_SHARD}) {
-        for (bool ac : {false, true}) {
-          INFO(model << " fsdp" << (version == FsdpVersion::FSDP1 ? 1 : 2) << " sharding "
-                     << static_cast<int>(sharding) << " ac " << ac);
-          FsdpConfig c;
-          c.model = find_model(model);
-          c.version = version;
-          c.sharding = sharding;
-          c.activation_checkpointing = ac;
-          c.micro_batch = 1;
-          StepGenerator gen(c);
-          SimulatedDevice dev(1024 * GiB);
-          const RunResult r = run_steps(gen, dev, AllocatorSettings{}, 2, false, true);
-          // After the step only params, Adam state remain: 12 bytes per sharded element.
-          CHECK(r.final_stats.allocated_bytes[AGGREGATE].current >= gen.resident_bytes() * 12 / 16);
-          // A large block is not split when <= 1 MiB would remain, so each of the 3 resident
-          // tensors per unit may carry up to 1 MiB of slack in allocated_bytes (as in torch).
-          CHECK(r.final_stats.allocated_bytes[AGGREGATE].current <=
-                gen.resident_bytes() * 12 / 16 +
-                    static_cast<int64_t>(gen.unit_count()) * 3 * static_cast<int64_t>(MiB));
-          CHECK(r.final_stats.num_ooms == 0);
-          CHECK(r.final_stats.active_bytes[AGGREGATE].current ==
-                r.final_stats.allocated_bytes[AGGREGATE].current);
-        }
+namespace {
+
+// Every FSDP version, sharding strategy and checkpointing choice of one model, check() after
+// every operation. One test case per model, so that the three can run side by side.
+void check_generated_steps(const char* model) {
+  for (auto version : {FsdpVersion::FSDP1, FsdpVersion::FSDP2}) {
+    for (auto sharding : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
+                          ShardingStrategy::NO_SHARD}) {
+      for (bool ac : {false, true}) {
+        INFO(model << " fsdp" << (version == FsdpVersion::FSDP1 ? 1 : 2) << " sharding "
+                   << static_cast<int>(sharding) << " ac " << ac);
+        FsdpConfig c;
+        c.model = find_model(model);
+        c.version = version;
+        c.sharding = sharding;
+        c.activation_checkpointing = ac;
+        c.micro_batch = 1;
+        StepGenerator gen(c);
+        SimulatedDevice dev(1024 * GiB);
+        const RunResult r = run_steps(gen, dev, AllocatorSettings{}, 2, false, true);
+        // After the step only params, Adam state remain: 12 bytes per sharded element.
+        CHECK(r.final_stats.allocated_bytes[AGGREGATE].current >= gen.resident_bytes() * 12 / 16);
+        // A large block is not split when <= 1 MiB would remain, so each of the 3 resident
+        // tensors per unit may carry up to 1 MiB of slack in allocated_bytes (as in torch).
+        CHECK(r.final_stats.allocated_bytes[AGGREGATE].current <=
+              gen.resident_bytes() * 12 / 16 +
+                  static_cast<int64_t>(gen.unit_count()) * 3 * static_cast<int64_t>(MiB));
+        CHECK(r.final_stats.num_ooms == 0);
+        CHECK(r.final_stats.active_bytes[AGGREGATE].current ==
+              r.final_stats.allocated_bytes[AGGREGATE].current);
       }
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("generated steps keep the allocator's invariants: gpt2-xl", "[fsdp][generator]") {
+  check_generated_steps("gpt2-xl");
+}
+
+TEST_CASE("generated steps keep the allocator's invariants: t5-3b", "[fsdp][generator]") {
+  check_generated_steps("t5-3b");
+}
+
+TEST_CASE("generated steps keep the allocator's invariants: llama2-7b", "[fsdp][generator]") {
+  check_generated_steps("llama2-7b");
 }
 
 TEST_CASE("peak memory grows with the minibatch and the sweep finds a boundary",

@@ -31,7 +31,7 @@ std::string sjf_agent() {
   return "python3 '" + (fs::path(MLPRIO_REPLAY_EXAMPLES) / "sjf_agent.py").string() + "'";
 }
 
-SimConfig config(const std::string& policy, Backfill b) {
+SimConfig agent_policy_config(const std::string& policy, Backfill b) {
   SimConfig cfg = mlprio_test::agent_config(policy, b);
   cfg.policy_options.agent.timeout = 30;
   return cfg;
@@ -45,7 +45,7 @@ std::string agent_script(const std::string& name, const std::string& body) {
   return "python3 '" + p.string() + "'";
 }
 
-void require_same_schedule(const SimResult& a, const SimResult& b) {
+void require_same_schedule_and_bsld(const SimResult& a, const SimResult& b) {
   mlprio_test::require_same_schedule(a, b);
   CHECK(a.summary.avg_bsld == b.summary.avg_bsld);
 }
@@ -58,9 +58,9 @@ TEST_CASE("an external agent answering SJF's order gives --policy sjf's schedule
   const std::vector<Job> jobs = mlprio_test::agent_workload(2000, 11);
   for (Backfill b : {Backfill::EASY, Backfill::CONSERVATIVE, Backfill::NONE}) {
     INFO("backfill " << backfill_name(b));
-    const SimResult ref = simulate(jobs, config("sjf", b));
-    const SimResult ext = simulate(jobs, config("external:" + sjf_agent(), b));
-    require_same_schedule(ref, ext);
+    const SimResult ref = simulate(jobs, agent_policy_config("sjf", b));
+    const SimResult ext = simulate(jobs, agent_policy_config("external:" + sjf_agent(), b));
+    require_same_schedule_and_bsld(ref, ext);
     CHECK(ext.agent.points > 0);
     CHECK(ext.agent.calls == ext.agent.points);
     CHECK(ext.agent.answers == ext.agent.calls);
@@ -72,11 +72,11 @@ TEST_CASE("an external agent answering SJF's order gives --policy sjf's schedule
   // sees the queue in base order, and its stable sort keeps that order for equal estimates,
   // which is sjf's tie rule only for the fcfs base; so this compares with the fcfs base again
   // but with sjbf candidates.
-  SimConfig s = config("sjf", Backfill::EASY);
+  SimConfig s = agent_policy_config("sjf", Backfill::EASY);
   s.backfill_order = BackfillOrder::SJBF;
-  SimConfig e = config("external:" + sjf_agent(), Backfill::EASY);
+  SimConfig e = agent_policy_config("external:" + sjf_agent(), Backfill::EASY);
   e.backfill_order = BackfillOrder::SJBF;
-  require_same_schedule(simulate(jobs, s), simulate(jobs, e));
+  require_same_schedule_and_bsld(simulate(jobs, s), simulate(jobs, e));
 }
 
 TEST_CASE("jobs an answer leaves out keep their base order after the listed ones",
@@ -88,15 +88,16 @@ TEST_CASE("jobs an answer leaves out keep their base order after the listed ones
 for line in sys.stdin:
     print(json.dumps({"order": []}), flush=True)
 )");
-  const SimResult fcfs = simulate(jobs, config("fcfs", Backfill::EASY));
-  const SimResult r = simulate(jobs, config("external:" + none, Backfill::EASY));
-  require_same_schedule(fcfs, r);
+  const SimResult fcfs = simulate(jobs, agent_policy_config("fcfs", Backfill::EASY));
+  const SimResult r = simulate(jobs, agent_policy_config("external:" + none, Backfill::EASY));
+  require_same_schedule_and_bsld(fcfs, r);
   CHECK(r.agent.answers == r.agent.calls);
   CHECK(r.agent.fallbacks == 0);
   // --external-base sjf with an empty answer is sjf.
-  SimConfig c = config("external:" + none, Backfill::EASY);
+  SimConfig c = agent_policy_config("external:" + none, Backfill::EASY);
   c.policy_options.agent.base = "sjf";
-  require_same_schedule(simulate(jobs, config("sjf", Backfill::EASY)), simulate(jobs, c));
+  require_same_schedule_and_bsld(simulate(jobs, agent_policy_config("sjf", Backfill::EASY)),
+                                 simulate(jobs, c));
 }
 
 TEST_CASE("malformed answers fall back to the base order and are counted", "[replay][external]") {
@@ -117,9 +118,9 @@ for line in sys.stdin:
     else: out = "[" * 100000
     print(out, flush=True)
 )");
-  const SimResult fcfs = simulate(jobs, config("fcfs", Backfill::EASY));
-  const SimResult r = simulate(jobs, config("external:" + bad, Backfill::EASY));
-  require_same_schedule(fcfs, r);
+  const SimResult fcfs = simulate(jobs, agent_policy_config("fcfs", Backfill::EASY));
+  const SimResult r = simulate(jobs, agent_policy_config("external:" + bad, Backfill::EASY));
+  require_same_schedule_and_bsld(fcfs, r);
   CHECK(r.agent.calls == r.agent.points);
   CHECK(r.agent.answers == 0);
   CHECK(r.agent.failures == r.agent.calls);
@@ -145,7 +146,7 @@ for line in sys.stdin:
     q = sorted(req["queue"], key=lambda j: j["estimate"])
     print(json.dumps({"order": [j["id"] for j in q], "time": req["time"]}), flush=True)
 )");
-  SimConfig c = config("external:" + slow, Backfill::EASY);
+  SimConfig c = agent_policy_config("external:" + slow, Backfill::EASY);
   c.policy_options.agent.timeout = 0.5;
   const SimResult r = simulate(jobs, c);
   CHECK(r.summary.jobs == static_cast<int64_t>(jobs.size()));
@@ -172,7 +173,7 @@ for line in sys.stdin:
     print(json.dumps({"order": []}), flush=True)
 )");
   try {
-    simulate(jobs, config("external:" + dies, Backfill::EASY));
+    simulate(jobs, agent_policy_config("external:" + dies, Backfill::EASY));
     FAIL("the run went on without its agent");
   } catch (const mlprio::RuntimeError& e) {
     const std::string what = e.what();
@@ -182,7 +183,7 @@ for line in sys.stdin:
   }
   // A command that does not exist: the shell's 127.
   try {
-    simulate(jobs, config("external:/nonexistent/agent --flag", Backfill::EASY));
+    simulate(jobs, agent_policy_config("external:/nonexistent/agent --flag", Backfill::EASY));
     FAIL("the run went on without its agent");
   } catch (const mlprio::RuntimeError& e) {
     const std::string what = e.what();
@@ -195,7 +196,7 @@ TEST_CASE("external-every K asks at every K-th pass and reuses the last answer b
           "[replay][external]") {
   if (!have_python()) MLPRIO_SKIP("python3 is not installed");
   const std::vector<Job> jobs = mlprio_test::agent_workload(800, 13);
-  SimConfig c = config("external:" + sjf_agent(), Backfill::EASY);
+  SimConfig c = agent_policy_config("external:" + sjf_agent(), Backfill::EASY);
   c.policy_options.agent.every = 4;
   const SimResult r = simulate(jobs, c);
   CHECK(r.summary.jobs == static_cast<int64_t>(jobs.size()));
@@ -215,18 +216,18 @@ TEST_CASE("agent orders refuse settings they cannot honour, naming them", "[repl
     }
     return "(no error)";
   };
-  SimConfig c = config("external:true", Backfill::EASY);
+  SimConfig c = agent_policy_config("external:true", Backfill::EASY);
   c.policy_options.agent.timeout = 0;
   CHECK_THAT(message(c), Catch::Contains("--external-timeout"));
-  c = config("external:true", Backfill::EASY);
+  c = agent_policy_config("external:true", Backfill::EASY);
   c.policy_options.agent.every = 0;
   CHECK_THAT(message(c), Catch::Contains("--external-every"));
-  c = config("external:true", Backfill::EASY);
+  c = agent_policy_config("external:true", Backfill::EASY);
   c.policy_options.agent.base = "nope";
   CHECK_THAT(message(c), Catch::Contains("unknown policy 'nope'"));
-  c = config("external:", Backfill::EASY);
+  c = agent_policy_config("external:", Backfill::EASY);
   CHECK_THAT(message(c), Catch::Contains("needs a command"));
-  c = config("external:true", Backfill::RLSCHEDULER);
+  c = agent_policy_config("external:true", Backfill::RLSCHEDULER);
   CHECK_THAT(message(c), Catch::Contains("rlscheduler"));
 }
 
@@ -276,11 +277,12 @@ for line in sys.stdin:
 )");
   for (Backfill b : {Backfill::NONE, Backfill::EASY, Backfill::CONSERVATIVE}) {
     INFO("backfill " << backfill_name(b));
-    const SimResult r = simulate(jobs, config("external:" + shuffle, b));  // invariant checks on
+    const SimResult r =
+        simulate(jobs, agent_policy_config("external:" + shuffle, b));  // invariant checks on
     CHECK(r.summary.jobs == static_cast<int64_t>(jobs.size()));
     CHECK(r.agent.answers == r.agent.calls);
     for (const auto& o : r.jobs) CHECK(o.start >= o.submit);
-    const SimResult again = simulate(jobs, config("external:" + shuffle, b));
-    require_same_schedule(r, again);  // a deterministic agent gives a deterministic run
+    const SimResult again = simulate(jobs, agent_policy_config("external:" + shuffle, b));
+    require_same_schedule_and_bsld(r, again);  // a deterministic agent gives a deterministic run
   }
 }

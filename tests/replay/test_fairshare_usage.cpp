@@ -11,14 +11,13 @@
 #include <vector>
 
 #include "../../replay/lib/fairshare_usage.hpp"
+#include "../support/same_bits.hpp"
+
+using mlprio::test::same_bits;
 
 using mlprio::replay::detail::FairShareUsage;
 
 namespace {
-
-bool same_bits(double a, double b) {
-  return std::memcmp(&a, &b, sizeof a) == 0;
-}
 
 // U/S from a saved state [total, scale, stamp, user, usage, ...], as the record defines it.
 double share_from(const std::vector<double>& s, int32_t user) {

@@ -13,7 +13,7 @@
 
 namespace {
 
-const char* TABLE = R"({"format": "mlprio-fsdp-table", "version": 1, "entries": [
+const char* ADVICE_TABLE = R"({"format": "mlprio-fsdp-table", "version": 1, "entries": [
  {"model": "t5-3b-s128-t128", "gpu_memory_gib": 80, "world_size": 8, "sharding": "FULL_SHARD",
   "precision": "bf16", "activation_checkpointing": false, "seq_len": 128, "tgt_len": 128,
   "expandable_segments": false, "mbs_hi": 256, "max_safe_mbs": 60, "first_retry_mbs": 61,
@@ -32,7 +32,7 @@ std::string write_temp(const std::string& text) {
 
 TEST_CASE("fsdp-advice: GPU-hours saved on a hand-checked job list") {
   using namespace mlprio;
-  const auto table = model::FsdpTable::parse(TABLE, "table");
+  const auto table = model::FsdpTable::parse(ADVICE_TABLE, "table");
   const std::string path = write_temp(
       "# id, training keys, recorded run\n"
       "1 model=t5-3b-s128-t128 world_size=8 minibatch=62 run_s=36000\n"
@@ -68,7 +68,7 @@ TEST_CASE("fsdp-advice: GPU-hours saved on a hand-checked job list") {
 
 TEST_CASE("fsdp-advice: a generated job list is reproducible and advisable") {
   using namespace mlprio;
-  const auto table = model::FsdpTable::parse(TABLE, "table");
+  const auto table = model::FsdpTable::parse(ADVICE_TABLE, "table");
   const auto a = replay::generate_fsdp_jobs(table, 200, 7);
   const auto b = replay::generate_fsdp_jobs(table, 200, 7);
   REQUIRE(a.size() == 200);

@@ -31,7 +31,7 @@ using mlprio_test::json;
 using mlprio_test::Reply;
 using mlprio_test::require_same_schedule;
 
-SimConfig config(const std::string& policy, Backfill b) {
+SimConfig llm_policy_config(const std::string& policy, Backfill b) {
   SimConfig cfg = mlprio_test::agent_config(policy, b);
   cfg.policy_options.agent.timeout = 10;
   cfg.policy_options.agent.llm_top = 100000;  // the whole queue: SJF needs to see every job
@@ -80,8 +80,8 @@ TEST_CASE("an LLM endpoint answering SJF's order gives --policy sjf's schedule j
   const std::vector<Job> jobs = mlprio_test::agent_workload(500, 21);
   for (Backfill b : {Backfill::EASY, Backfill::CONSERVATIVE}) {
     INFO("backfill " << backfill_name(b));
-    const SimResult ref = simulate(jobs, config("sjf", b));
-    const SimResult llm = simulate(jobs, config("llm:" + server.base_url(), b));
+    const SimResult ref = simulate(jobs, llm_policy_config("sjf", b));
+    const SimResult llm = simulate(jobs, llm_policy_config("llm:" + server.base_url(), b));
     require_same_schedule(ref, llm);
     CHECK(llm.agent.calls == llm.agent.points);
     CHECK(llm.agent.answers == llm.agent.calls);
@@ -112,7 +112,7 @@ TEST_CASE("llm: only the first --llm-top jobs are shown, the rest keep their bas
     return sjf_reply(body);
   });
   const std::vector<Job> jobs = mlprio_test::agent_workload(400, 4);
-  SimConfig c = config("llm:" + server.base_url(), Backfill::EASY);
+  SimConfig c = llm_policy_config("llm:" + server.base_url(), Backfill::EASY);
   c.policy_options.agent.llm_top = 3;
   const SimResult r = simulate(jobs, c);
   CHECK(r.summary.jobs == static_cast<int64_t>(jobs.size()));
@@ -127,11 +127,12 @@ TEST_CASE("llm: unusable answers, a late answer and a dead endpoint fall back an
   MLPRIO_SKIP("built without libcurl: no llm:URL");
 #else
   const std::vector<Job> jobs = mlprio_test::agent_workload(300, 8);
-  const SimResult fcfs = simulate(jobs, config("fcfs", Backfill::EASY));
+  const SimResult fcfs = simulate(jobs, llm_policy_config("fcfs", Backfill::EASY));
   {
     // Prose instead of the schema: the base order, every pass counted.
     FakeLlmServer server(mlprio_test::answer(200, mlprio_test::chat("Run the small ones first.")));
-    const SimResult r = simulate(jobs, config("llm:" + server.base_url(), Backfill::EASY));
+    const SimResult r =
+        simulate(jobs, llm_policy_config("llm:" + server.base_url(), Backfill::EASY));
     require_same_schedule(fcfs, r);
     CHECK(r.agent.answers == 0);
     CHECK(r.agent.malformed > 0);
@@ -140,7 +141,8 @@ TEST_CASE("llm: unusable answers, a late answer and a dead endpoint fall back an
   {
     // An order naming a job that is not queued.
     FakeLlmServer server(mlprio_test::answer(200, mlprio_test::chat(R"({"order": [-99]})")));
-    const SimResult r = simulate(jobs, config("llm:" + server.base_url(), Backfill::EASY));
+    const SimResult r =
+        simulate(jobs, llm_policy_config("llm:" + server.base_url(), Backfill::EASY));
     require_same_schedule(fcfs, r);
     CHECK(r.agent.malformed == r.agent.calls);
   }
@@ -151,7 +153,7 @@ TEST_CASE("llm: unusable answers, a late answer and a dead endpoint fall back an
       r.delay_ms = 400;
       return r;
     });
-    SimConfig c = config("llm:" + server.base_url(), Backfill::EASY);
+    SimConfig c = llm_policy_config("llm:" + server.base_url(), Backfill::EASY);
     c.policy_options.agent.timeout = 0.1;
     const SimResult r = simulate(jobs, c);
     require_same_schedule(fcfs, r);
@@ -162,7 +164,7 @@ TEST_CASE("llm: unusable answers, a late answer and a dead endpoint fall back an
     // Nothing listening: the run still ends, on the base order.
     std::string url;
     { url = FakeLlmServer(sjf_reply).base_url(); }  // a port that was just closed
-    const SimResult r = simulate(jobs, config("llm:" + url, Backfill::EASY));
+    const SimResult r = simulate(jobs, llm_policy_config("llm:" + url, Backfill::EASY));
     require_same_schedule(fcfs, r);
     CHECK(r.agent.failures == r.agent.calls);
     CHECK(r.agent.answers == 0);
@@ -180,7 +182,7 @@ TEST_CASE("llm: the prompt template and the settings are checked", "[replay][llm
   const std::vector<Job> jobs = mlprio_test::agent_workload(200, 3);
   {
     std::ofstream(dir / "p.txt") << "SCHEDULE THIS\n{{state}}\nThanks.";
-    SimConfig c = config("llm:" + server.base_url(), Backfill::EASY);
+    SimConfig c = llm_policy_config("llm:" + server.base_url(), Backfill::EASY);
     c.policy_options.agent.llm_prompt_file = (dir / "p.txt").string();
     const SimResult r = simulate(jobs, c);
     CHECK(r.agent.answers == r.agent.calls);
@@ -195,17 +197,17 @@ TEST_CASE("llm: the prompt template and the settings are checked", "[replay][llm
     return "(no error)";
   };
   std::ofstream(dir / "bad.txt") << "no placeholder here";
-  SimConfig c = config("llm:" + server.base_url(), Backfill::EASY);
+  SimConfig c = llm_policy_config("llm:" + server.base_url(), Backfill::EASY);
   c.policy_options.agent.llm_prompt_file = (dir / "bad.txt").string();
   CHECK_THAT(message(c), Catch::Contains("{{state}}") && Catch::Contains("bad.txt"));
   c.policy_options.agent.llm_prompt_file = (dir / "missing.txt").string();
   CHECK_THAT(message(c), Catch::Contains("--llm-prompt") && Catch::Contains("missing.txt"));
-  c = config("llm:" + server.base_url(), Backfill::EASY);
+  c = llm_policy_config("llm:" + server.base_url(), Backfill::EASY);
   c.policy_options.agent.llm_top = 0;
   CHECK_THAT(message(c), Catch::Contains("--llm-top"));
-  c = config("llm:ftp://example", Backfill::EASY);
+  c = llm_policy_config("llm:ftp://example", Backfill::EASY);
   CHECK_THAT(message(c), Catch::Contains("base_url"));
-  c = config("llm:" + server.base_url(), Backfill::EASY);
+  c = llm_policy_config("llm:" + server.base_url(), Backfill::EASY);
   c.policy_options.agent.llm_api_key_env = "MLPRIO_TEST_SURELY_UNSET_KEY";
   CHECK_THAT(message(c), Catch::Contains("MLPRIO_TEST_SURELY_UNSET_KEY"));
 #endif

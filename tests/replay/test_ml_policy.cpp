@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "../support/process.hpp"
 #include "../support/skip.hpp"
 #include "mlprio/jobs/lublin.hpp"
 #include "mlprio/model/features.hpp"
@@ -158,12 +159,7 @@ int run_cli(const std::string& args, const fs::path& err) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using mlprio::test::slurp;
 
 }  // namespace
 

@@ -24,7 +24,7 @@ const fs::path& replay_exe() {
   return p;
 }
 
-fs::path scratch(const std::string& name) {
+fs::path cli_scratch(const std::string& name) {
   return mlprio::test::scratch("mlprio_replay_cli_", name);
 }
 using mlprio::test::slurp;
@@ -38,7 +38,7 @@ int run_in(const fs::path& dir, const std::string& limits, const std::string& ar
 TEST_CASE("replay run --out on a full disk exits 1 naming the file and leaves nothing",
           "[replay][cli][disk]") {
   if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
-  const fs::path dir = scratch("full");
+  const fs::path dir = cli_scratch("full");
   REQUIRE(run_in(dir, "true", "generate --jobs 2000 --seed 3 -q -o t.swf") == 0);
   // Unlimited, the result file is about 64 KiB; 16 KiB is not enough.
   CHECK(run_in(dir, "ulimit -f 16", "run --trace t.swf --out o.h5") == 1);
@@ -55,7 +55,7 @@ TEST_CASE("replay run --out on a full disk exits 1 naming the file and leaves no
 
 TEST_CASE("replay run refuses a machine whose size overflows 64 bits", "[replay][cli][bounds]") {
   if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
-  const fs::path dir = scratch("machine");
+  const fs::path dir = cli_scratch("machine");
   REQUIRE(run_in(dir, "true", "generate --jobs 50 --seed 3 -q -o t.swf") == 0);
   // 2^62 nodes used to replay with a null utilisation; 2^62 cores per node overflowed.
   CHECK(run_in(dir, "true", "run --trace t.swf --nodes 4611686018427387904") == 2);
@@ -83,7 +83,7 @@ TEST_CASE("replay run refuses a machine whose size overflows 64 bits", "[replay]
 TEST_CASE("replay generate writes through a unique temporary, never a fixed name",
           "[replay][cli][generate]") {
   if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
-  const fs::path dir = scratch("gen");
+  const fs::path dir = cli_scratch("gen");
   // The old fixed name "<out>.part" was opened with O_TRUNC, following links: a link planted
   // there made generate overwrite its target.
   { std::ofstream(dir / "victim.txt") << "keep me\n"; }
@@ -114,7 +114,7 @@ TEST_CASE("replay generate writes through a unique temporary, never a fixed name
 TEST_CASE("replay counts that size memory or work are bounded, and the bound is named",
           "[replay][cli][bounds]") {
   if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
-  const fs::path dir = scratch("counts");
+  const fs::path dir = cli_scratch("counts");
   REQUIRE(run_in(dir, "true", "generate --jobs 200 --seed 3 -q -o t.swf") == 0);
   // A million time-parallel segments (each a simulator state) for a 200-job trace.
   CHECK(run_in(dir, "true", "run --trace t.swf --time-parallel --segments 1000000") == 2);
@@ -145,7 +145,7 @@ TEST_CASE("replay counts that size memory or work are bounded, and the bound is 
 TEST_CASE("replay inspect --user-stats reports a hand-made trace's known figures",
           "[replay][cli][inspect]") {
   if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
-  const fs::path dir = scratch("user_stats");
+  const fs::path dir = cli_scratch("user_stats");
   {
     // The trace of tests/core/test_user_stats.cpp ("a hand-made trace gives the worked-out
     // figures"): id submit wait run procs cpu mem req_procs req_time req_mem status user ...
@@ -186,7 +186,7 @@ TEST_CASE("replay inspect --user-stats reports a hand-made trace's known figures
 TEST_CASE("replay generate --users: a user model, its header note, and refused combinations",
           "[replay][cli][generate]") {
   if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
-  const fs::path dir = scratch("gen_users");
+  const fs::path dir = cli_scratch("gen_users");
   REQUIRE(run_in(dir, "true", "generate --jobs 500 --seed 4 --users 7 -q -o a.swf") == 0);
   REQUIRE(run_in(dir, "true", "generate --jobs 500 --seed 4 --users 7 -q -o b.swf") == 0);
   const std::string a = slurp(dir / "a.swf");
@@ -210,7 +210,7 @@ TEST_CASE("replay generate --users: a user model, its header note, and refused c
 TEST_CASE("replay exit codes: 2 for usage and bad input, 1 for a runtime failure",
           "[replay][cli][exit]") {
   if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
-  const fs::path dir = scratch("exit");
+  const fs::path dir = cli_scratch("exit");
   REQUIRE(run_in(dir, "true", "generate --jobs 50 --seed 3 -q -o t.swf") == 0);
   // Usage: an unknown subcommand, a missing required option, an unknown option.
   CHECK(run_in(dir, "true", "frobnicate") == 2);
@@ -232,7 +232,7 @@ TEST_CASE("replay exit codes: 2 for usage and bad input, 1 for a runtime failure
 TEST_CASE("replay run --out that fails part-way through a streamed trace leaves no file",
           "[replay][cli][out]") {
   if (!fs::exists(replay_exe())) MLPRIO_SKIP(replay_exe() << " is not built");
-  const fs::path dir = scratch("stream_fail");
+  const fs::path dir = cli_scratch("stream_fail");
   // 70,000 jobs (more than one block of rows goes into the file), then one job wider than the
   // machine, submitted last.
   REQUIRE(run_in(dir, "true", "generate --jobs 70000 --nodes 64 --seed 4 -q -o t.swf") == 0);

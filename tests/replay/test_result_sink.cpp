@@ -11,10 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "../support/same_bits.hpp"
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/jobs/lublin.hpp"
 #include "mlprio/replay/output.hpp"
 #include "mlprio/replay/simulator.hpp"
+
+using mlprio::test::same_bits;
 
 using namespace mlprio;
 using namespace mlprio::replay;
@@ -23,7 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // More jobs than one sink block (65536 rows), so rows arrive in several blocks.
-std::vector<Job> workload() {
+std::vector<Job> sink_workload() {
   LublinOptions o;
   o.nodes = 256;
   o.seed = 11;
@@ -41,10 +44,6 @@ SimConfig config() {
   cfg.record_jobs = true;
   cfg.record_series = true;
   return cfg;
-}
-
-bool same_bits(double a, double b) {
-  return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
 bool same_outcome(const JobOutcome& a, const JobOutcome& b) {
@@ -89,7 +88,7 @@ bool same_doubles(const std::vector<double>& a, const std::vector<double>& b) {
 
 TEST_CASE("a result sink receives every row a run would keep, in order, and the run keeps none",
           "[replay][sink]") {
-  const std::vector<Job> jobs = workload();
+  const std::vector<Job> jobs = sink_workload();
   const SimConfig kept_cfg = config();
   const SimResult kept = simulate(jobs, kept_cfg);
   REQUIRE(kept.jobs.size() == jobs.size());
@@ -121,7 +120,7 @@ TEST_CASE("a result sink receives every row a run would keep, in order, and the 
 }
 
 TEST_CASE("RunFileWriter writes the tables write_runs_hdf5 writes", "[replay][sink][hdf5]") {
-  const std::vector<Job> jobs = workload();
+  const std::vector<Job> jobs = sink_workload();
   const fs::path dir = fs::temp_directory_path() / ("mlprio_sink_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string whole = (dir / "whole.h5").string(), streamed = (dir / "streamed.h5").string();

@@ -29,7 +29,7 @@ struct Published {
 };
 
 // replay_protocols.md §1 (RLScheduler README Tables V/VI and the utilisation table).
-const Published TABLE[] = {
+const Published PUBLISHED[] = {
     {"lublin_1", "fcfs", Backfill::NONE, 7273.77, 0.657},
     {"lublin_1", "wfp3", Backfill::NONE, 19753.53, 0.747},
     {"lublin_1", "unicep", Backfill::NONE, 22274.74, 0.691},
@@ -75,7 +75,7 @@ TEST_CASE("rlscheduler profile reproduces the published Lublin-1/Lublin-2 table"
     cfg.machine = rlscheduler_machine(trace.header);
     cfg.record_series = false;
     cfg.check_invariants = true;
-    for (const Published& p : TABLE) {
+    for (const Published& p : PUBLISHED) {
       if (std::string(p.trace) != name) continue;
       cfg.policy = p.policy;
       cfg.backfill = p.backfill;

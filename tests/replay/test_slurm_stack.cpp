@@ -27,7 +27,7 @@ using namespace mlprio::replay;
 
 namespace {
 
-Job job(int64_t id, double submit, double run, int64_t procs, double req_time) {
+Job stack_job(int64_t id, double submit, double run, int64_t procs, double req_time) {
   Job j;
   j.id = id;
   j.submit = submit;
@@ -202,8 +202,8 @@ TEST_CASE("slurm.conf: a file and its Include are read and checksummed", "[repla
 TEST_CASE("priority/basic with sched/builtin is FCFS without backfilling, start for start",
           "[replay][slurm_engine]") {
   std::vector<Job> jobs = lublin(64, 11, 1.3, 2000);
-  // Slurm's limits are whole minutes and a job past its limit is killed: keep every run within
-  // its request so that neither rule applies.
+  // Slurm's limits are whole minutes and a stack_job past its limit is killed: keep every run
+  // within its request so that neither rule applies.
   for (Job& j : jobs) j.req_time = std::max(j.req_time, j.run);
 
   SimConfig fcfs;
@@ -220,8 +220,8 @@ TEST_CASE("priority/basic with sched/builtin is FCFS without backfilling, start 
   CHECK(starts(got) == starts(ref));
   CHECK(got.summary.avg_bsld == Approx(ref.summary.avg_bsld));
 
-  // With Slurm's default delay of 3 s after a submission, no job starts earlier and none more
-  // than a few seconds later per job queued before it.
+  // With Slurm's default delay of 3 s after a submission, no stack_job starts earlier and none more
+  // than a few seconds later per stack_job queued before it.
   const SimResult delayed =
       replay_conf("PriorityType=priority/basic\nSchedulerType=sched/builtin\n", jobs, fcfs.machine);
   const auto a = starts(ref), b = starts(delayed);
@@ -229,15 +229,17 @@ TEST_CASE("priority/basic with sched/builtin is FCFS without backfilling, start 
   CHECK(delayed.summary.avg_wait <= ref.summary.avg_wait + 3.0);
 }
 
-TEST_CASE("sched/backfill starts a job only where it delays no reservation of a job before it",
-          "[replay][slurm_engine]") {
+TEST_CASE(
+    "sched/backfill starts a stack_job only where it delays no reservation of a stack_job before "
+    "it",
+    "[replay][slurm_engine]") {
   const Machine m{1, 4, 0, Allocation::CORES};
   const std::string conf = "PriorityType=priority/basic\nSchedulerParameters=batch_sched_delay=0\n";
   // A runs on 2 of 4 cores until its limit at 100; B needs all 4 (blocked: the main scheduler
   // stops there); C needs 2 for 50 s.
   {
-    const std::vector<Job> jobs = {job(1, 0, 100, 2, 100), job(2, 1, 100, 4, 100),
-                                   job(3, 2, 50, 2, 60)};
+    const std::vector<Job> jobs = {stack_job(1, 0, 100, 2, 100), stack_job(2, 1, 100, 4, 100),
+                                   stack_job(3, 2, 50, 2, 60)};
     const auto s = starts(replay_conf(conf, jobs, m));
     // The backfill cycle 30 s after the first (at 0): C's 60 s limit ends before B's
     // reservation at 100.
@@ -250,8 +252,8 @@ TEST_CASE("sched/backfill starts a job only where it delays no reservation of a 
   }
   {
     // C's limit of 80 s would overrun B's reservation: it waits behind B.
-    const std::vector<Job> jobs = {job(1, 0, 100, 2, 100), job(2, 1, 100, 4, 100),
-                                   job(3, 2, 50, 2, 80)};
+    const std::vector<Job> jobs = {stack_job(1, 0, 100, 2, 100), stack_job(2, 1, 100, 4, 100),
+                                   stack_job(3, 2, 50, 2, 80)};
     const auto s = starts(replay_conf(conf, jobs, m));
     CHECK(s.at(2) == 100);
     CHECK(s.at(3) == 200);
@@ -263,7 +265,7 @@ TEST_CASE("a job is killed at slurmctld's first time-limit check past its limit"
   const Machine m{1, 4, 0, Allocation::CORES};
   // A requests 61 s: Slurm's limit is 2 minutes. It would run 500 s; the check every 30 s from
   // the start of the replay (t = 10, the first submission) kills it at 10 + 30 k >= 5 + 120.
-  const std::vector<Job> jobs = {job(1, 10, 1, 1, 60), job(2, 15, 500, 1, 61)};
+  const std::vector<Job> jobs = {stack_job(1, 10, 1, 1, 60), stack_job(2, 15, 500, 1, 61)};
   const SimResult r = replay_conf("SchedulerParameters=batch_sched_delay=0\n", jobs, m);
   REQUIRE(r.jobs.size() == 2);
   const auto& k = r.jobs[1].id == 2 ? r.jobs[1] : r.jobs[0];
@@ -278,8 +280,8 @@ TEST_CASE("multifactor's job size factor with PriorityFavorSmall orders small jo
   const Machine m{1, 4, 0, Allocation::CORES};
   // A fills the machine; B (4 cores) and C (1 core) wait; when A ends, the higher priority
   // starts first: C with PriorityFavorSmall, B without.
-  const std::vector<Job> jobs = {job(1, 0, 100, 4, 100), job(2, 1, 10, 4, 100),
-                                 job(3, 2, 10, 1, 100)};
+  const std::vector<Job> jobs = {stack_job(1, 0, 100, 4, 100), stack_job(2, 1, 10, 4, 100),
+                                 stack_job(3, 2, 10, 1, 100)};
   const std::string base =
       "PriorityWeightJobSize=1000\nSchedulerType=sched/builtin\n"
       "SchedulerParameters=batch_sched_delay=0\n";

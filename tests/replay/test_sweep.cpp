@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
+fs::path sweep_scratch(const std::string& name) {
   return mlprio::test::scratch("mlprio_sweep_", name);
 }
 
@@ -102,7 +102,7 @@ TEST_CASE("asking for more distinct windows than exist is a clear error",
 
 TEST_CASE("a sweep whose random windows would collide builds distinct tasks",
           "[replay][sweep][windows]") {
-  const fs::path dir = scratch("collide");
+  const fs::path dir = sweep_scratch("collide");
   const std::string trace = small_trace(dir, 20);
   // As `--windows 10x8 --seed 1`: this used to stop with "the sweep lists the same task twice".
   const SweepPlan plan = make_sweep_plan(random_spec(trace, 10, 8, 1));
@@ -128,7 +128,7 @@ TEST_CASE("a sweep whose random windows would collide builds distinct tasks",
 
 TEST_CASE("resuming 5000 tasks reads each journal line once through the plan's index",
           "[replay][sweep][journal]") {
-  const fs::path dir = scratch("resume");
+  const fs::path dir = sweep_scratch("resume");
   const std::string trace = small_trace(dir, 5010);
   SweepSpec spec = random_spec(trace, 0, 0, 1);
   for (int64_t i = 0; i < 5000; ++i) spec.windows.emplace_back(i, 10);
@@ -182,7 +182,7 @@ TEST_CASE("resuming 5000 tasks reads each journal line once through the plan's i
 
 TEST_CASE("journal records whose fields do not read back are ignored, not fatal",
           "[replay][sweep][journal]") {
-  const fs::path dir = scratch("fields");
+  const fs::path dir = sweep_scratch("fields");
   SweepSpec spec = random_spec(small_trace(dir, 20), 0, 0, 1);
   spec.windows = {{0, 10}};
   const SweepPlan plan = make_sweep_plan(spec);
@@ -224,7 +224,7 @@ TEST_CASE("journal records whose fields do not read back are ignored, not fatal"
 
 TEST_CASE("a journal torn by a kill: its header is started again, its last line ended",
           "[replay][sweep][journal]") {
-  const fs::path dir = scratch("torn");
+  const fs::path dir = sweep_scratch("torn");
   SweepSpec spec = random_spec(small_trace(dir, 40), 0, 0, 1);
   spec.windows = {{0, 10}, {10, 10}, {20, 10}};
   const SweepPlan plan = make_sweep_plan(spec);
@@ -290,7 +290,7 @@ TEST_CASE("a journal torn by a kill: its header is started again, its last line 
 }
 
 TEST_CASE("sweep config numbers must be finite and exact", "[replay][sweep][config]") {
-  const fs::path dir = scratch("config");
+  const fs::path dir = sweep_scratch("config");
   const auto read = [&](const std::string& text) {
     std::ofstream(dir / "s.toml") << text;
     SweepSpec spec;
@@ -319,7 +319,7 @@ TEST_CASE("sweep config numbers must be finite and exact", "[replay][sweep][conf
 }
 
 TEST_CASE("the sweep config maps every key onto the SweepSpec", "[replay][sweep][config]") {
-  const fs::path dir = scratch("config_keys");
+  const fs::path dir = sweep_scratch("config_keys");
   std::ofstream(dir / "s.toml") << R"(# a comment line
 traces = ["a.swf", "b.swf"]   # trailing comment
 policies = ["fcfs", "sjf", "ml"]
@@ -395,7 +395,7 @@ favor_small = true
 
 TEST_CASE("sweep config values replace the spec's, keys left out keep it",
           "[replay][sweep][config]") {
-  const fs::path dir = scratch("config_keep");
+  const fs::path dir = sweep_scratch("config_keep");
   std::ofstream(dir / "s.toml") << "windows = [\"5:10\"]\n\n[ml]\nfail_weight = 1\n";
   SweepSpec spec;
   spec.traces = {"kept.swf"};
@@ -414,7 +414,7 @@ TEST_CASE("sweep config values replace the spec's, keys left out keep it",
 }
 
 TEST_CASE("sweep config errors name the file, the line and the key", "[replay][sweep][config]") {
-  const fs::path dir = scratch("config_errors");
+  const fs::path dir = sweep_scratch("config_errors");
   const auto read = [&](const std::string& text) {
     std::ofstream(dir / "s.toml") << text;
     SweepSpec spec;

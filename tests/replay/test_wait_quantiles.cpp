@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "../../replay/lib/engine_common.hpp"
+#include "../support/same_bits.hpp"
+
+using mlprio::test::same_bits;
 
 using mlprio::replay::detail::WaitQuantiles;
 
@@ -33,10 +36,6 @@ WaitQuantiles::Result with(const std::vector<double>& w, size_t histogram_after,
   WaitQuantiles q(histogram_after, far_block);
   for (double x : w) q.add(x);
   return q.finish();
-}
-
-bool same_bits(double a, double b) {
-  return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
 void check_all_agree(const std::vector<double>& w) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +21,12 @@ inline std::filesystem::path scratch(const std::string& prefix, const std::strin
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
+}
+
+// A file name of this process's own under <tmp>: ctest runs the cases of one binary in parallel
+// processes.
+inline std::filesystem::path temp_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "-" + name);
 }
 
 inline std::string slurp(const std::filesystem::path& p) {
