@@ -20,8 +20,9 @@
 //  - sched/backfill: a cycle bf_interval after the previous one when anything changed since; up
 //    to bf_max_job_test jobs in priority order, each planned at its earliest start on the
 //    running jobs' limits and the reservations of the jobs before it: started when that is now,
-//    else reserved (whole nodes, from the start to the end rounded up to bf_resolution) when the
-//    start lies within bf_window. The plan is rebuilt from scratch every cycle.
+//    else reserved when the start lies within bf_window: whole nodes, from the start rounded
+//    down to its bf_resolution slot of slurmctld's clock to the end rounded up (24.11 on) or
+//    down (up to 24.05), at least one slot. The plan is rebuilt from scratch every cycle.
 // Resources are counted, not named (cores, or nodes with select/linear), in one pool shared by
 // all partitions.
 #include <algorithm>
@@ -518,11 +519,17 @@ class SlurmEngine {
            now_ - s.job->submit < static_cast<double>(conf_.bf_min_age_reserve)) ||
           (conf_.bf_min_prio_reserve > 0 && s.prio < conf_.bf_min_prio_reserve);
       if (t != INF && t <= window_end && !no_reserve) {
-        // Whole nodes from the start to the end rounded up to the resolution (26.05's
-        // _set_slot_time; the nodes were busy before the start, so the reservation takes them
-        // from the start on).
-        const double end = std::ceil((t + s.plan) / res) * res;
-        plan_.take(t, end, s.reserve);
+        // Whole nodes over slots of bf_resolution on slurmctld's clock (_set_slot_time, and
+        // _add_reservation's bounds): the slot the start falls in is taken whole, so a job that
+        // would still run at that slot's beginning cannot start now on those nodes however many
+        // cores they have free.
+        const double e = run_.epoch;
+        const double a = std::max(now_, std::floor((e + t) / res) * res - e);
+        const double b = (run_.reservation_end_up ? std::ceil((e + t + s.plan) / res)
+                                                  : std::floor((e + t + s.plan) / res)) *
+                             res -
+                         e;
+        plan_.take(a, std::max(b, std::floor((e + t) / res) * res - e + res), s.reserve);
       }
       ++i;
     }

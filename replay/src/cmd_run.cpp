@@ -47,8 +47,9 @@ struct RunArgs {
   bool time_parallel = false;
   int segments = 0;
   replay::PolicyOptions prio;
-  std::string slurm_conf;    // --slurm-conf: the deployed-stack replay
-  bool order_given = false;  // --policy or --backfill on the command line
+  std::string slurm_conf;               // --slurm-conf: the deployed-stack replay
+  std::string slurm_release = "26.05";  // --slurm-release: the slurmctld it stands for
+  bool order_given = false;             // --policy or --backfill on the command line
 };
 
 // --time-parallel: one segment per MPI rank (or --segments N emulated in one process), repaired
@@ -226,6 +227,15 @@ void run_slurm_conf(const RunArgs& a, const replay::ReplaySetup& setup,
     throw ConfigError("--slurm-conf replays what slurmctld does, not the rlscheduler profile");
   auto run = std::make_shared<SlurmRun>();
   run->conf = read_slurm_conf(a.slurm_conf);
+  {
+    int yy = 0, mm = 0;
+    char dot = 0;
+    std::istringstream in(a.slurm_release);
+    if (!(in >> yy >> dot >> mm) || dot != '.' || yy < 20 || yy > 99 || mm < 1 || mm > 12)
+      throw ConfigError("--slurm-release '" + a.slurm_release +
+                        "': a Slurm release is YY.MM (22.05, 23.11, ... 26.05)");
+    run->reservation_end_up = yy * 100 + mm >= 2411;
+  }
   const SlurmStack& conf = run->conf;
   if (a.order_given)
     std::cerr << "mlprio-replay run: --slurm-conf " << a.slurm_conf
@@ -254,6 +264,8 @@ void run_slurm_conf(const RunArgs& a, const replay::ReplaySetup& setup,
     run->site_score = predictor->policy().score;
   }
   const Trace trace = load_trace_reporting(a.trace, a.json);
+  if (trace.header.unix_start_time > 0)
+    run->epoch = static_cast<double>(trace.header.unix_start_time);
   for (size_t i = 0; i < trace.names.partitions.size(); ++i)
     run->partition_names.push_back(trace.names.partitions.name(static_cast<int32_t>(i)));
   for (size_t i = 0; i < trace.names.qos.size(); ++i)
@@ -436,6 +448,11 @@ void add_run_command(CLI::App& app) {
                   "and weights, site_factor/mlprio and job_submit/mlprio with the model they "
                   "name, SchedulerType and SchedulerParameters, nodes and partitions (replaces "
                   "--policy and --backfill)");
+  cmd->add_option("--slurm-release", args->slurm_release,
+                  "With --slurm-conf: the Slurm release (YY.MM) whose scheduler to replay, where "
+                  "releases differ (backfill rounds a reservation's end down up to 24.05, up "
+                  "from 24.11)")
+      ->capture_default_str();
   cmd->add_option("--out", args->out, "Write every run to this HDF5 file");
   cmd->add_flag("--json", args->json, "Print {\"runs\":[...]} on stdout instead of the table");
   cmd->add_flag("--no-series", args->no_series,

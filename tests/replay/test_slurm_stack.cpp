@@ -202,7 +202,7 @@ TEST_CASE("slurm.conf: a file and its Include are read and checksummed", "[repla
 TEST_CASE("priority/basic with sched/builtin is FCFS without backfilling, start for start",
           "[replay][slurm_engine]") {
   std::vector<Job> jobs = lublin(64, 11, 1.3, 2000);
-  // Slurm's limits are whole minutes and a stack_job past its limit is killed: keep every run
+  // Slurm's limits are whole minutes and a job past its limit is killed: keep every run
   // within its request so that neither rule applies.
   for (Job& j : jobs) j.req_time = std::max(j.req_time, j.run);
 
@@ -220,8 +220,8 @@ TEST_CASE("priority/basic with sched/builtin is FCFS without backfilling, start 
   CHECK(starts(got) == starts(ref));
   CHECK(got.summary.avg_bsld == Approx(ref.summary.avg_bsld));
 
-  // With Slurm's default delay of 3 s after a submission, no stack_job starts earlier and none more
-  // than a few seconds later per stack_job queued before it.
+  // With Slurm's default delay of 3 s after a submission, no job starts earlier and none more
+  // than a few seconds later per job queued before it.
   const SimResult delayed =
       replay_conf("PriorityType=priority/basic\nSchedulerType=sched/builtin\n", jobs, fcfs.machine);
   const auto a = starts(ref), b = starts(delayed);
@@ -229,20 +229,18 @@ TEST_CASE("priority/basic with sched/builtin is FCFS without backfilling, start 
   CHECK(delayed.summary.avg_wait <= ref.summary.avg_wait + 3.0);
 }
 
-TEST_CASE(
-    "sched/backfill starts a stack_job only where it delays no reservation of a stack_job before "
-    "it",
-    "[replay][slurm_engine]") {
+TEST_CASE("sched/backfill starts a job only where it delays no reservation of a job before it",
+          "[replay][slurm_engine]") {
   const Machine m{1, 4, 0, Allocation::CORES};
   const std::string conf = "PriorityType=priority/basic\nSchedulerParameters=batch_sched_delay=0\n";
-  // A runs on 2 of 4 cores until its limit at 100; B needs all 4 (blocked: the main scheduler
-  // stops there); C needs 2 for 50 s.
+  // A runs on 2 of 4 cores until its limit at 100 (120: Slurm's limits are whole minutes); B
+  // needs all 4 (blocked: the main scheduler stops there); C needs 2 for 50 s.
   {
     const std::vector<Job> jobs = {stack_job(1, 0, 100, 2, 100), stack_job(2, 1, 100, 4, 100),
                                    stack_job(3, 2, 50, 2, 60)};
     const auto s = starts(replay_conf(conf, jobs, m));
     // The backfill cycle 30 s after the first (at 0): C's 60 s limit ends before B's
-    // reservation at 100.
+    // reservation at 120.
     CHECK(s.at(1) == 0);
     CHECK(s.at(3) == 30);
     CHECK(s.at(2) == 100);
@@ -251,12 +249,45 @@ TEST_CASE(
     CHECK(b.at(3) == 200);
   }
   {
-    // C's limit of 80 s would overrun B's reservation: it waits behind B.
+    // C's limit of 120 s would overrun B's reservation: it waits behind B.
     const std::vector<Job> jobs = {stack_job(1, 0, 100, 2, 100), stack_job(2, 1, 100, 4, 100),
-                                   stack_job(3, 2, 50, 2, 80)};
+                                   stack_job(3, 2, 50, 2, 120)};
     const auto s = starts(replay_conf(conf, jobs, m));
     CHECK(s.at(2) == 100);
     CHECK(s.at(3) == 200);
+  }
+}
+
+TEST_CASE("sched/backfill reserves whole bf_resolution slots of slurmctld's clock",
+          "[replay][slurm_engine]") {
+  const Machine m{1, 4, 0, Allocation::CORES};
+  const std::string conf = "PriorityType=priority/basic\nSchedulerParameters=batch_sched_delay=0\n";
+  // A runs from 10 on 2 of 4 cores, limit 180 s; B needs all 4 and is reserved from 190 in the
+  // slot [180, 240); C, submitted at 50, is tested by the backfill cycle at 70 (cycles at 10,
+  // 40, 70): its 120 s limit ends at 190, not after B's start, but inside the slot that the
+  // reservation takes whole. Slurm leaves it waiting (slurmctld's DebugFlags=Backfill log shows
+  // such jobs planned after the reservation); it starts when B ends at 290.
+  const std::vector<Job> jobs = {stack_job(1, 10, 180, 2, 180), stack_job(2, 11, 100, 4, 100),
+                                 stack_job(3, 50, 50, 2, 120)};
+  const auto s = starts(replay_conf(conf, jobs, m));
+  CHECK(s.at(1) == 10);
+  CHECK(s.at(2) == 190);
+  CHECK(s.at(3) == 290);
+  // With the trace's time 0 at 10 s past a minute, the slots begin at 50, 110, 170, 230 of the
+  // trace's time; with it at 50 s past, at 10, 70, 130, 190: B's reservation then begins at 190
+  // itself and C fits before it.
+  for (const auto& [past_minute, c_start] : {std::pair{10, 290.0}, std::pair{50, 70.0}}) {
+    auto run = std::make_shared<SlurmRun>();
+    run->conf = parse_slurm_conf(conf, "test.conf");
+    run->epoch = 1'700'000'000 - 1'700'000'000 % 60 + past_minute;
+    SimConfig cfg;
+    cfg.machine = m;
+    cfg.slurm = run;
+    cfg.check_invariants = true;
+    const auto e = starts(simulate(jobs, cfg));
+    INFO("time 0 at " << past_minute << " s past a minute");
+    CHECK(e.at(3) == c_start);
+    CHECK(e.at(2) == 190);
   }
 }
 
@@ -368,5 +399,11 @@ TEST_CASE(
   CHECK(run("run --trace t.swf --slurm-conf missing.conf") == 2);
   CHECK_THAT(mlprio::test::slurp(dir / "err.txt"), Catch::Contains("missing.conf: cannot read"));
   CHECK(run("run --trace t.swf --slurm-conf site.conf --time-parallel --segments 2") == 2);
+  // A release whose backfill rounds reservations' ends down; a malformed one is refused.
+  CHECK(run("run --trace t.swf --slurm-conf site.conf --too-large skip --slurm-release 22.05") ==
+        0);
+  CHECK(run("run --trace t.swf --slurm-conf site.conf --slurm-release 2205") == 2);
+  CHECK_THAT(mlprio::test::slurp(dir / "err.txt"),
+             Catch::Contains("--slurm-release '2205': a Slurm release is YY.MM"));
   fs::remove_all(dir);
 }

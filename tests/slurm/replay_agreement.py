@@ -77,7 +77,7 @@ def swf(jc_path, ids_path, cpus, out):
     order = ids(ids_path)
     t0 = min(jc[j][0] for j in order)
     with open(out, "w") as f:
-        f.write("; MaxNodes: 1\n; MaxProcs: %d\n" % cpus)
+        f.write("; UnixStartTime: %d\n; MaxNodes: 1\n; MaxProcs: %d\n" % (t0, cpus))
         for j in order:
             sub, start, end, procs, lim, _ = jc[j]
             f.write("%s %d %d %d %d -1 -1 %d %d -1 1 1 -1 -1 -1 -1 -1 -1\n" % (

@@ -38,8 +38,10 @@ wait_for 1800 sh -c "[ \$(grep -c 'JobState=COMPLETED' '$CL_DIR/jobcomp.log' 2>/
 cp "$CL_DIR/jobcomp.log" "$OUT/jobcomp.log"
 cp "$SLURM_CONF" "$OUT/slurm.conf"
 $PY swf "$OUT/jobcomp.log" "$OUT/ids.txt" "$CL_NODE_CPUS" "$OUT/real.swf"
+# The release the cluster runs (cluster.sh's CL_SLURM_VERSION, e.g. 22.05.8), as YY.MM.
+release=$(echo "$CL_SLURM_VERSION" | sed -n 's/^\([0-9]*\.[0-9]*\).*/\1/p')
 "$BUILD/bin/mlprio-replay" run --trace "$OUT/real.swf" --slurm-conf "$OUT/slurm.conf" \
-  --out "$OUT/replay.h5" --json >"$OUT/replay.json" 2>"$OUT/replay.err" ||
+  --slurm-release "${release:-26.05}" --out "$OUT/replay.h5" --json >"$OUT/replay.json" 2>"$OUT/replay.err" ||
   { cat "$OUT/replay.err"; exit 1; }
 $PY compare "$OUT/jobcomp.log" "$OUT/ids.txt" "$OUT/replay.h5" "$OUT/agreement.json"
 /usr/bin/python3 - "$OUT/agreement.json" <<'PY'

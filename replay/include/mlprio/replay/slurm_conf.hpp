@@ -104,6 +104,11 @@ struct SlurmStack {
 // trace's names by interned id (Job::partition, ::qos, ::account) for partitions and scope.
 struct SlurmRun {
   SlurmStack conf;
+  // The Unix time of the trace's time 0 (its header's UnixStartTime; 0 when it has none):
+  // backfill's reservations begin and end on bf_resolution slots of slurmctld's clock.
+  double epoch = 0;
+  // A reservation's end rounded up to its slot (24.11 on, _set_slot_time) or down (up to 24.05).
+  bool reservation_end_up = true;
   model::ScoreConfig site_score;
   std::vector<std::string> partition_names, qos_names, account_names;
 };
