@@ -379,8 +379,28 @@ class SlurmEngine {
       SJob& s = jobs_state_[static_cast<size_t>(slot)];
       s.prio = priority(s, std::max(0.0, now_ - s.job->submit));
     }
-    std::stable_sort(pending_.begin(), pending_.end(),
-                     [this](int32_t a, int32_t b) { return before(a, b); });
+    // The queue in before()'s order. Sorted on copied keys (before() reads two records per
+    // comparison), and not at all when the new priorities kept the order (an age term that
+    // grows alike for every job, or no weight that changes with time).
+    const auto sorted = [this] {
+      for (size_t i = 1; i < pending_.size(); ++i)
+        if (before(pending_[i], pending_[i - 1])) return false;
+      return true;
+    };
+    if (!sorted()) {
+      keys_.clear();
+      for (int32_t slot : pending_) {
+        const SJob& x = jobs_state_[static_cast<size_t>(slot)];
+        keys_.push_back({x.prio, x.job->submit, x.job->id, x.index, slot});
+      }
+      std::sort(keys_.begin(), keys_.end(), [](const SortKey& a, const SortKey& b) {
+        if (a.prio != b.prio) return a.prio > b.prio;
+        if (a.submit != b.submit) return a.submit < b.submit;
+        if (a.id != b.id) return a.id < b.id;
+        return a.index < b.index;
+      });
+      for (size_t i = 0; i < keys_.size(); ++i) pending_[i] = keys_[i].slot;
+    }
     order_changed_ = true;
   }
 
@@ -577,6 +597,13 @@ class SlurmEngine {
   int64_t basic_next_ = 0xffff0000LL - 1;
   std::vector<SJob> jobs_state_;
   std::vector<int32_t> pending_;  // in scheduling order
+  struct SortKey {                // before()'s fields of one pending job, for recalc()'s sort
+    int64_t prio;
+    double submit;
+    int64_t id, index;
+    int32_t slot;
+  };
+  std::vector<SortKey> keys_;
   std::vector<int32_t> running_;
   std::priority_queue<std::pair<double, int32_t>, std::vector<std::pair<double, int32_t>>,
                       std::greater<>>
