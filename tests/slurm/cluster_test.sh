@@ -787,6 +787,17 @@ llm_obey)
   wait_for 60 llm_answered $((2 * n)) || fail "the advisor did not answer all $((2 * n)) jobs: $(llm_stats)"
   llm_stats
   [ "$(llm_counter breaker_skipped)" = 0 ] || fail "requests were skipped: $(llm_stats)"
+  # An answer is counted when it is parsed and reaches the job's record a moment later: wait
+  # until every valid answer shows there (on a loaded machine one was once still missing).
+  llm_applied() {
+    local c=0 id
+    for id in $(squeue -h -p hold -o %i); do
+      scontrol show job "$id" | grep -q "mlprio_llm_run=" && c=$((c + 1))
+    done
+    [ "$c" -ge "$1" ]
+  }
+  wait_for 30 llm_applied "$(llm_counter answers_ok)" ||
+    fail "not every valid answer reached its job: $(llm_stats)"
   obeyed=0
   for id in "${!names[@]}"; do
     info=$(scontrol show job "$id")
