@@ -55,9 +55,11 @@ std::vector<Job> lublin(int64_t nodes, uint64_t seed, double load_scale, size_t 
   return generate_lublin(o, n);
 }
 
-SimResult replay_conf(const std::string& text, const std::vector<Job>& jobs, Machine m) {
+SimResult replay_conf(const std::string& text, const std::vector<Job>& jobs, Machine m,
+                      double epoch = 0) {
   auto run = std::make_shared<SlurmRun>();
   run->conf = parse_slurm_conf(text, "test.conf");
+  run->epoch = epoch;
   SimConfig cfg;
   cfg.machine = m;
   cfg.slurm = run;
@@ -277,14 +279,8 @@ TEST_CASE("sched/backfill reserves whole bf_resolution slots of slurmctld's cloc
   // trace's time; with it at 50 s past, at 10, 70, 130, 190: B's reservation then begins at 190
   // itself and C fits before it.
   for (const auto& [past_minute, c_start] : {std::pair{10, 290.0}, std::pair{50, 70.0}}) {
-    auto run = std::make_shared<SlurmRun>();
-    run->conf = parse_slurm_conf(conf, "test.conf");
-    run->epoch = 1'700'000'000 - 1'700'000'000 % 60 + past_minute;
-    SimConfig cfg;
-    cfg.machine = m;
-    cfg.slurm = run;
-    cfg.check_invariants = true;
-    const auto e = starts(simulate(jobs, cfg));
+    const auto e =
+        starts(replay_conf(conf, jobs, m, 1'700'000'000 - 1'700'000'000 % 60 + past_minute));
     INFO("time 0 at " << past_minute << " s past a minute");
     CHECK(e.at(3) == c_start);
     CHECK(e.at(2) == 190);
