@@ -22,6 +22,7 @@
 #include "mlprio/replay/rlscheduler.hpp"
 #include "mlprio/replay/simulator.hpp"
 #include "mlprio/replay/slurm_conf.hpp"
+#include "mlprio/replay/slurm_replay.hpp"
 #include "mlprio/replay/spec.hpp"
 #include "replay_options.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
@@ -225,78 +226,31 @@ void run_slurm_conf(const RunArgs& a, const replay::ReplaySetup& setup,
     throw ConfigError("--slurm-conf replays one event loop; it cannot run with --time-parallel");
   if (a.profile != "standard")
     throw ConfigError("--slurm-conf replays what slurmctld does, not the rlscheduler profile");
-  auto run = std::make_shared<SlurmRun>();
-  run->conf = read_slurm_conf(a.slurm_conf);
-  {
-    int yy = 0, mm = 0;
-    char dot = 0;
-    std::istringstream in(a.slurm_release);
-    if (!(in >> yy >> dot >> mm) || dot != '.' || yy < 20 || yy > 99 || mm < 1 || mm > 12)
-      throw ConfigError("--slurm-release '" + a.slurm_release +
-                        "': a Slurm release is YY.MM (22.05, 23.11, ... 26.05)");
-    run->reservation_end_up = yy * 100 + mm >= 2411;
-  }
-  const SlurmStack& conf = run->conf;
+  SlurmStack conf = read_slurm_conf(a.slurm_conf);
+  const int release = parse_slurm_release(a.slurm_release);
+  const std::string label = "--slurm-conf " + a.slurm_conf;
   if (a.order_given)
-    std::cerr << "mlprio-replay run: --slurm-conf " << a.slurm_conf
+    std::cerr << "mlprio-replay run: " << label
               << ": --policy and --backfill are not used; the file's PriorityType and "
                  "SchedulerType decide\n";
-  if (!conf.unmodeled.empty()) {
-    std::cerr << "mlprio-replay run: --slurm-conf " << a.slurm_conf << ": not modelled, ignored:";
-    for (const auto& k : conf.unmodeled) std::cerr << " " << k;
-    std::cerr << "\n";
-  }
-  if (!conf.site.warnings.empty()) {
-    std::cerr << "mlprio-replay run: --slurm-conf " << a.slurm_conf
-              << ": PrioritySiteFactorParameters: the plugin ignores:";
-    for (const auto& k : conf.site.warnings) std::cerr << " " << k;
-    std::cerr << "\n";
-  }
-  // The model the plugins load, when they are loaded and applied.
-  const bool uses_model = (conf.multifactor && conf.site.enabled) || conf.job_submit_mlprio;
-  std::shared_ptr<const model::Predictor> predictor;
-  if (uses_model) {
-    if (conf.site.model.empty())
-      throw ConfigError("--slurm-conf " + a.slurm_conf +
-                        ": the mlprio plugins are loaded but PrioritySiteFactorParameters names "
-                        "no model=FILE");
-    predictor = load_replay_model(conf.site.model);
-    run->site_score = predictor->policy().score;
-  }
+  for (const auto& w : slurm_conf_warnings(conf))
+    std::cerr << "mlprio-replay run: " << label << ": " << w << "\n";
+  SlurmModelCache models;
+  const std::string describe = conf.describe(), sha256 = conf.sha256;
+  const bool backfill = conf.backfill;
+  // The plugins' model is loaded (a bad file refused) before the trace; prepare reuses it.
+  if (((conf.multifactor && conf.site.enabled) || conf.job_submit_mlprio) &&
+      !conf.site.model.empty())
+    models.get(conf.site.model);
   const Trace trace = load_trace_reporting(a.trace, a.json);
-  if (trace.header.unix_start_time > 0)
-    run->epoch = static_cast<double>(trace.header.unix_start_time);
-  for (size_t i = 0; i < trace.names.partitions.size(); ++i)
-    run->partition_names.push_back(trace.names.partitions.name(static_cast<int32_t>(i)));
-  for (size_t i = 0; i < trace.names.qos.size(); ++i)
-    run->qos_names.push_back(trace.names.qos.name(static_cast<int32_t>(i)));
-  for (size_t i = 0; i < trace.names.accounts.size(); ++i)
-    run->account_names.push_back(trace.names.accounts.name(static_cast<int32_t>(i)));
-
-  SimConfig cfg = setup.base(trace, Profile::STANDARD);
-  if (conf.nodes > 0 && a.spec.nodes == 0) {  // the file's nodes unless --nodes overrides
-    cfg.machine.nodes = conf.nodes;
-    cfg.machine.cores_per_node = conf.cpus_per_node;
-    cfg.machine.gpus_per_node = conf.gpus_per_node;
-  }
-  if (a.spec.cores_per_node > 0) cfg.machine.cores_per_node = a.spec.cores_per_node;
-  // select/linear gives whole nodes; select/cons_tres (the default) cores.
-  cfg.machine.allocation = conf.whole_nodes ? Allocation::NODES : Allocation::CORES;
-  check_machine_bounds(cfg.machine, "--slurm-conf " + a.slurm_conf);
-  cfg.record_series = !a.no_series && !a.out.empty();
-  cfg.record_jobs = !a.out.empty();
-  cfg.slurm = run;
-  cfg.policy = "slurm";
+  const SlurmReplay prepared =
+      prepare_slurm_replay(std::move(conf), release, trace, setup, label, models, !a.out.empty(),
+                           !a.no_series && !a.out.empty());
 
   std::vector<std::pair<int64_t, int64_t>> windows = windows_in;
   if (windows.empty()) windows.emplace_back(0, static_cast<int64_t>(trace.jobs.size()));
-  const std::span<const Job> jobs(trace.jobs);
   std::vector<RunRecord> runs;
   for (const auto& [start, len] : windows) {
-    if (predictor)
-      cfg.online = model_estimator(predictor, trace, jobs,
-                                   std::clamp<int64_t>(start, 0, static_cast<int64_t>(jobs.size())),
-                                   EstimateQuantile::POINT);
     RunRecord r;
     r.policy = std::filesystem::path(a.slurm_conf).filename().string();
     r.profile = Profile::STANDARD;
@@ -304,12 +258,12 @@ void run_slurm_conf(const RunArgs& a, const replay::ReplaySetup& setup,
     r.window_len = len;
     r.scheduler = "slurm";
     r.slurm_conf = a.slurm_conf;
-    r.slurm_conf_sha256 = conf.sha256;
-    r.slurm_sched = conf.backfill ? "sched/backfill" : "sched/builtin";
-    r.result = simulate(select_window(jobs, start, len), cfg);
+    r.slurm_conf_sha256 = sha256;
+    r.slurm_sched = backfill ? "sched/backfill" : "sched/builtin";
+    r.result = replay_slurm_window(prepared, trace, start, len);
     runs.push_back(std::move(r));
   }
-  emit_runs(a, setup, cfg.machine, trace.path, runs, " " + conf.describe());
+  emit_runs(a, setup, prepared.cfg.machine, trace.path, runs, " " + describe);
 }
 
 void run_run(const RunArgs& a) {

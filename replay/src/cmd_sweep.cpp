@@ -25,8 +25,8 @@ namespace mlprio::cli {
 namespace {
 
 struct SweepArgs {
-  std::vector<std::string> traces, policies, backfills, windows;
-  std::string windows_random, config, out;
+  std::vector<std::string> traces, policies, backfills, windows, slurm_confs;
+  std::string windows_random, config, out, slurm_release;
   uint64_t seed = 1;
   bool seed_given = false, json = false, no_progress = false, per_job = false;
   // The shared replay options; what the command line gives wins over the config file.
@@ -37,10 +37,14 @@ struct SweepArgs {
 
 replay::dist::SweepSpec build_spec(const SweepArgs& a) {
   replay::dist::SweepSpec spec;
+  spec.policies.clear();  // fcfs when neither policies nor slurm.conf files are given
   if (!a.config.empty()) replay::dist::apply_sweep_config(a.config, spec);
   // The command line wins over the config file, option by option.
   if (!a.traces.empty()) spec.traces = a.traces;
   if (!a.policies.empty()) spec.policies = a.policies;
+  if (!a.slurm_confs.empty()) spec.slurm_confs = a.slurm_confs;
+  if (!a.slurm_release.empty()) spec.slurm_release = a.slurm_release;
+  if (spec.policies.empty() && spec.slurm_confs.empty()) spec.policies = {"fcfs"};
   if (!a.backfills.empty()) spec.backfills = a.backfills;
   if (!a.windows.empty()) {
     spec.windows.clear();
@@ -59,6 +63,14 @@ replay::dist::SweepSpec build_spec(const SweepArgs& a) {
   spec.agent = a.agent;
   if (a.per_job) spec.per_job = true;
   return spec;
+}
+
+// The deployed-stack files' warnings, once (rank 0).
+void print_slurm_warnings(const replay::dist::SweepPlan& plan) {
+  for (size_t i = 0; i < plan.slurm.size(); ++i)
+    for (const auto& w : replay::slurm_conf_warnings(plan.slurm[i]))
+      std::cerr << "mlprio-replay sweep: --slurm-conf " << plan.spec.slurm_confs[i] << ": " << w
+                << "\n";
 }
 
 void print_outcome(const replay::dist::SweepPlan& plan, const replay::dist::SweepOutcome& o,
@@ -87,6 +99,7 @@ void run_sweep_command(const SweepArgs& a) {
   util::MpiSession mpi(nullptr, nullptr);
   try {
     const auto plan = replay::dist::make_sweep_plan(build_spec(a));
+    if (mpi.rank() == 0) print_slurm_warnings(plan);
     const auto outcome = replay::dist::run_sweep_mpi(plan, opts, MPI_COMM_WORLD);
     if (mpi.rank() == 0) print_outcome(plan, outcome, a);
   } catch (const std::exception& e) {
@@ -100,6 +113,7 @@ void run_sweep_command(const SweepArgs& a) {
   }
 #else
   const auto plan = replay::dist::make_sweep_plan(build_spec(a));
+  print_slurm_warnings(plan);
   print_outcome(plan, replay::dist::run_sweep_serial(plan, opts), a);
 #endif
 }
@@ -118,6 +132,13 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--backfill", args->backfills,
                   "Backfilling rule(s), comma separated: none, easy, conservative")
       ->delimiter(',');
+  cmd->add_option("--slurm-conf", args->slurm_confs,
+                  "slurm.conf file(s), comma separated: each replayed as run --slurm-conf does, "
+                  "per trace and window, beside the --policy tasks (only these without --policy)")
+      ->delimiter(',');
+  cmd->add_option("--slurm-release", args->slurm_release,
+                  "With --slurm-conf: the Slurm release (YY.MM) whose scheduler to replay "
+                  "(default 26.05)");
   cmd->add_option("--window", args->windows, "START:LEN, repeatable")->take_all();
   cmd->add_option("--windows", args->windows_random,
                   "COUNTxLEN: COUNT window starts drawn with SplitMix64(--seed), same on any "

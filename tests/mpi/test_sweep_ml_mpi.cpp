@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "mlprio/io/hdf5.hpp"
@@ -179,6 +180,98 @@ TEST_CASE("sweeps with model estimates, ml and per-job detail are identical for 
     const auto again = run_sweep_mpi(plan, o, MPI_COMM_SELF);
     CHECK(again.resumed == static_cast<int64_t>(plan.tasks.size()));
     for (size_t i = 0; i < ref.size(); ++i) CHECK(same_detail(again.results[i], ref[i]));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE(
+    "deployed-stack tasks with the mlprio plugins are identical for N = 1, 2, 3 and equal "
+    "run --slurm-conf",
+    "[mpi][sweep][slurm]") {
+  const std::string trace = test::shared_lublin_trace("sweep_ml", 3000, 7, 1.2);
+  const std::string model_path = shared_model(trace);
+  const int world = test::world_size();
+  const int rank = test::world_rank();
+  // The site's stock stack and the same with the mlprio plugins (SITE and filled limits).
+  const std::string dir = std::string(MLPRIO_MPI_TEST_DIR);
+  const std::string stock = dir + "/stock.np" + std::to_string(world) + ".conf";
+  const std::string ml = dir + "/mlprio.np" + std::to_string(world) + ".conf";
+  if (rank == 0) {
+    const std::string base =
+        "AccountingStorageType=accounting_storage/slurmdbd\nPriorityType=priority/multifactor\n"
+        "PriorityWeightAge=1000\nPriorityWeightFairshare=10000\nPriorityWeightJobSize=1000\n"
+        "SchedulerParameters=bf_interval=60,bf_resolution=120\n";
+    std::ofstream(stock) << base;
+    std::ofstream(ml) << base
+                      << "PrioritySiteFactorPlugin=site_factor/mlprio\n"
+                         "PrioritySiteFactorParameters=model="
+                      << model_path << ",weight=20000\nJobSubmitPlugins=mlprio\n";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  SweepSpec spec;
+  spec.traces = {trace};
+  spec.policies.clear();
+  spec.slurm_confs = {stock, ml};
+  spec.windows = {{2400, 600}, {0, 1000}};
+  spec.replay.too_large = "skip";
+  spec.per_job = true;
+  const SweepPlan plan = make_sweep_plan(spec);
+  REQUIRE(plan.tasks.size() == 2 * 2);
+  REQUIRE(plan.fingerprint.find("slurm_conf1=" + ml) != std::string::npos);
+
+  std::vector<TaskResult> ref;
+  std::string ref_json;
+  if (rank == 0) {
+    SweepRunOptions o;
+    o.out = dir + "/sweep_slurm_serial.np" + std::to_string(world) + ".h5";
+    std::remove((o.out + ".journal").c_str());
+    const auto out = run_sweep_serial(plan, o);
+    REQUIRE(out.failed == 0);
+    ref = out.results;
+    ref_json = sweep_json(plan, ref);
+    CHECK(ref_json.find("\"scheduler\":\"slurm\"") != std::string::npos);
+    // Each task equals the replay `run --slurm-conf` makes (the same preparation code).
+    const replay::ReplaySetup setup(plan.spec.replay);
+    replay::SlurmModelCache models;
+    for (const auto& t : plan.tasks) {
+      INFO("task " << t.key);
+      const auto prepared = replay::prepare_slurm_replay(
+          replay::read_slurm_conf(spec.slurm_confs[t.slurm]), replay::parse_slurm_release("26.05"),
+          plan.traces[0], setup, "test", models, true, true);
+      const auto direct =
+          replay::replay_slurm_window(prepared, plan.traces[0], t.window_start, t.window_len);
+      const TaskResult& r = ref[static_cast<size_t>(t.id)];
+      CHECK(same_bits(direct.summary.avg_bsld, r.summary.avg_bsld));
+      CHECK(same_bits(direct.summary.max_wait, r.summary.max_wait));
+      CHECK(direct.jobs.size() == r.jobs.size());
+    }
+    // SITE and the filled limits change the schedule.
+    CHECK_FALSE(same_bits(ref[0].summary.avg_wait, ref[2].summary.avg_wait));
+  }
+  for (int n = 1; n <= world; ++n) {
+    MPI_Comm sub = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < n ? 0 : MPI_UNDEFINED, rank, &sub);
+    if (sub == MPI_COMM_NULL) continue;
+    SweepRunOptions o;
+    o.out = dir + "/sweep_slurm_n" + std::to_string(n) + ".np" + std::to_string(world) + ".h5";
+    if (rank == 0) std::remove((o.out + ".journal").c_str());
+    MPI_Barrier(sub);
+    const auto out = run_sweep_mpi(plan, o, sub);
+    MPI_Comm_free(&sub);
+    if (rank != 0) continue;
+    INFO("N = " << n);
+    REQUIRE(out.results.size() == ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      INFO("task " << plan.tasks[i].key);
+      CHECK(result_line(plan, out.results[i]) == result_line(plan, ref[i]));
+      CHECK(same_detail(out.results[i], ref[i]));
+    }
+    CHECK(sweep_json(plan, out.results) == ref_json);
+    h5::ReadFile f(o.out, "sweep");
+    const h5::Group g = f.root().open_group("tasks").open_group("task_0003");
+    CHECK(g.attr_string("scheduler") == "slurm");
+    CHECK(g.attr_string("backfill") == "sched/backfill");
+    CHECK(g.attr_string("slurm_conf_sha256") == plan.slurm[1].sha256);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }

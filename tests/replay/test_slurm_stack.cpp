@@ -401,5 +401,17 @@ TEST_CASE(
   CHECK(run("run --trace t.swf --slurm-conf site.conf --slurm-release 2205") == 2);
   CHECK_THAT(mlprio::test::slurp(dir / "err.txt"),
              Catch::Contains("--slurm-release '2205': a Slurm release is YY.MM"));
+  // A sweep replays the file as run does: the same run record, beside the --policy tasks.
+  REQUIRE(run("run --trace t.swf --slurm-conf site.conf --too-large skip --window 100:200 "
+              "--json") == 0);
+  std::string one = mlprio::test::slurp(dir / "out.txt");
+  one = one.substr(one.find('[') + 1);
+  one = one.substr(0, one.rfind(']'));
+  REQUIRE(run("sweep --trace t.swf --slurm-conf site.conf --policy fcfs --too-large skip "
+              "--window 100:200 --json --no-progress --out s.h5") == 0);
+  CHECK_THAT(mlprio::test::slurp(dir / "out.txt"),
+             Catch::Contains("\"backfill\":\"easy\"") && Catch::Contains(one));
+  CHECK_THAT(mlprio::test::slurp(dir / "err.txt"),
+             Catch::Contains("--slurm-conf site.conf: not modelled, ignored:"));
   fs::remove_all(dir);
 }

@@ -333,6 +333,8 @@ allocation = "cores"
 too_large = "skip"
 kill_at_limit = true
 per_job = true
+slurm_confs = ["stock.conf", "mlprio.conf"]
+slurm_release = "22.05"
 
 [random_windows]
 count = 12
@@ -373,6 +375,8 @@ favor_small = true
   CHECK(spec.replay.too_large == "skip");
   CHECK(spec.replay.kill_at_limit);
   CHECK(spec.per_job);
+  CHECK(spec.slurm_confs == std::vector<std::string>{"stock.conf", "mlprio.conf"});
+  CHECK(spec.slurm_release == "22.05");
   CHECK(spec.random_count == 12);
   CHECK(spec.random_len == 1024);
   CHECK(spec.seed == 7u);

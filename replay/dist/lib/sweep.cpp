@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -161,8 +162,9 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
   plan.spec = spec;
   if (spec.traces.empty())
     throw SweepError("a sweep needs at least one trace (--trace or traces = [...])");
-  if (spec.policies.empty() || spec.backfills.empty())
-    throw SweepError("a sweep needs at least one policy and one backfilling rule");
+  if ((spec.policies.empty() || spec.backfills.empty()) && spec.slurm_confs.empty())
+    throw SweepError(
+        "a sweep needs at least one policy and one backfilling rule, or a --slurm-conf");
   if (spec.windows.empty() && spec.random_count <= 0)
     throw SweepError(
         "give windows: --window START:LEN (repeatable) or --windows COUNTxLEN --seed S");
@@ -182,6 +184,17 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
     backfills.push_back(parse_backfill(b));
     if (backfills.back() == Backfill::RLSCHEDULER)
       throw SweepError("sweeps use the standard profile; backfill 'rlscheduler' is run's only");
+  }
+  // Deployed-stack tasks: every file read (and its model loaded) before the traces.
+  if (!spec.slurm_confs.empty()) {
+    plan.slurm_release = parse_slurm_release(spec.slurm_release);
+    plan.slurm_models = std::make_shared<SlurmModelCache>();
+    for (const auto& path : spec.slurm_confs) {
+      plan.slurm.push_back(read_slurm_conf(path));
+      const SlurmStack& c = plan.slurm.back();
+      if (((c.multifactor && c.site.enabled) || c.job_submit_mlprio) && !c.site.model.empty())
+        plan.slurm_models->get(c.site.model);
+    }
   }
   plan.base.record_jobs = spec.per_job;
   plan.base.record_series = spec.per_job;
@@ -204,11 +217,14 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
   {
     double per_trace = 0;
     for (const auto& p : spec.policies) per_trace += p == "multifactor" ? grid : 1.0;
+    per_trace *= static_cast<double>(spec.backfills.size());
+    per_trace += static_cast<double>(spec.slurm_confs.size());
     const double windows = static_cast<double>(spec.windows.size()) +
                            static_cast<double>(std::max<int64_t>(0, spec.random_count));
-    over_bound("tasks (traces x policies x parameter sets x backfills x windows)",
-               static_cast<double>(spec.traces.size()) * per_trace *
-                   static_cast<double>(spec.backfills.size()) * windows);
+    over_bound(
+        "tasks (traces x (policies x parameter sets x backfills + slurm.conf files) x "
+        "windows)",
+        static_cast<double>(spec.traces.size()) * per_trace * windows);
   }
 
   // Parameter sets: the multifactor grid (a single set for orders that take no weights).
@@ -244,6 +260,11 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
     fp << " external_base=" << a.base << " external_timeout=" << fmt_num(a.timeout)
        << " external_every=" << a.every << " llm_prompt=" << a.llm_prompt_file
        << " llm_top=" << a.llm_top << " llm_model=" << a.llm_model;
+  }
+  if (!plan.slurm.empty()) {  // a journal of other files (or another release) is refused
+    fp << " slurm_release=" << spec.slurm_release;
+    for (size_t i = 0; i < plan.slurm.size(); ++i)
+      fp << " slurm_conf" << i << "=" << spec.slurm_confs[i] << "(" << plan.slurm[i].sha256 << ")";
   }
   plan.fingerprint = fp.str();
 
@@ -292,6 +313,21 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
             plan.tasks.push_back(std::move(task));
           }
     }
+    for (size_t c = 0; c < plan.slurm.size(); ++c)
+      for (const auto& [start, len] : windows) {
+        SweepTask task;
+        task.id = static_cast<int64_t>(plan.tasks.size());
+        task.trace = static_cast<int>(t);
+        task.policy = std::filesystem::path(spec.slurm_confs[c]).filename().string();
+        task.slurm = static_cast<int>(c);
+        task.window_start = start;
+        task.window_len = len;
+        // slurmctld's schedulers plan every tested job and re-sort on every calculation.
+        task.cost = 4.0 * static_cast<double>(std::max<int64_t>(0, std::min(len, n - start)));
+        task.key = "trace=" + spec.traces[t] + " slurm_conf=" + spec.slurm_confs[c] +
+                   " window=" + std::to_string(start) + ":" + std::to_string(len);
+        plan.tasks.push_back(std::move(task));
+      }
   }
   // Keys name tasks in the journal; a repeated window (given twice with --window) would make two
   // tasks one. The index is built here, once, for every lookup by key.
@@ -317,11 +353,37 @@ std::vector<int64_t> dispatch_order(const SweepPlan& plan) {
   return ids;
 }
 
+namespace {
+
+void keep_result(TaskResult& r, SimResult res, bool per_job) {
+  r.summary = res.summary;
+  if (per_job) {
+    r.has_detail = true;
+    r.jobs = std::move(res.jobs);
+    r.users = std::move(res.users);
+    r.series = std::move(res.series);
+    r.agent = res.agent;
+  }
+  r.ok = true;
+}
+
+}  // namespace
+
 TaskResult run_task(const SweepPlan& plan, const SweepTask& task) {
   TaskResult r;
   r.task = task.id;
   try {
     const Trace& trace = plan.traces[static_cast<size_t>(task.trace)];
+    if (task.slurm >= 0) {
+      const auto c = static_cast<size_t>(task.slurm);
+      const SlurmReplay prepared =
+          prepare_slurm_replay(plan.slurm[c], plan.slurm_release, trace, *plan.setup,
+                               "--slurm-conf " + plan.spec.slurm_confs[c], *plan.slurm_models,
+                               plan.spec.per_job, plan.spec.per_job);
+      keep_result(r, replay_slurm_window(prepared, trace, task.window_start, task.window_len),
+                  plan.spec.per_job);
+      return r;
+    }
     SimConfig cfg = plan.setup->base(trace);
     cfg.record_jobs = plan.base.record_jobs;
     cfg.record_series = plan.base.record_series;
@@ -330,16 +392,8 @@ TaskResult run_task(const SweepPlan& plan, const SweepTask& task) {
     cfg.backfill = task.backfill;
     const std::span<const Job> jobs(trace.jobs);
     plan.setup->apply_window(cfg, trace, jobs, task.window_start, task.window_len);
-    SimResult res = simulate(select_window(jobs, task.window_start, task.window_len), cfg);
-    r.summary = res.summary;
-    if (plan.spec.per_job) {
-      r.has_detail = true;
-      r.jobs = std::move(res.jobs);
-      r.users = std::move(res.users);
-      r.series = std::move(res.series);
-      r.agent = res.agent;
-    }
-    r.ok = true;
+    keep_result(r, simulate(select_window(jobs, task.window_start, task.window_len), cfg),
+                plan.spec.per_job);
   } catch (const std::exception& e) {
     r.ok = false;
     r.error = e.what();
@@ -713,6 +767,8 @@ struct SweepRow {
   char trace[256] = {};
   char policy[32] = {};
   char backfill[16] = {};
+  char scheduler[8] = {};           // "slurm" for a deployed-stack task, else empty
+  char slurm_conf_sha256[65] = {};  // its file's checksum
   int64_t params = 0;
   int64_t window_start = 0, window_len = 0;
   int8_t ok = 0;
@@ -736,6 +792,24 @@ void copy_str(char (&dst)[N], const std::string& s) {
   dst[N - 1] = '\0';
 }
 
+// A task as `run` reports it: deployed-stack tasks name the scheduler, the file and its checksum.
+RunRecord task_record(const SweepPlan& plan, const SweepTask& t, const TaskResult& r) {
+  RunRecord rec;
+  rec.policy = t.policy;
+  rec.backfill = t.backfill;
+  rec.window_start = t.window_start;
+  rec.window_len = t.window_len;
+  rec.result.summary = r.summary;
+  if (t.slurm >= 0) {
+    const auto c = static_cast<size_t>(t.slurm);
+    rec.scheduler = "slurm";
+    rec.slurm_conf = plan.spec.slurm_confs[c];
+    rec.slurm_conf_sha256 = plan.slurm[c].sha256;
+    rec.slurm_sched = plan.slurm[c].backfill ? "sched/backfill" : "sched/builtin";
+  }
+  return rec;
+}
+
 }  // namespace
 
 void write_sweep_hdf5(const SweepPlan& plan, const std::vector<TaskResult>& results,
@@ -757,7 +831,11 @@ void write_sweep_hdf5(const SweepPlan& plan, const std::vector<TaskResult>& resu
     row.task = t.id;
     copy_str(row.trace, plan.spec.traces[static_cast<size_t>(t.trace)]);
     copy_str(row.policy, t.policy);
-    copy_str(row.backfill, std::string(backfill_name(t.backfill)));
+    const RunRecord rec = task_record(plan, t, r);
+    copy_str(row.backfill,
+             rec.slurm_sched.empty() ? std::string(backfill_name(t.backfill)) : rec.slurm_sched);
+    copy_str(row.scheduler, rec.scheduler);
+    copy_str(row.slurm_conf_sha256, rec.slurm_conf_sha256);
     row.params = t.params;
     row.window_start = t.window_start;
     row.window_len = t.window_len;
@@ -789,6 +867,8 @@ void write_sweep_hdf5(const SweepPlan& plan, const std::vector<TaskResult>& resu
                                    .add("trace", &SweepRow::trace)
                                    .add("policy", &SweepRow::policy)
                                    .add("backfill", &SweepRow::backfill)
+                                   .add("scheduler", &SweepRow::scheduler)
+                                   .add("slurm_conf_sha256", &SweepRow::slurm_conf_sha256)
                                    .add("params", &SweepRow::params)
                                    .add("window_start", &SweepRow::window_start)
                                    .add("window_len", &SweepRow::window_len)
@@ -832,12 +912,7 @@ void write_sweep_hdf5(const SweepPlan& plan, const std::vector<TaskResult>& resu
     const h5::Group all = root.create_group("tasks");
     for (const auto& t : plan.tasks) {
       const TaskResult& r = results.at(static_cast<size_t>(t.id));
-      RunRecord rec;
-      rec.policy = t.policy;
-      rec.backfill = t.backfill;
-      rec.window_start = t.window_start;
-      rec.window_len = t.window_len;
-      rec.result.summary = r.summary;
+      RunRecord rec = task_record(plan, t, r);
       rec.result.jobs = r.jobs;
       rec.result.users = r.users;
       rec.result.series = r.series;
@@ -866,13 +941,7 @@ std::string sweep_json(const SweepPlan& plan, const std::vector<TaskResult>& res
       failed.push_back(t.key);
       continue;
     }
-    RunRecord rec;
-    rec.policy = t.policy;
-    rec.backfill = t.backfill;
-    rec.window_start = t.window_start;
-    rec.window_len = t.window_len;
-    rec.result.summary = r.summary;
-    runs.push_back(std::move(rec));
+    runs.push_back(task_record(plan, t, r));
   }
   auto j = nlohmann::ordered_json::parse(runs_json(runs));
   j["failed"] = failed;

@@ -201,10 +201,15 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
         spec.replay.kill_at_limit = one_bool(r, key, v);
       else if (key == "per_job")
         spec.per_job = one_bool(r, key, v);
+      else if (key == "slurm_confs")
+        spec.slurm_confs = strings(r, key, v);
+      else if (key == "slurm_release")
+        spec.slurm_release = one_string(r, key, v);
       else
         r.fail("unknown key '" + key +
                "' (top level: traces, policies, backfill, windows, estimate, estimate_quantile, "
-               "correction, backfill_order, allocation, too_large, kill_at_limit, per_job)");
+               "correction, backfill_order, allocation, too_large, kill_at_limit, per_job, "
+               "slurm_confs, slurm_release)");
     } else if (table == "random_windows") {
       if (key == "count")
         spec.random_count = one_int(r, key, v, MAX_SWEEP_TASKS);

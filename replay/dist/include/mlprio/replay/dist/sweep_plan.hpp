@@ -14,6 +14,7 @@
 #include "mlprio/replay/dist/sweep_spec.hpp"
 #include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/simulator.hpp"
+#include "mlprio/replay/slurm_replay.hpp"
 #include "mlprio/replay/spec.hpp"
 
 namespace mlprio::replay::dist {
@@ -24,6 +25,7 @@ struct SweepTask {
   std::string policy;
   replay::Backfill backfill = replay::Backfill::EASY;
   int params = 0;  // index into SweepPlan::params (0 for orders without weights)
+  int slurm = -1;  // index into SweepPlan::slurm: a deployed-stack task (policy = the file's name)
   int64_t window_start = 0, window_len = 0;
   double cost = 0;  // jobs replayed, times a factor for costlier rules: largest first
   std::string key;  // unique, human-readable name: used in messages and the journal
@@ -35,6 +37,11 @@ struct SweepPlan {
   SweepSpec spec;
   std::vector<Trace> traces;
   std::vector<replay::PolicyOptions> params;
+  // The slurm.conf files of the deployed-stack tasks (spec.slurm_confs, read once per rank), the
+  // release they are replayed as, and the models their plugins load (each loaded once).
+  std::vector<replay::SlurmStack> slurm;
+  int slurm_release = 0;
+  std::shared_ptr<replay::SlurmModelCache> slurm_models;
   std::vector<SweepTask> tasks;  // by id
   // Task id by key, built once with the tasks: the journal reader and the MPI master look every
   // record up here (the index used to be rebuilt per journal line, which made resume quadratic).

@@ -13,7 +13,7 @@
 
 namespace mlprio::replay::dist {
 
-inline constexpr int SWEEP_LAYOUT_VERSION = 1;
+inline constexpr int SWEEP_LAYOUT_VERSION = 2;
 
 struct SweepRunOptions {
   std::string out;        // HDF5 output; the journal is out + ".journal"

@@ -40,6 +40,11 @@ struct SweepSpec {
   std::vector<double> weight_age{1000}, weight_job_size{1000}, weight_fairshare{10000};
   std::vector<double> max_age{7 * 86400.0}, decay_half_life{7 * 86400.0};
   bool favor_small = false;
+  // Deployed-stack tasks (--slurm-conf FILE,...): each file is replayed as `run --slurm-conf`
+  // replays it, one task per trace x file x window, beside the policy tasks; slurm_release as
+  // --slurm-release (YY.MM).
+  std::vector<std::string> slurm_confs;
+  std::string slurm_release = "26.05";
   // external:CMD and llm:URL (command line only): every task of such a policy starts its own
   // agent, on the rank that runs it.
   replay::AgentOptions agent;
@@ -48,7 +53,8 @@ struct SweepSpec {
 // Reads the TOML subset documented in replay/README.md ("Sweeps"): `key = value` with strings,
 // integers, floats, booleans and one-line arrays of them, `[table]` headers and # comments.
 // Keys it sets: top level traces, policies, backfill, windows ("START:LEN" strings), estimate,
-// estimate_quantile, correction, backfill_order, allocation, kill_at_limit, too_large, per_job;
+// estimate_quantile, correction, backfill_order, allocation, kill_at_limit, too_large, per_job,
+// slurm_confs, slurm_release;
 // [random_windows] count, len, seed; [machine] nodes, cores_per_node; [ml] age_weight,
 // starvation_limit, size_weight, fail_weight, request_weight, fairshare_weight; [multifactor]
 // weight_age, weight_job_size, weight_fairshare, max_age, decay_half_life (numbers or arrays: the
