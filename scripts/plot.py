@@ -47,7 +47,10 @@ def label_of(run):
     policy = s("policy")
     if len(policy) > 40:  # external:CMD carries a whole command line
         policy = policy[:37] + "..."
-    return LABEL_PREFIX.get(run.name + "@" + run.file.filename, "") + f"{policy}+{s('backfill')}"
+    prefix = LABEL_PREFIX.get(run.name + "@" + run.file.filename, "")
+    if s("scheduler") == "slurm":  # a deployed-stack replay: what slurmctld with that file does
+        return prefix + f"deployed: {policy}"
+    return prefix + f"{policy}+{s('backfill')}"
 
 
 def time_weighted_cdf(t, q):

@@ -40,9 +40,13 @@ if not errors:
         need(r["max_wait"] >= r["avg_wait"], f"{tag}: max_wait below avg_wait")
     need({"fcfs", "multifactor", "f1"} <= {r["policy"] for r in runs}, "a baseline policy is missing")
     need({"easy", "conservative"} <= {r["backfill"] for r in runs}, "EASY or conservative is missing")
-    if os.path.exists(os.path.join(out, "model.json")):  # a trained model: the sweep ran `ml`
-        need("ml" in {r["policy"] for r in runs}, "the tuned ML policy is missing")
-        need(os.path.exists(os.path.join(out, "model.tuned.json")), "tune wrote no model.tuned.json")
+    # The deployed-stack replays: the stock stack always, the mlprio stack with a trained model.
+    stacks = {r["policy"]: r for r in runs if r.get("scheduler") == "slurm"}
+    want = {"stock.conf", "mlprio.conf"} if os.path.exists(os.path.join(out, "model.json")) else {"stock.conf"}
+    need(want <= set(stacks), f"deployed-stack runs {sorted(stacks)}, expected {sorted(want)}")
+    for name, r in stacks.items():
+        need(r["backfill"] == "sched/backfill" and len(r.get("slurm_conf_sha256", "")) == 64,
+             f"{name}: not labelled as a sched/backfill replay with the file's checksum")
     need("easy++" in {r["policy"] for r in runs}, "the EASY++ run is missing")
     # The example external agent answers SJF's order: the same metrics as sjf under EASY.
     by = {(r["policy"], r["backfill"]): r for r in runs}

@@ -8,6 +8,10 @@
 #   CLUSTER_PLUGINS 1 (default) loads both plugins, 0 loads neither (baseline for the bench),
 #                   js loads job_submit/mlprio alone (no site factor plugin)
 #   CLUSTER_EXTRA_CONF lines appended to slurm.conf (e.g. MaxJobCount=20000 for a load bench)
+#   CLUSTER_SCHED_INCLUDE a file of scheduling lines (PriorityType, PriorityWeight*,
+#                   SchedulerType/Parameters, the mlprio plugin lines) that slurm.conf Includes
+#                   instead of writing its own: the file a deployed-stack replay reads, loaded
+#                   unchanged (CLUSTER_PLUGINS and cluster_start's PARAMS are then unused)
 #   CL_NODE_CPUS    CPUs the node declares (default: this machine's); more than the machine has
 #                   needs SlurmdParameters=config_overrides in CLUSTER_EXTRA_CONF (jobs that
 #                   only sleep, to build a queue)
@@ -133,7 +137,9 @@ cluster_write_conf() {
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$((CL_PORT_BASE + 2))
 AccountingStoragePass=$CL_DIR/munge.sock
-JobAcctGatherType=jobacct_gather/none
+JobAcctGatherType=jobacct_gather/none"
+    # The least recalculation period, for the tests; a scheduling file keeps its own.
+    [ -z "${CLUSTER_SCHED_INCLUDE:-}" ] && acct="$acct
 PriorityCalcPeriod=1"
   fi
   if [ "${CLUSTER_PLUGINS:-1}" = 1 ]; then
@@ -148,6 +154,15 @@ JobSubmitPlugins=mlprio"
   [ -f "$CL_SLURM_PLUGINS/switch_none.so" ] && none_plugins="SwitchType=switch/none"
   [ -f "$CL_SLURM_PLUGINS/task_none.so" ] && none_plugins="$none_plugins
 TaskPlugin=task/none"
+  local sched="SchedulerType=sched/backfill
+PriorityType=priority/multifactor
+PriorityWeightAge=1000
+PriorityWeightFairshare=0
+PriorityWeightJobSize=0
+PriorityWeightPartition=0
+PriorityWeightQOS=0
+$plugins"
+  [ -n "${CLUSTER_SCHED_INCLUDE:-}" ] && sched="Include $CLUSTER_SCHED_INCLUDE"
   cat > "$CL_DIR/slurm.conf" <<CONF
 ClusterName=mlpriotest
 SlurmctldHost=localhost(127.0.0.1)
@@ -172,18 +187,11 @@ MpiDefault=none
 $none_plugins
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
-SchedulerType=sched/backfill
 ReturnToService=2
 JobCompType=jobcomp/filetxt
 JobCompLoc=$CL_DIR/jobcomp.log
 $acct
-PriorityType=priority/multifactor
-PriorityWeightAge=1000
-PriorityWeightFairshare=0
-PriorityWeightJobSize=0
-PriorityWeightPartition=0
-PriorityWeightQOS=0
-$plugins
+$sched
 NodeName=mlprionode NodeHostname=$(hostname) NodeAddr=127.0.0.1 CPUs=${CL_NODE_CPUS:-$(nproc)} RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=mlprionode Default=YES MaxTime=INFINITE State=UP
 PartitionName=hold Nodes=mlprionode MaxTime=INFINITE State=DOWN
