@@ -55,12 +55,30 @@ struct SJob {
   double plan = 0;         // the length the schedulers plan with (a year for no limit)
   int64_t site = 0;        // SITE
   double static_prio = 0;  // job size, partition and SITE terms (fixed per job)
-  int64_t prio = 0;
   double start = -1, end = -1;
   double accounted = 0;  // fair share: usage charged up to here
   bool killed = false;
   int32_t user_slot = 0;
 };
+
+// A pending job's entry in the queue: what priority() reads and the queue's order compares, kept
+// contiguous so the decay thread's pass over a deep queue streams through memory.
+struct Pending {
+  int64_t prio;
+  double submit;
+  int64_t id, index;
+  double static_prio;
+  int32_t user_slot;
+  int32_t slot;  // into the engine's job records
+};
+
+// Slurm's queue order: priority, then submit time, then job id (the trace position last).
+bool ahead(const Pending& x, const Pending& y) {
+  if (x.prio != y.prio) return x.prio > y.prio;
+  if (x.submit != y.submit) return x.submit < y.submit;
+  if (x.id != y.id) return x.id < y.id;
+  return x.index < y.index;
+}
 
 // A step function of free units over [now, inf): points (t, free from t on), t ascending.
 class Plan {
@@ -298,16 +316,11 @@ class SlurmEngine {
     s.static_prio = static_terms(s, part);
     const int32_t slot = static_cast<int32_t>(jobs_state_.size());
     jobs_state_.push_back(s);
-    SJob& js = jobs_state_.back();
-    if (conf_.multifactor) {
-      js.prio = priority(js, /*age=*/0);
-    } else {
-      js.prio = basic_next_--;  // priority/basic: each job one below the last
-    }
+    Pending p{0, j.submit, j.id, index, s.static_prio, s.user_slot, slot};
+    // priority/basic: each job one below the last.
+    p.prio = conf_.multifactor ? priority(p, /*age=*/0) : basic_next_--;
     // Insert in order: the newest job goes after every job of the same priority.
-    auto it = std::upper_bound(pending_.begin(), pending_.end(), slot,
-                               [this](int32_t a, int32_t b) { return before(a, b); });
-    pending_.insert(it, slot);
+    pending_.insert(std::upper_bound(pending_.begin(), pending_.end(), p, ahead), p);
   }
 
   double static_terms(const SJob& s, const SlurmPartition* part) const {
@@ -339,7 +352,7 @@ class SlurmEngine {
     return v;
   }
 
-  int64_t priority(const SJob& s, double age) const {
+  int64_t priority(const Pending& s, double age) const {
     double p = s.static_prio;
     if (conf_.weight_age > 0) {
       const double f =
@@ -351,15 +364,6 @@ class SlurmEngine {
     if (!(p >= 1)) return 1;
     if (p > 4294967295.0) return 4294967295LL;
     return static_cast<int64_t>(p);
-  }
-
-  bool before(int32_t a, int32_t b) const {
-    const SJob& x = jobs_state_[static_cast<size_t>(a)];
-    const SJob& y = jobs_state_[static_cast<size_t>(b)];
-    if (x.prio != y.prio) return x.prio > y.prio;
-    if (x.job->submit != y.job->submit) return x.job->submit < y.job->submit;
-    if (x.job->id != y.job->id) return x.job->id < y.job->id;
-    return x.index < y.index;
   }
 
   // The decay thread: usage decays and running jobs are charged, fair share is recomputed, and
@@ -375,33 +379,34 @@ class SlurmEngine {
       fair_share();
     }
     last_calc_ = now_;
-    for (int32_t slot : pending_) {
-      SJob& s = jobs_state_[static_cast<size_t>(slot)];
-      s.prio = priority(s, std::max(0.0, now_ - s.job->submit));
-    }
-    // The queue in before()'s order. Sorted on copied keys (before() reads two records per
-    // comparison), and not at all when the new priorities kept the order (an age term that
-    // grows alike for every job, or no weight that changes with time).
-    const auto sorted = [this] {
-      for (size_t i = 1; i < pending_.size(); ++i)
-        if (before(pending_[i], pending_[i - 1])) return false;
-      return true;
-    };
-    if (!sorted()) {
-      keys_.clear();
-      for (int32_t slot : pending_) {
-        const SJob& x = jobs_state_[static_cast<size_t>(slot)];
-        keys_.push_back({x.prio, x.job->submit, x.job->id, x.index, slot});
-      }
-      std::sort(keys_.begin(), keys_.end(), [](const SortKey& a, const SortKey& b) {
-        if (a.prio != b.prio) return a.prio > b.prio;
-        if (a.submit != b.submit) return a.submit < b.submit;
-        if (a.id != b.id) return a.id < b.id;
-        return a.index < b.index;
-      });
-      for (size_t i = 0; i < keys_.size(); ++i) pending_[i] = keys_[i].slot;
-    }
+    for (Pending& p : pending_) p.prio = priority(p, std::max(0.0, now_ - p.submit));
+    reorder();
     order_changed_ = true;
+  }
+
+  // The queue back in ahead()'s order after new priorities. They mostly keep it (an age term
+  // that grows alike for every job) or move jobs a few places (its integer truncation, one
+  // user's fair share): insertion sort costs the moves, and a queue that needs more than a few
+  // per job is sorted outright. The order is total, so both give the same queue.
+  void reorder() {
+    const size_t n = pending_.size();
+    size_t moves = 0;
+    const size_t budget = 8 * n + 64;
+    for (size_t i = 1; i < n; ++i) {
+      if (!ahead(pending_[i], pending_[i - 1])) continue;
+      const Pending x = pending_[i];
+      size_t j = i;
+      while (j > 0 && ahead(x, pending_[j - 1]) && moves <= budget) {
+        pending_[j] = pending_[j - 1];
+        --j;
+        ++moves;
+      }
+      pending_[j] = x;
+      if (moves > budget) {
+        std::sort(pending_.begin(), pending_.end(), ahead);
+        return;
+      }
+    }
   }
 
   void charge(SJob& s, double until) {
@@ -487,7 +492,8 @@ class SlurmEngine {
     int64_t tested = 0;
     size_t i = 0;
     while (i < pending_.size() && tested++ < depth) {
-      const int32_t slot = pending_[i];
+      const int32_t slot = pending_[i].slot;
+      const int64_t prio = pending_[i].prio;
       SJob& s = jobs_state_[static_cast<size_t>(slot)];
       if (can_start_now(s)) {
         start(slot);
@@ -498,7 +504,7 @@ class SlurmEngine {
       const bool no_block =
           (conf_.bf_min_age_reserve > 0 &&
            now_ - s.job->submit < static_cast<double>(conf_.bf_min_age_reserve)) ||
-          (conf_.bf_min_prio_reserve > 0 && s.prio < conf_.bf_min_prio_reserve);
+          (conf_.bf_min_prio_reserve > 0 && prio < conf_.bf_min_prio_reserve);
       if (!no_block) break;
       ++i;
     }
@@ -522,7 +528,8 @@ class SlurmEngine {
     int64_t tested = 0, started = 0;
     size_t i = 0;
     while (i < pending_.size() && tested < conf_.bf_max_job_test) {
-      const int32_t slot = pending_[i];
+      const int32_t slot = pending_[i].slot;
+      const int64_t prio = pending_[i].prio;
       SJob& s = jobs_state_[static_cast<size_t>(slot)];
       ++tested;
       const double t = plan_.earliest(s.units, s.plan);
@@ -537,7 +544,7 @@ class SlurmEngine {
       const bool no_reserve =
           (conf_.bf_min_age_reserve > 0 &&
            now_ - s.job->submit < static_cast<double>(conf_.bf_min_age_reserve)) ||
-          (conf_.bf_min_prio_reserve > 0 && s.prio < conf_.bf_min_prio_reserve);
+          (conf_.bf_min_prio_reserve > 0 && prio < conf_.bf_min_prio_reserve);
       if (t != INF && t <= window_end && !no_reserve) {
         // Whole nodes over slots of bf_resolution on slurmctld's clock (_set_slot_time, and
         // _add_reservation's bounds): the slot the start falls in is taken whole, so a job that
@@ -596,14 +603,7 @@ class SlurmEngine {
   bool order_changed_ = false;
   int64_t basic_next_ = 0xffff0000LL - 1;
   std::vector<SJob> jobs_state_;
-  std::vector<int32_t> pending_;  // in scheduling order
-  struct SortKey {                // before()'s fields of one pending job, for recalc()'s sort
-    int64_t prio;
-    double submit;
-    int64_t id, index;
-    int32_t slot;
-  };
-  std::vector<SortKey> keys_;
+  std::vector<Pending> pending_;  // in scheduling order
   std::vector<int32_t> running_;
   std::priority_queue<std::pair<double, int32_t>, std::vector<std::pair<double, int32_t>>,
                       std::greater<>>

@@ -1,11 +1,20 @@
 #!/usr/bin/python3
 """The real-slurmctld side of the deployed-stack replay check (replay_agreement.sh).
 
-  replay_agreement.py workload N SEED CPUS OUT.json     a workload: submit offsets, sleeps, sizes,
-                                                        limits (minutes, each >= the run)
+  replay_agreement.py workload N SEED CPUS OUT.json [GAP [NO_LIMIT]]
+                                                        a workload: submit offsets (mean gap GAP
+                                                        s, default 4), sleeps, sizes, limits
+                                                        (minutes, each >= the run; a fraction
+                                                        NO_LIMIT of the jobs gives none)
+  replay_agreement.py train N SEED CPUS OUT.swf         a finished history of the same kind, for
+                                                        training the model (user 7, not the
+                                                        jobs' user: neither side starts with a
+                                                        history of them)
   replay_agreement.py submit OUT.json IDS.txt           sbatch each job at its offset (real time)
-  replay_agreement.py swf JOBCOMP IDS.txt CPUS OUT.swf  the jobs as slurmctld ran them (its submit
-                                                        times and run times) as an SWF trace
+  replay_agreement.py swf JOBCOMP IDS.txt CPUS OUT.swf [WORKLOAD.json]
+                                                        the jobs as slurmctld ran them (its submit
+                                                        times and run times) as an SWF trace; a
+                                                        job that gave no limit has none in it
   replay_agreement.py compare JOBCOMP IDS.txt R.h5 OUT.json
                                                         per-job start differences, the rank
                                                         correlation of start order, mean wait and
@@ -23,19 +32,35 @@ from datetime import datetime
 BSLD_FLOOR = 10.0  # seconds, the replayer's default --bsld-threshold
 
 
-def workload(n, seed, cpus, out):
+def make_jobs(n, seed, cpus, gap=4.0, no_limit=0.0):
     rng = random.Random(seed)
     t = 0.0
     jobs = []
     sizes = [s for s in (1, 2, 4, 8, 16) if s <= cpus]
     for i in range(n):
-        t += rng.expovariate(1 / 4.0)
+        t += rng.expovariate(1 / gap)
         run = rng.randint(5, 60)
         size = rng.choice(sizes)
         limit_min = max(1, math.ceil(run * rng.uniform(1.0, 4.0) / 60))
+        if no_limit > 0 and rng.random() < no_limit:
+            limit_min = 0  # sbatch without --time: job_submit/mlprio fills it
         jobs.append({"i": i, "offset": round(t, 1), "run": run, "cpus": size, "limit_min": limit_min})
+    return jobs
+
+
+def workload(n, seed, cpus, out, gap=4.0, no_limit=0.0):
     with open(out, "w") as f:
-        json.dump(jobs, f)
+        json.dump(make_jobs(n, seed, cpus, gap, no_limit), f)
+
+
+def train(n, seed, cpus, out):
+    """The same kind of jobs, run one after another, by user 7, as an SWF history."""
+    jobs = make_jobs(n, seed, cpus)
+    with open(out, "w") as f:
+        f.write("; MaxNodes: 1\n; MaxProcs: %d\n" % cpus)
+        for j in jobs:
+            f.write("%d %d 0 %d %d -1 -1 %d %d -1 1 7 1 -1 -1 -1 -1 -1\n" % (
+                j["i"] + 1, round(j["offset"]), j["run"], j["cpus"], j["cpus"], j["limit_min"] * 60))
 
 
 def submit(wl, ids_out):
@@ -46,9 +71,10 @@ def submit(wl, ids_out):
             delay = t0 + j["offset"] - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            r = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-n", str(j["cpus"]),
-                                "-t", str(j["limit_min"]), "-o", "/dev/null", "--wrap",
-                                "sleep %d" % j["run"]], capture_output=True, text=True)
+            limit = ["-t", str(j["limit_min"])] if j["limit_min"] > 0 else []
+            r = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-n", str(j["cpus"])] + limit +
+                               ["-o", "/dev/null", "--wrap", "sleep %d" % j["run"]],
+                               capture_output=True, text=True)
             if r.returncode != 0:
                 sys.exit("sbatch failed: " + r.stderr.strip())
             ids.write("%s %d\n" % (r.stdout.strip().split(";")[0], j["i"]))
@@ -72,16 +98,23 @@ def ids(path):
     return [line.split()[0] for line in open(path) if line.strip()]
 
 
-def swf(jc_path, ids_path, cpus, out):
+def swf(jc_path, ids_path, cpus, out, wl_path=None):
     jc = jobcomp(jc_path)
     order = ids(ids_path)
+    # Jobs submitted without a limit (slurmctld records the one job_submit/mlprio set).
+    no_limit = set()
+    if wl_path:
+        wl = json.load(open(wl_path))
+        index = {line.split()[0]: int(line.split()[1]) for line in open(ids_path) if line.strip()}
+        no_limit = {j for j in order if wl[index[j]]["limit_min"] == 0}
     t0 = min(jc[j][0] for j in order)
     with open(out, "w") as f:
         f.write("; UnixStartTime: %d\n; MaxNodes: 1\n; MaxProcs: %d\n" % (t0, cpus))
         for j in order:
             sub, start, end, procs, lim, _ = jc[j]
             f.write("%s %d %d %d %d -1 -1 %d %d -1 1 1 -1 -1 -1 -1 -1 -1\n" % (
-                j, sub - t0, start - sub, end - start, procs, procs, lim * 60))
+                j, sub - t0, start - sub, end - start, procs, procs,
+                -1 if j in no_limit else lim * 60))
 
 
 def spearman(a, b):
@@ -113,6 +146,7 @@ def compare(jc_path, ids_path, h5_path, out):
     with h5py.File(h5_path, "r") as f:
         rows = f["runs/run_0000/jobs"][()]
     rep = {str(r["id"]): (r["submit"], r["start"], r["end"]) for r in rows}
+    replay_killed = int(sum(int(r["killed"]) for r in rows))
     real_s, rep_s, diffs = [], [], []
     real_w, rep_w, real_b, rep_b = [], [], [], []
     for j in order:
@@ -141,6 +175,8 @@ def compare(jc_path, ids_path, h5_path, out):
         "replay_mean_bsld": mean(rep_b),
         "mean_wait_rel_diff": (mean(rep_w) - mean(real_w)) / max(mean(real_w), 1e-9),
         "mean_bsld_rel_diff": (mean(rep_b) - mean(real_b)) / mean(real_b),
+        "real_killed_at_limit": sum(1 for j in order if jc[j][5] == "TIMEOUT"),
+        "replay_killed_at_limit": replay_killed,
     }
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
@@ -151,11 +187,14 @@ def compare(jc_path, ids_path, h5_path, out):
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "workload":
-        workload(int(args[0]), int(args[1]), int(args[2]), args[3])
+        workload(int(args[0]), int(args[1]), int(args[2]), args[3],
+                 *(float(a) for a in args[4:6]))
+    elif cmd == "train":
+        train(int(args[0]), int(args[1]), int(args[2]), args[3])
     elif cmd == "submit":
         submit(args[0], args[1])
     elif cmd == "swf":
-        swf(args[0], args[1], int(args[2]), args[3])
+        swf(args[0], args[1], int(args[2]), args[3], *args[4:5])
     elif cmd == "compare":
         compare(args[0], args[1], args[2], args[3])
     else:
