@@ -35,7 +35,8 @@ std::shared_ptr<const model::Predictor> SlurmModelCache::get(const std::string& 
 
 SlurmReplay prepare_slurm_replay(SlurmStack conf, int release, const Trace& trace,
                                  const ReplaySetup& setup, const std::string& label,
-                                 SlurmModelCache& models, bool record_jobs, bool record_series) {
+                                 SlurmModelCache& models, bool record_jobs, bool record_series,
+                                 const std::optional<model::ScoreConfig>& site_score) {
   auto run = std::make_shared<SlurmRun>();
   run->conf = std::move(conf);
   // Backfill reservations end on a slot rounded up from 24.11 on (_set_slot_time), down before.
@@ -49,7 +50,7 @@ SlurmReplay prepare_slurm_replay(SlurmStack conf, int release, const Trace& trac
                         ": the mlprio plugins are loaded but PrioritySiteFactorParameters names "
                         "no model=FILE");
     out.predictor = models.get(c.site.model);
-    run->site_score = out.predictor->policy().score;
+    run->site_score = site_score ? *site_score : out.predictor->policy().score;
   }
   if (trace.header.unix_start_time > 0)
     run->epoch = static_cast<double>(trace.header.unix_start_time);
@@ -80,15 +81,21 @@ SlurmReplay prepare_slurm_replay(SlurmStack conf, int release, const Trace& trac
   return out;
 }
 
-SimResult replay_slurm_window(const SlurmReplay& s, const Trace& trace, int64_t start,
-                              int64_t len) {
+SimResult replay_slurm_jobs(const SlurmReplay& s, const Trace& trace, int64_t start,
+                            std::span<const Job> window) {
   const std::span<const Job> jobs(trace.jobs);
   SimConfig cfg = s.cfg;
   if (s.predictor)
     cfg.online = model_estimator(s.predictor, trace, jobs,
                                  std::clamp<int64_t>(start, 0, static_cast<int64_t>(jobs.size())),
                                  EstimateQuantile::POINT);
-  return simulate(select_window(jobs, start, len), cfg);
+  return simulate(window, cfg);
+}
+
+SimResult replay_slurm_window(const SlurmReplay& s, const Trace& trace, int64_t start,
+                              int64_t len) {
+  return replay_slurm_jobs(s, trace, start,
+                           select_window(std::span<const Job>(trace.jobs), start, len));
 }
 
 std::vector<std::string> slurm_conf_warnings(const SlurmStack& conf) {

@@ -1,12 +1,19 @@
 // `mlprio-replay tune`: searches the `ml` policy by replaying windows of the training part of a
 // trace (mlprio/replay/tune.hpp) and writes the choice into a copy of the model file, so that
-// `run --policy ml --estimate model:OUT` and site_factor/mlprio run what was measured. Under
+// `run --policy ml --estimate model:OUT` and site_factor/mlprio run what was measured. With
+// `--slurm-conf site.conf` it searches what the site can deploy instead (tune_stack.hpp), scored
+// by the deployed-stack replay against that stock configuration, and also writes the site's
+// slurm.conf with the chosen lines (`--slurm-conf-out`). Under
 // mpirun/srun every rank replays its share of the (candidate, window) pairs and the outcomes are
 // summed (each pair computed by exactly one rank, the others contributing zeros), so the choice
 // is the same for any number of ranks.
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,7 +24,9 @@
 #include "mlprio/cli/trace_options.hpp"
 #include "mlprio/model/model_file.hpp"
 #include "mlprio/replay/dist/sweep_windows.hpp"
+#include "mlprio/replay/slurm_replay.hpp"
 #include "mlprio/replay/tune.hpp"
+#include "mlprio/replay/tune_stack.hpp"
 #include "replay_options.hpp"
 #ifdef MLPRIO_REPLAY_HAVE_MPI
 #include "mlprio/replay/dist/mpi_support.hpp"
@@ -40,12 +49,19 @@ struct TuneArgs {
   std::vector<std::string> estimates = replay::DEFAULT_ESTIMATES;
   bool json = false;
   replay::ReplaySpec spec;
+  // --slurm-conf: the deployable search.
+  std::string slurm_conf, slurm_conf_out, slurm_release = "26.05";
+  std::vector<double> site_weights = replay::DEFAULT_SITE_WEIGHTS;
+  double tolerance = 0.02;
+  uint64_t seed = 1;
+  bool loads_given = false;
 };
 
 struct Comm {
   int rank = 0, size = 1;
   // Sums the outcomes over ranks (each computed by exactly one rank).
   std::function<void(std::vector<replay::TuneOutcome>&)> sum;
+  std::function<void(std::vector<double>&)> sum_doubles;
 };
 
 std::vector<replay::TuneOutcome> stage(const char* name, const replay::ReplaySetup& setup,
@@ -213,6 +229,217 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   }
 }
 
+// The deployable search: candidates x windows replayed with the deployed-stack replay, each pair
+// by one rank, summed.
+std::vector<replay::StackOutcome> stack_stage(const char* name, const replay::StackTuneContext& ctx,
+                                              const std::vector<replay::StackCandidate>& cands,
+                                              const std::vector<replay::TuneWindow>& windows,
+                                              const Comm& comm, bool quiet) {
+  static_assert(sizeof(replay::StackOutcome) == 3 * sizeof(double));
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n = cands.size() * windows.size();
+  std::vector<replay::StackOutcome> out(n);
+  size_t done = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (static_cast<int>(i % static_cast<size_t>(comm.size)) != comm.rank) continue;
+    out[i] = replay::replay_stack(ctx, cands[i / windows.size()], windows[i % windows.size()]);
+    if (comm.rank == 0 && !quiet && isatty(STDERR_FILENO) != 0 && (++done % 10 == 0))
+      std::cerr << "\rmlprio-replay tune: " << name << ": " << done << " replays on rank 0 ("
+                << comm.size << " ranks)" << std::flush;
+  }
+  std::vector<double> flat(3 * n);
+  for (size_t i = 0; i < n; ++i) {
+    flat[3 * i] = out[i].avg_bsld;
+    flat[3 * i + 1] = out[i].max_wait;
+    flat[3 * i + 2] = out[i].p99_wait;
+  }
+  comm.sum_doubles(flat);
+  for (size_t i = 0; i < n; ++i) out[i] = {flat[3 * i], flat[3 * i + 1], flat[3 * i + 2]};
+  if (comm.rank == 0 && !quiet) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << "\rmlprio-replay tune: " << name << ": " << cands.size() << " candidates x "
+              << windows.size() << " windows in " << s << " s            \n";
+  }
+  return out;
+}
+
+void run_tune_stack(const TuneArgs& a, const Comm& comm) {
+  using namespace mlprio::replay;
+  namespace fs = std::filesystem;
+  if (!(a.train_fraction > 0 && a.train_fraction < 1))
+    throw ConfigError("--train-fraction must lie strictly between 0 and 1");
+  if (!(a.max_wait_ratio >= 1) || !std::isfinite(a.max_wait_ratio))
+    throw ConfigError("--max-wait-ratio must be a number >= 1");
+  if (!(a.max_wait_floor >= 0) || !std::isfinite(a.max_wait_floor))
+    throw ConfigError("--max-wait-floor must be a number of seconds >= 0");
+  if (!(a.tolerance >= 0 && a.tolerance < 1)) throw ConfigError("--tolerance must lie in [0, 1)");
+  if (a.slurm_conf_out.empty())
+    throw ConfigError("tune --slurm-conf needs --slurm-conf-out FILE (the tuned slurm.conf)");
+  const SlurmStack stock = read_slurm_conf(a.slurm_conf);
+  const int release = parse_slurm_release(a.slurm_release);
+  if (comm.rank == 0)
+    for (const auto& w : slurm_conf_warnings(stock))
+      std::cerr << "mlprio-replay tune: --slurm-conf " << a.slurm_conf << ": " << w << "\n";
+  if (!stock.multifactor)
+    throw ConfigError("--slurm-conf " + a.slurm_conf +
+                      ": PriorityType is priority/basic; SITE and the weights tune chooses need "
+                      "priority/multifactor");
+  if (!stock.accounting_dbd && comm.rank == 0)
+    std::cerr << "mlprio-replay tune: --slurm-conf " << a.slurm_conf
+              << ": no accounting_storage/slurmdbd, so Slurm forces the age and fair-share "
+                 "weights to 0; tune varies SITE and the job size weight only\n";
+  const ReplaySetup setup(a.spec);
+  SlurmModelCache models;
+  const model::ScoreConfig score = models.get(a.model)->policy().score;
+  const Trace trace = load_trace_reporting(a.trace, a.json || comm.rank != 0);
+  const auto n = static_cast<int64_t>(trace.jobs.size());
+  const auto n_train = static_cast<int64_t>(std::floor(a.train_fraction * static_cast<double>(n)));
+  // Many windows drawn from the training part (default 16 of a quarter of it), each at every load.
+  int64_t count = 16, len = std::max<int64_t>(n_train / 4, 1);
+  if (!a.windows.empty()) std::tie(count, len) = dist::parse_windows_arg(a.windows);
+  if (len > n_train || len < 50)
+    throw ConfigError("tune: windows of " + std::to_string(len) +
+                      " jobs do not fit a training "
+                      "part of " +
+                      std::to_string(n_train) + " jobs (at least 50 each)");
+  count = std::min(count, n_train - len + 1);
+  const std::vector<double> loads = a.loads_given ? a.loads : std::vector<double>{1.0, 1.25};
+  for (double l : loads)
+    if (!(l >= 1.0 && l <= 4.0))
+      throw ConfigError("tune: a load factor must lie in [1, 4] (1 = the recorded load)");
+  std::vector<TuneWindow> windows;
+  for (int64_t s : dist::draw_window_starts(count, len, n_train, a.seed))
+    for (double l : loads) windows.push_back({s, len, l});
+
+  StackTuneContext ctx;
+  ctx.stock = &stock;
+  ctx.release = release;
+  ctx.trace = &trace;
+  ctx.setup = &setup;
+  ctx.models = &models;
+  ctx.model_path = a.model;
+  const bool quiet = a.json;
+  const size_t W = windows.size();
+  const auto pick = [&](const std::vector<StackOutcome>& o, const std::vector<StackOutcome>& st,
+                        const std::vector<StackCandidate>& c) {
+    return pick_stack(o, st, W, c, a.max_wait_ratio, a.max_wait_floor, a.tolerance);
+  };
+  const auto c1 = stack_stage1(stock, stock_candidate(stock, score), a.site_weights);
+  const auto o1 = stack_stage("stage 1 (SITE weight, age)", ctx, c1, windows, comm, quiet);
+  const std::vector<StackOutcome> base(o1.begin(), o1.begin() + static_cast<std::ptrdiff_t>(W));
+  StackVerdict v = pick(o1, base, c1);
+  StackCandidate best = c1[v.best];
+  std::vector<std::vector<StackCandidate>> stages{c1};
+  std::vector<std::vector<StackOutcome>> outs{o1};
+  const auto c2 = stack_stage2(stock, best, score);
+  if (c2.size() > 1) {
+    auto o2 = stack_stage("stage 2 (fair share, job size)", ctx, c2, windows, comm, quiet);
+    v = pick(o2, base, c2);
+    best = c2[v.best];
+    stages.push_back(c2);
+    outs.push_back(std::move(o2));
+  }
+  const auto c3 = stack_stage3(stock, best, score);
+  if (c3.size() > 1) {
+    auto o3 = stack_stage("stage 3 (SITE's shape)", ctx, c3, windows, comm, quiet);
+    v = pick(o3, base, c3);
+    best = c3[v.best];
+    stages.push_back(c3);
+    outs.push_back(std::move(o3));
+  }
+  if (comm.rank != 0) return;
+
+  std::ostringstream by;
+  by << "trace sha256 " << file_sha256(trace.path) << ", training jobs 0.." << n_train - 1 << ", "
+     << count << " windows of " << len << " (seed " << a.seed << ") at load x" << loads_text(loads)
+     << ", against " << a.slurm_conf << " (sha256 " << stock.sha256 << "), Slurm "
+     << a.slurm_release << "; median bsld ratio " << v.bsld_ratio << " (IQR " << v.bsld_p25 << ".."
+     << v.bsld_p75 << "), max wait ratio p75 " << v.max_wait_ratio << " (worst "
+     << v.worst_max_wait_ratio << ")";
+  model::PolicyParams policy = models.get(a.model)->policy();
+  policy.score = best.score;
+  policy.tuned_by = "mlprio-replay tune --slurm-conf: " + by.str();
+  nlohmann::json doc = model::read_model_document(a.model);
+  doc["policy"] = model::policy_to_json(policy);
+  model::write_model_document(a.out, doc);
+  std::string site_text;
+  {
+    std::ifstream in(a.slurm_conf, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    site_text = ss.str();
+  }
+  const std::string model_abs = fs::absolute(a.out).lexically_normal().string();
+  {
+    const std::string tmp = a.slurm_conf_out + ".tmp";
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << tuned_conf_text(site_text, stock, best, model_abs, by.str());
+    out.close();
+    if (!out) throw mlprio::RuntimeError("--slurm-conf-out " + a.slurm_conf_out + ": cannot write");
+    fs::rename(tmp, a.slurm_conf_out);
+  }
+
+  nlohmann::ordered_json j;
+  j["model"] = a.out;
+  j["slurm_conf"] = a.slurm_conf_out;
+  j["stock"] = a.slurm_conf;
+  j["chosen"] = describe(best);
+  j["changes"] = best.changes;
+  j["site_weight"] = best.site_weight;
+  j["weight_age"] = best.weight_age;
+  j["max_age"] = best.max_age;
+  j["weight_fairshare"] = best.weight_fairshare;
+  j["weight_job_size"] = best.weight_job_size;
+  j["policy"] = model::policy_to_json(policy);
+  j["train_bsld_ratio"] = v.bsld_ratio;
+  j["train_bsld_ratio_p25"] = v.bsld_p25;
+  j["train_bsld_ratio_p75"] = v.bsld_p75;
+  j["train_max_wait_ratio_p75"] = v.max_wait_ratio;
+  j["train_worst_max_wait_ratio"] = v.worst_max_wait_ratio;
+  j["max_wait_ratio"] = a.max_wait_ratio;
+  j["max_wait_floor"] = a.max_wait_floor;
+  j["tolerance"] = a.tolerance;
+  j["loads"] = loads;
+  j["seed"] = a.seed;
+  size_t total = 0;
+  for (const auto& s : stages) total += s.size();
+  j["candidates"] = total;
+  const auto& last_o = outs.back();
+  nlohmann::ordered_json ws = nlohmann::ordered_json::array();
+  for (size_t w = 0; w < W; ++w) {
+    const StackOutcome& o = last_o[v.best * W + w];
+    ws.push_back({{"window", {windows[w].start, windows[w].len}},
+                  {"load", windows[w].load},
+                  {"stock_bsld", base[w].avg_bsld},
+                  {"stock_max_wait", base[w].max_wait},
+                  {"tuned_bsld", o.avg_bsld},
+                  {"tuned_max_wait", o.max_wait}});
+  }
+  j["windows"] = ws;
+  nlohmann::ordered_json grid = nlohmann::ordered_json::array();
+  for (size_t s = 0; s < stages.size(); ++s)
+    for (size_t c = 0; c < stages[s].size(); ++c) {
+      const auto r = bsld_ratios(outs[s], base, W, c);
+      const auto m = max_wait_ratios(outs[s], base, W, c, a.max_wait_floor);
+      grid.push_back({{"stage", s + 1},
+                      {"candidate", describe(stages[s][c])},
+                      {"changes", stages[s][c].changes},
+                      {"bsld_ratio", quantile(r, 0.5)},
+                      {"max_wait_ratio_p75", quantile(m, 0.75)}});
+    }
+  j["grid"] = grid;
+  if (a.json) {
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << "chosen: " << describe(best) << " (" << best.changes << " settings changed)\n"
+              << "training windows: median mean-bsld ratio to " << a.slurm_conf << " "
+              << v.bsld_ratio << " (IQR " << v.bsld_p25 << ".." << v.bsld_p75
+              << "), upper-quartile max-wait ratio " << v.max_wait_ratio << " (worst "
+              << v.worst_max_wait_ratio << ")\n"
+              << "wrote " << a.out << " and " << a.slurm_conf_out << "\n";
+  }
+}
+
 }  // namespace
 
 void add_tune_command(CLI::App& app) {
@@ -245,7 +472,9 @@ void add_tune_command(CLI::App& app) {
   };
   list_option("--loads", args->loads,
               "Load factors each window is replayed at (inter-arrival gaps divided by the "
-              "factor; 1 = as recorded), comma separated, each in [1, 4]");
+              "factor; 1 = as recorded), comma separated, each in [1, 4] (with --slurm-conf "
+              "the default is 1,1.25)")
+      ->each([args](const std::string&) { args->loads_given = true; });
   list_option("--request-weights", args->request_weights,
               "Stage 1's run-time keys, comma separated, each in [0, 1]: 0 ranks by the "
               "model's prediction, 1 by the requested time (SJF's key), between blends them "
@@ -267,10 +496,31 @@ void add_tune_command(CLI::App& app) {
       ->check(CLI::IsMember({"worst", "mean"}))
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print the choice and the per-window figures as JSON");
+  cmd->add_option("--slurm-conf", args->slurm_conf,
+                  "The site's slurm.conf: search what it can deploy (SITE's weight and shape, "
+                  "the age, fair-share and job size weights) with the deployed-stack replay, "
+                  "against this configuration; --windows defaults to 16 random windows of a "
+                  "quarter of the training part");
+  cmd->add_option("--slurm-conf-out", args->slurm_conf_out,
+                  "With --slurm-conf: write the site's slurm.conf with the chosen lines here "
+                  "(they name -o's model file by its absolute path)");
+  cmd->add_option("--slurm-release", args->slurm_release,
+                  "With --slurm-conf: the Slurm release (YY.MM) whose scheduler to replay")
+      ->capture_default_str();
+  list_option("--site-weights", args->site_weights,
+              "With --slurm-conf: stage 1's SITE weights (site_factor/mlprio weight=), comma "
+              "separated; 0 = the plugin not loaded");
+  cmd->add_option("--tolerance", args->tolerance,
+                  "With --slurm-conf: a candidate with fewer changed settings wins when its "
+                  "median ratio is within this fraction of the best's")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "With --slurm-conf: seed of the random window draw")
+      ->capture_default_str();
   add_replay_spec_options(*cmd, args->spec);
   cmd->callback([args]() {
     Comm comm;
     comm.sum = [](std::vector<replay::TuneOutcome>&) {};
+    comm.sum_doubles = [](std::vector<double>&) {};
 #ifdef MLPRIO_REPLAY_HAVE_MPI
     util::MpiSession mpi(nullptr, nullptr);
     comm.rank = mpi.rank();
@@ -280,8 +530,15 @@ void add_tune_command(CLI::App& app) {
       MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(2 * v.size()), MPI_DOUBLE, MPI_SUM,
                     MPI_COMM_WORLD);
     };
+    comm.sum_doubles = [](std::vector<double>& v) {
+      MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM,
+                    MPI_COMM_WORLD);
+    };
     try {
-      run_tune(*args, comm);
+      if (!args->slurm_conf.empty())
+        run_tune_stack(*args, comm);
+      else
+        run_tune(*args, comm);
     } catch (const std::exception& e) {
       if (mpi.size() > 1) {
         std::cerr << "mlprio-replay tune: error on rank " << mpi.rank() << ": " << e.what() << "\n";
@@ -290,7 +547,10 @@ void add_tune_command(CLI::App& app) {
       throw;
     }
 #else
-    run_tune(*args, comm);
+    if (!args->slurm_conf.empty())
+      run_tune_stack(*args, comm);
+    else
+      run_tune(*args, comm);
 #endif
   });
 }

@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,14 +44,21 @@ struct SlurmReplay {
 // Prepares `conf` (read by read_slurm_conf) for replaying `trace`, as the Slurm release
 // `release` (parse_slurm_release) schedules. `setup` gives the replay options (--nodes,
 // --cores-per-node override the file's nodes; --too-large, --bsld-threshold, ...); `label` names
-// the configuration in errors ("--slurm-conf FILE"). Throws ConfigError.
+// the configuration in errors ("--slurm-conf FILE"). SITE's score settings are the model file's
+// policy unless `site_score` is given (tune tries other policies without writing files). Throws
+// ConfigError.
 SlurmReplay prepare_slurm_replay(SlurmStack conf, int release, const Trace& trace,
                                  const ReplaySetup& setup, const std::string& label,
-                                 SlurmModelCache& models, bool record_jobs, bool record_series);
+                                 SlurmModelCache& models, bool record_jobs, bool record_series,
+                                 const std::optional<model::ScoreConfig>& site_score = {});
 
 // Replays jobs [start, start + len) of `trace` (the one it was prepared for) from an empty
 // cluster; the model's history holds the jobs before the window at their recorded ends.
 SimResult replay_slurm_window(const SlurmReplay& s, const Trace& trace, int64_t start, int64_t len);
+// The same for `window`, a copy of those jobs with other submit times (tune's load scaling): the
+// model predicts as for the trace's jobs from `start` on.
+SimResult replay_slurm_jobs(const SlurmReplay& s, const Trace& trace, int64_t start,
+                            std::span<const Job> window);
 
 // The warnings a configuration earns, one line each without a trailing newline: the keys it
 // does not model, and the plugin parameters the plugin would ignore.
