@@ -3,7 +3,8 @@
 # (cluster.sh), drives it with the real sbatch/sprio/scontrol, and fails with the slurmctld log
 # tail when an expectation does not hold. Exit 77 = skipped (not root, Slurm or plugins missing).
 #   cluster_test.sh BUILD_DIR CASE     CASE: abi_check upgrade foreign load order timelimit refuse
-#                                            refuse_history refuse_xgb exempt exempt_default
+#                                            refuse_history refuse_xgb tuned_conf exempt
+#                                            exempt_default
 #                                            warn reconfig
 #                                            reconfig_now reconfig_js_only badmodel async run
 #                                            restart_pending fail_order
@@ -309,6 +310,42 @@ refuse_xgb)
   echo "mlprio-model explain: top failure feature $top"
   grep -q "mostly because of [^(]*($top[=)]" "$M/err" || fail "first reason is not explain's top feature $top"
   grep "refused job" "$CL_DIR/slurmctld.log" | tail -1
+  ;;
+tuned_conf)
+  # What `mlprio-replay tune --slurm-conf` writes loads in slurmctld unchanged: a site's
+  # scheduling lines tuned on a generated workload with users; the cluster's slurm.conf Includes
+  # the tuned file, whose PrioritySiteFactorParameters name the tuned model file.
+  TOOL="$MLPRIO_BUILD/bin/mlprio-model"
+  REPLAY="$MLPRIO_BUILD/bin/mlprio-replay"
+  [ -x "$TOOL" ] || { echo "SKIP: $TOOL not built (no XGBoost)"; exit $SKIP; }
+  "$REPLAY" generate --jobs 1500 --nodes 32 --users 8 --seed 5 -q -o "$M/t.swf" || fail "generate"
+  "$TOOL" train --trace "$M/t.swf" --train-fraction 0.8 --nthread 1 -o "$M/m.json" >"$M/train.out" 2>&1 ||
+    { cat "$M/train.out"; fail "mlprio-model train"; }
+  cat >"$M/site.conf" <<CONF
+SchedulerType=sched/backfill
+PriorityType=priority/multifactor
+PriorityWeightAge=1000
+PriorityWeightJobSize=1000
+PrioritySiteFactorParameters=history_period_ms=1000
+CONF
+  "$REPLAY" tune --trace "$M/t.swf" --model "$M/m.json" --train-fraction 0.8 \
+    --slurm-conf "$M/site.conf" --slurm-conf-out "$M/tuned.conf" -o "$M/tuned.json" \
+    --windows 4x300 --loads 1 --site-weights 5000,10000 --json >"$M/tune.json" 2>"$M/tune.err" ||
+    { cat "$M/tune.err"; fail "mlprio-replay tune --slurm-conf"; }
+  cat "$M/tuned.conf"
+  grep -q "^PrioritySiteFactorPlugin=site_factor/mlprio$" "$M/tuned.conf" ||
+    fail "tune chose no SITE on a workload with users"
+  grep -q "^PrioritySiteFactorParameters=model=$M/tuned.json,weight=[0-9]*,max_boost=[0-9]*,history_period_ms=1000$" \
+    "$M/tuned.conf" || fail "the plugin line does not name the tuned model with the site's parameters"
+  chmod 644 "$M/tuned.json" "$M/tuned.conf"
+  CLUSTER_SCHED_INCLUDE="$M/tuned.conf" start ""
+  expect_log "site_factor/mlprio: model loaded"
+  expect_log "site_factor/mlprio: parameters: model=$M/tuned.json,weight="
+  id=$(submit -p hold -t 5) || fail "sbatch"
+  sleep 2
+  site=$(site_of "$id")
+  echo "SITE of job $id: $site"
+  [ -n "$site" ] && [ "$site" -gt 0 ] || fail "sprio shows no SITE for job $id"
   ;;
 exempt)
   # Ways through a refusal on history alone, each only where the admin enabled it: exempt QOS and
