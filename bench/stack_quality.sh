@@ -104,5 +104,5 @@ EOF
   "${run[@]}" --backfill easy --policy sjf,f1 | fmt "$tag" "EASY " "$OUT/$tag.stock.run.json"
   "${run[@]}" --backfill easy --policy fcfs --estimate last2 --correction tsafrir --backfill-order sjbf |
     fmt "$tag" "EASY++ " "$OUT/$tag.stock.run.json"
-  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("|", sys.argv[2], "| chosen:", j["chosen"], "| train median", round(j["train_bsld_ratio"], 3), "IQR", round(j["train_bsld_ratio_p25"], 3), "..", round(j["train_bsld_ratio_p75"], 3), "| max wait p75", round(j["train_max_wait_ratio_p75"], 3), "| | | | | |")' "$OUT/$tag.tune.json" "$tag"
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("|", sys.argv[2], "| chosen:", j["chosen"], "| train median", round(j["train_bsld_ratio"], 3), "IQR", round(j["train_bsld_ratio_p25"], 3), "..", round(j["train_bsld_ratio_p75"], 3), "| max wait", j["max_wait_stat"], round(j["train_max_wait_ratio"], 3), "| | | | | |")' "$OUT/$tag.tune.json" "$tag"
 done

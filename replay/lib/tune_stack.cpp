@@ -226,7 +226,7 @@ std::vector<double> max_wait_ratios(const std::vector<StackOutcome>& outcomes,
 StackVerdict pick_stack(const std::vector<StackOutcome>& outcomes,
                         const std::vector<StackOutcome>& stock, size_t windows,
                         const std::vector<StackCandidate>& candidates, double max_wait_ratio,
-                        double max_wait_floor, double tolerance) {
+                        double max_wait_floor, double tolerance, double max_wait_quantile) {
   StackVerdict v;
   const size_t n = windows == 0 ? 0 : outcomes.size() / windows;
   if (n != candidates.size()) throw InvariantError("tune: outcomes and candidates differ");
@@ -238,7 +238,7 @@ StackVerdict pick_stack(const std::vector<StackOutcome>& outcomes,
     med[c] = quantile(r, 0.5);
     p25[c] = quantile(r, 0.25);
     p75[c] = quantile(r, 0.75);
-    mwq[c] = quantile(m, 0.75);
+    mwq[c] = quantile(m, max_wait_quantile);
     worst[c] = m.empty() ? 1.0 : *std::max_element(m.begin(), m.end());
     if (mwq[c] <= max_wait_ratio) {
       ++v.feasible;

@@ -84,18 +84,19 @@ struct StackVerdict {
   size_t best = 0;        // index into the candidates
   double bsld_ratio = 1;  // median over windows of avg_bsld / the stock's
   double bsld_p25 = 1, bsld_p75 = 1;
-  double max_wait_ratio = 1;  // upper quartile over windows of max_wait / max(stock's, floor)
+  double max_wait_ratio = 1;  // a quantile over windows of max_wait / max(stock's, floor)
   double worst_max_wait_ratio = 1;
   size_t feasible = 0;  // candidates within the bound
 };
-// outcomes[c * W + w], stock[w]. Among the candidates whose max-wait statistic is within
-// `max_wait_ratio`, the lowest median bsld ratio; then, among those within (1 + tolerance) of it,
-// the fewest changes (ties: the lower ratio, then the earlier). When none qualifies: the one with
-// the smallest max-wait statistic.
+// outcomes[c * W + w], stock[w]. A candidate's max-wait statistic is the `max_wait_quantile`
+// (0.75: the upper quartile, 1: the worst window) of its windows' max-wait ratios. Among the
+// candidates whose statistic is within `max_wait_ratio`, the lowest median bsld ratio; then,
+// among those within (1 + tolerance) of it, the fewest changes (ties: the lower ratio, then the
+// earlier). When none qualifies: the one with the smallest max-wait statistic.
 StackVerdict pick_stack(const std::vector<StackOutcome>& outcomes,
                         const std::vector<StackOutcome>& stock, size_t windows,
                         const std::vector<StackCandidate>& candidates, double max_wait_ratio,
-                        double max_wait_floor, double tolerance);
+                        double max_wait_floor, double tolerance, double max_wait_quantile = 0.75);
 
 // The per-window statistics of candidate `c` against the stock: ratios of avg_bsld and of
 // max_wait (against max(stock's, floor)).
