@@ -60,10 +60,21 @@ PY="/usr/bin/python3 $HERE/replay_agreement.py"
 
 $PY workload "$JOBS" "$SEED" "$CL_NODE_CPUS" "$OUT/workload.json" "$GAP" "$NO_LIMIT"
 echo "replay_agreement: submitting $JOBS jobs on a node of $CL_NODE_CPUS CPUs (seed $SEED)"
+# With the plugins, every job's SITE and priority as sprio shows them while it waits (OUT/sprio.txt:
+# seconds since the first submission, job id, SITE, priority), to compare with the replay's.
+poller=""
+if [ "${AGREE_PLUGINS:-0}" = 1 ]; then
+  (t0=$(date +%s); while :; do
+     sprio -h -o "%i %S %Y" 2>/dev/null | awk -v t=$(( $(date +%s) - t0 )) '{print t, $1, $2, $3}'
+     sleep 2
+   done) >"$OUT/sprio.txt" &
+  poller=$!
+fi
 $PY submit "$OUT/workload.json" "$OUT/ids.txt"
 # Every job in the completion log.
 wait_for 3600 sh -c "[ \$(grep -c 'JobState=' '$CL_DIR/jobcomp.log' 2>/dev/null || echo 0) -ge $JOBS ]" ||
   { echo "not every job completed"; squeue; exit 1; }
+[ -n "$poller" ] && kill "$poller" 2>/dev/null
 cp "$CL_DIR/jobcomp.log" "$OUT/jobcomp.log"
 cp "$SLURM_CONF" "$OUT/slurm.conf"
 $PY swf "$OUT/jobcomp.log" "$OUT/ids.txt" "$CL_NODE_CPUS" "$OUT/real.swf" "$OUT/workload.json"
