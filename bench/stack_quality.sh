@@ -70,21 +70,7 @@ for spec in "mira 0" "theta 0" "hpc2n_subset 0" "metacentrum_wagap_2013 2176"; d
     tag=$t-dev$DEV_CUT
     f=$OUT/$tag.swf
     # Comment lines first, then the first DEV_CUT of the jobs in submit order (stable for ties).
-    [ -s "$f" ] || python3 - "$D/$t.swf" "$DEV_CUT" "$f" <<'EOF'
-import sys
-src, cut, dst = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-head, jobs = [], []
-for line in open(src):
-    s = line.strip()
-    if not s or s.startswith(";"):
-        head.append(line)
-    else:
-        jobs.append((float(s.split()[1]), len(jobs), line))
-jobs.sort()
-with open(dst, "w") as out:
-    out.writelines(head)
-    out.writelines(l for _, _, l in jobs[: int(cut * len(jobs))])
-EOF
+    [ -s "$f" ] || python3 bench/cut_trace.py "$D/$t.swf" "$DEV_CUT" "$f"
   fi
   n=$($B/mlprio-replay inspect --trace "$f" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"])')
   start=$(( n - n / 5 ))  # the held-out tail: jobs floor(0.8 n) .. n-1

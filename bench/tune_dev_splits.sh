@@ -40,21 +40,7 @@ for spec in ${TRACES:-mira theta hpc2n_subset metacentrum_wagap_2013}; do
   for cut in ${CUTS:-0.6 0.7 0.8}; do
     f=$OUT/$t-$cut.swf
     # Comment lines first, then the first `cut` of the jobs in submit order (stable for ties).
-    [ -s "$f" ] || python3 - "$D/$t.swf" "$cut" "$f" <<'EOF'
-import sys
-src, cut, dst = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-head, jobs = [], []
-for line in open(src):
-    s = line.strip()
-    if not s or s.startswith(";"):
-        head.append(line)
-    else:
-        jobs.append((float(s.split()[1]), len(jobs), line))
-jobs.sort()
-with open(dst, "w") as out:
-    out.writelines(head)
-    out.writelines(l for _, _, l in jobs[: int(cut * len(jobs))])
-EOF
+    [ -s "$f" ] || python3 bench/cut_trace.py "$D/$t.swf" "$cut" "$f"
     n=$("$B"/mlprio-replay inspect --trace "$f" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"])')
     start=$(( n - n / 5 ))
     [ -s "$OUT/$t-$cut.model.json" ] ||
