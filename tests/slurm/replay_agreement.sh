@@ -54,7 +54,8 @@ ${CLUSTER_EXTRA_CONF:-}"
 cluster_skip_unless_possible
 /usr/bin/python3 -c "import h5py" 2>/dev/null ||
   { echo "SKIP: python3 with h5py needed"; exit 77; }
-trap 'cp "$CL_DIR/slurmctld.log" "$OUT/" 2>/dev/null || true; cluster_stop' EXIT
+poller=""
+trap '[ -n "$poller" ] && kill "$poller" 2>/dev/null; cp "$CL_DIR/slurmctld.log" "$OUT/" 2>/dev/null || true; cluster_stop' EXIT
 cluster_start "" || { echo "cluster did not start"; exit 1; }
 PY="/usr/bin/python3 $HERE/replay_agreement.py"
 
@@ -62,7 +63,6 @@ $PY workload "$JOBS" "$SEED" "$CL_NODE_CPUS" "$OUT/workload.json" "$GAP" "$NO_LI
 echo "replay_agreement: submitting $JOBS jobs on a node of $CL_NODE_CPUS CPUs (seed $SEED)"
 # With the plugins, every job's SITE and priority as sprio shows them while it waits (OUT/sprio.txt:
 # seconds since the first submission, job id, SITE, priority), to compare with the replay's.
-poller=""
 if [ "${AGREE_PLUGINS:-0}" = 1 ]; then
   (t0=$(date +%s); while :; do
      sprio -h -o "%i %S %Y" 2>/dev/null | awk -v t=$(( $(date +%s) - t0 )) '{print t, $1, $2, $3}'
