@@ -4,6 +4,8 @@
 // PartitionName= lines carry more pairs after the first.
 #include "mlprio/replay/slurm_conf.hpp"
 
+#include "mlprio/plugin/params.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -501,56 +503,23 @@ class Reader {
 
 // The plugin's parameters that shape SITE and a filled limit (the plugin's own syntax:
 // "key=value,key=value", unknown keys and bad values warned about and ignored).
+// The parameters as the plugins read them (the same table, mlprio/plugin/params.hpp): a value
+// the plugin refuses keeps its default here too, and its warning is the replay's.
 void read_site_params(SlurmSiteFactor& s) {
-  for (auto item : split(s.params, ',')) {
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    const std::string k = lower(item.substr(0, eq));
-    const std::string v(eq == std::string_view::npos ? "" : item.substr(eq + 1));
-    double d = 0;
-    int64_t n = 0;
-    auto list = [&](std::vector<std::string>& out) {
-      out.clear();
-      for (auto x : split(v, ':'))
-        if (!x.empty()) out.push_back(lower(x));
-    };
-    if (k == "model") {
-      s.model = v;
-    } else if (k == "weight") {
-      if (parse_double(v, d) && d >= 0 && d <= 1e9)
-        s.weight = d;
-      else
-        s.warnings.push_back("weight=" + v);
-    } else if (k == "max_boost") {
-      if (parse_int(v, n) && n >= 0)
-        s.max_boost = n;
-      else
-        s.warnings.push_back("max_boost=" + v);
-    } else if (k == "mode") {
-      if (v == "enforce" || v == "shadow")
-        s.shadow = v == "shadow";
-      else
-        s.warnings.push_back("mode=" + v);
-    } else if (k == "limit_margin") {
-      if (parse_double(v, d) && d >= 0 && d <= 100)
-        s.limit_margin = d;
-      else
-        s.warnings.push_back("limit_margin=" + v);
-    } else if (k == "override_default_time") {
-      if (v == "0" || v == "1")
-        s.override_default_time = v == "1";
-      else
-        s.warnings.push_back("override_default_time=" + v);
-    } else if (k == "scope_partitions") {
-      list(s.scope_partitions);
-    } else if (k == "scope_qos") {
-      list(s.scope_qos);
-    } else if (k == "scope_accounts") {
-      list(s.scope_accounts);
-    }
-    // The other keys (refusals, the LLM advisor, FSDP advice, budgets, reload timing) change no
-    // start time in the replay: a refused job is one the trace says ran.
-  }
+  const plugin::ParseResult r = plugin::parse_params(s.params);
+  const plugin::Params& p = r.params;
+  s.model = p.model;
+  s.weight = p.weight;
+  s.max_boost = p.max_boost;
+  s.shadow = p.mode == MLPRIO_MODE_SHADOW;
+  s.limit_margin = p.limit_margin;
+  s.override_default_time = p.override_default_time;
+  s.scope_partitions = p.scope_partitions;
+  s.scope_qos = p.scope_qos;
+  s.scope_accounts = p.scope_accounts;
+  // The other keys (refusals, the LLM advisor, FSDP advice, budgets, reload timing) change no
+  // start time in the replay: a refused job is one the trace says ran.
+  for (const auto& w : r.warnings) s.warnings.push_back(w);
 }
 
 void finish(SlurmStack& st) {

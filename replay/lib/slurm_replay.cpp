@@ -45,10 +45,14 @@ SlurmReplay prepare_slurm_replay(SlurmStack conf, int release, const Trace& trac
   SlurmReplay out;
   // The model the plugins load, when they are loaded and applied.
   if ((c.multifactor && c.site.enabled) || c.job_submit_mlprio) {
-    if (c.site.model.empty())
+    if (c.site.model.empty()) {
+      std::string why;
+      for (const auto& w : c.site.warnings) why += "; " + w;
       throw ConfigError(label +
                         ": the mlprio plugins are loaded but PrioritySiteFactorParameters names "
-                        "no model=FILE");
+                        "no model=FILE" +
+                        why);
+    }
     out.predictor = models.get(c.site.model);
     run->site_score = site_score ? *site_score : out.predictor->policy().score;
   }
@@ -105,11 +109,8 @@ std::vector<std::string> slurm_conf_warnings(const SlurmStack& conf) {
     for (const auto& k : conf.unmodeled) line += " " + k;
     out.push_back(std::move(line));
   }
-  if (!conf.site.warnings.empty()) {
-    std::string line = "PrioritySiteFactorParameters: the plugin ignores:";
-    for (const auto& k : conf.site.warnings) line += " " + k;
-    out.push_back(std::move(line));
-  }
+  // The plugin's own warnings, word for word: what slurmctld's log would say at load.
+  for (const auto& w : conf.site.warnings) out.push_back("PrioritySiteFactorParameters: " + w);
   return out;
 }
 

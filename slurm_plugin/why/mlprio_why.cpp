@@ -28,6 +28,7 @@
 #include "abi_detail.hpp"
 #include "mlprio/model/features.hpp"
 #include "mlprio/model/predictor.hpp"
+#include "mlprio/util/errors.hpp"
 #include "mlprio_abi.h"
 
 namespace {
@@ -46,7 +47,8 @@ int usage() {
 // PrioritySiteFactorParameters=... from slurm.conf (key case-insensitive, as Slurm reads it).
 std::string params_from_conf(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open (name another with --conf or --params)");
+  if (!in)
+    throw ::mlprio::UsageError(path + ": cannot open (name another with --conf or --params)");
   const std::string key = "prioritysitefactorparameters=";
   std::string line, found;
   while (std::getline(in, line)) {
@@ -62,7 +64,7 @@ std::string params_from_conf(const std::string& path) {
         found.pop_back();
     }
   }
-  if (found.empty()) throw std::runtime_error(path + ": no PrioritySiteFactorParameters line");
+  if (found.empty()) throw ::mlprio::UsageError(path + ": no PrioritySiteFactorParameters line");
   return found;
 }
 

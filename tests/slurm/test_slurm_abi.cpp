@@ -23,6 +23,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -1396,6 +1397,53 @@ TEST_CASE("the logged parameters name every key and parse back to the same value
     ++keys;
   }
   CHECK(keys == 31);
+}
+
+TEST_CASE(
+    "the parameter table: every row reads its example, refuses garbage, and is in the README") {
+  using namespace mlprio::plugin;
+  std::set<std::string> keys;
+  for (const ParamRow& row : param_rows()) {
+    const std::string key(row.key);
+    INFO(key);
+    CHECK(keys.insert(key).second);  // one row per key
+    // The example's first "key=value" (up to a space or comma) is accepted without a warning.
+    std::string example(row.example);
+    example = example.substr(0, example.find_first_of(" ,"));
+    REQUIRE(example.rfind(key + "=", 0) == 0);
+    const auto ok = parse_params(example);
+    CHECK(ok.warnings.empty());
+    // What format_params() writes for it parses back to the same line.
+    CHECK(format_params(parse_params(format_params(ok.params)).params) == format_params(ok.params));
+    // A value no key but the free-text llm_model accepts keeps the default, and the warning
+    // quotes the example.
+    if (key == "llm_model") continue;
+    const auto bad = parse_params(key + "=\x01no good");
+    REQUIRE(bad.warnings.size() == 1);
+    CHECK_THAT(bad.warnings[0], Catch::Contains(std::string(row.example)));
+    CHECK(format_params(bad.params) == format_params(Params{}));
+  }
+  // slurm_plugin/README.md's parameter table names exactly these keys.
+  std::ifstream readme(MLPRIO_PLUGIN_README);
+  REQUIRE(readme);
+  std::set<std::string> documented;
+  bool in_table = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (line == "| key | default | meaning |")
+      in_table = true;
+    else if (in_table && line.rfind("|", 0) != 0)
+      break;
+    if (!in_table || line.rfind("| `", 0) != 0) continue;
+    const std::string first = line.substr(2, line.find(" |", 2) - 2);
+    for (size_t at = 0; (at = first.find('`', at)) != std::string::npos;) {
+      const size_t eq = first.find('=', at);
+      const size_t close = first.find('`', at + 1);
+      if (eq == std::string::npos || close == std::string::npos) break;
+      if (eq < close) documented.insert(first.substr(at + 1, eq - at - 1));
+      at = close + 1;
+    }
+  }
+  CHECK(documented == keys);
 }
 
 TEST_CASE("scope: only listed partitions, QOS and accounts are touched; the rest pass unchanged") {
