@@ -31,6 +31,7 @@
 #include "rank_abort.hpp"
 
 #if MLPRIO_FSDP_HAVE_MPI
+#include "mlprio/util/errors.hpp"
 #include "mlprio/util/mpi_session.hpp"
 #endif
 
@@ -426,12 +427,13 @@ void set_up_group(Group& g, const MeasureOptions& opts) {
                                  ") but this build has no MPI: run one process");
 #endif
   if (g.size > 1 && g.size != opts.base.world_size)
-    throw std::invalid_argument("--world-size " + std::to_string(opts.base.world_size) +
-                                " does not match the " + std::to_string(g.size) +
-                                " MPI ranks; start one rank per GPU with mpirun -n N or srun");
+    throw ::mlprio::UsageError("--world-size " + std::to_string(opts.base.world_size) +
+                               " does not match the " + std::to_string(g.size) +
+                               " MPI ranks; start one rank per GPU with mpirun -n N or srun");
 #if !MLPRIO_FSDP_HAVE_NCCL
   if (g.size > 1)
-    throw std::runtime_error("this build has no NCCL: run a single rank (collectives are not run)");
+    throw ::mlprio::RuntimeError(
+        "this build has no NCCL: run a single rank (collectives are not run)");
 #endif
 }
 
@@ -622,8 +624,8 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
 
 MeasureResult run_measure(const MeasureOptions& opts) {
   if (opts.mbs_lo < 1 || opts.mbs_hi < opts.mbs_lo || opts.mbs_step < 1)
-    throw std::invalid_argument("minibatch range must be LO:HI with 1 <= LO <= HI");
-  if (opts.steps < 1) throw std::invalid_argument("steps must be >= 1");
+    throw ::mlprio::UsageError("minibatch range must be LO:HI with 1 <= LO <= HI");
+  if (opts.steps < 1) throw ::mlprio::UsageError("steps must be >= 1");
   std::string why;
   const int n_dev = cuda_device_count(&why);
   if (n_dev == 0) throw NoCudaDeviceError(why);

@@ -24,6 +24,7 @@
 #include <stdexcept>
 
 #include "mlprio/fsdp/settings.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio::fsdp {
 
@@ -148,12 +149,12 @@ LayerKinds layer_kinds(const TransformerShape& m) {
 }  // namespace
 
 StepGenerator::StepGenerator(FsdpConfig cfg) : cfg_(std::move(cfg)) {
-  if (cfg_.world_size < 1) throw std::invalid_argument("world size must be >= 1");
-  if (cfg_.micro_batch < 1) throw std::invalid_argument("minibatch must be >= 1");
+  if (cfg_.world_size < 1) throw ::mlprio::UsageError("world size must be >= 1");
+  if (cfg_.micro_batch < 1) throw ::mlprio::UsageError("minibatch must be >= 1");
   if (cfg_.seq_len < 0 || cfg_.tgt_len < 0)
-    throw std::invalid_argument("sequence lengths must be >= 0 (0: the model's)");
+    throw ::mlprio::UsageError("sequence lengths must be >= 0 (0: the model's)");
   if (cfg_.cublas_workspace_bytes < 0)
-    throw std::invalid_argument("cuBLAS workspace must be >= 0 bytes");
+    throw ::mlprio::UsageError("cuBLAS workspace must be >= 0 bytes");
   const auto& m = cfg_.model;
   // Tensor sizes are products of the minibatch, the sequence lengths and the model's widths, in
   // 64 bits. Bound the largest ones (in double, which cannot overflow) by the largest device
@@ -172,7 +173,7 @@ StepGenerator::StepGenerator(FsdpConfig cfg) : cfg_(std::move(cfg)) {
         18.0 * (static_cast<double>(m.n_layers + m.n_dec_layers) * 7.0 * width * width * experts +
                 2.0 * vocab * static_cast<double>(m.d_model));
     if (std::max({scores, rows, params}) > static_cast<double>(MAX_SIZE_BYTES))
-      throw std::invalid_argument(
+      throw ::mlprio::UsageError(
           "this configuration's largest tensors (minibatch " + std::to_string(cfg_.micro_batch) +
           ", sequence " + std::to_string(static_cast<int64_t>(s)) + ", model " + m.name +
           ") would exceed 1 PiB (MAX_SIZE_BYTES); lower the minibatch or the sequence length");
@@ -956,7 +957,7 @@ void StepBuilder::optimizer(int iteration) {
 }
 
 StepTrace StepGenerator::step_trace(int iteration) {
-  if (param_ids_.empty()) throw std::logic_error("step_trace() before init_trace()");
+  if (param_ids_.empty()) throw ::mlprio::InvariantError("step_trace() before init_trace()");
   StepTrace t;
   StepBuilder(*this, t).build(iteration);
   return t;

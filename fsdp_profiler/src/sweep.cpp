@@ -3,6 +3,7 @@
 // that later frees of it are skipped and the step runs to its end, as the sweep wants to count
 // every retry and OOM rather than stop at the first.
 #include "mlprio/fsdp/sweep.hpp"
+#include "mlprio/util/errors.hpp"
 
 #include <algorithm>
 #include <array>
@@ -110,19 +111,19 @@ void fold_step_peaks(SweepPoint& p, const StepStats& s) {
 
 SweepResult run_sweep(const SweepOptions& opts) {
   if (opts.mbs_lo < 1 || opts.mbs_hi < opts.mbs_lo || opts.mbs_step < 1)
-    throw std::invalid_argument("minibatch range must be LO:HI with 1 <= LO <= HI");
-  if (opts.steps < 1) throw std::invalid_argument("steps must be >= 1");
+    throw ::mlprio::UsageError("minibatch range must be LO:HI with 1 <= LO <= HI");
+  if (opts.steps < 1) throw ::mlprio::UsageError("steps must be >= 1");
   if (opts.mbs_hi > MAX_MICRO_BATCH)
-    throw std::invalid_argument("minibatch " + std::to_string(opts.mbs_hi) +
-                                " is more than the bound of " + std::to_string(MAX_MICRO_BATCH) +
-                                " (MAX_MICRO_BATCH)");
+    throw ::mlprio::UsageError("minibatch " + std::to_string(opts.mbs_hi) +
+                               " is more than the bound of " + std::to_string(MAX_MICRO_BATCH) +
+                               " (MAX_MICRO_BATCH)");
   SweepResult out;
   const auto total = static_cast<size_t>((opts.mbs_hi - opts.mbs_lo) / opts.mbs_step + 1);
   if (!opts.stop_after_oom && total > static_cast<size_t>(MAX_SWEEP_POINTS))
-    throw std::invalid_argument(std::to_string(total) +
-                                " minibatch sizes to run past the first OOM " +
-                                "is more than the bound of " + std::to_string(MAX_SWEEP_POINTS) +
-                                " (MAX_SWEEP_POINTS); narrow the range or give it a step");
+    throw ::mlprio::UsageError(std::to_string(total) +
+                               " minibatch sizes to run past the first OOM " +
+                               "is more than the bound of " + std::to_string(MAX_SWEEP_POINTS) +
+                               " (MAX_SWEEP_POINTS); narrow the range or give it a step");
   std::vector<MemorySample> prev_series;
   int64_t prev_mbs = 0;
   for (int64_t mbs = opts.mbs_lo; mbs <= opts.mbs_hi; mbs += opts.mbs_step) {

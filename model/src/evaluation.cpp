@@ -15,6 +15,7 @@
 
 #include "mlprio/model/model_file.hpp"
 #include "mlprio/util/checked_cast.hpp"
+#include "mlprio/util/errors.hpp"
 #include "model_tool.hpp"
 #include "xgb.hpp"
 
@@ -76,7 +77,7 @@ fig.savefig(sys.argv[2], dpi=120)
 nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
                               const EvalOptions& opt) {
   if (!(opt.test_fraction > 0 && opt.test_fraction <= 1))
-    throw std::invalid_argument("--test-fraction must be in (0, 1]");
+    throw ::mlprio::UsageError("--test-fraction must be in (0, 1]");
   const auto pred = make_predictor(doc);
   const auto& jobs = trace.jobs;
   const FeatureMatrix X = build_features(jobs, trace.names, trace_epoch_offset(trace));
@@ -101,7 +102,7 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
   if (!opt.per_job_csv.empty()) {
     per_job.open(opt.per_job_csv);
     if (!per_job)
-      throw std::runtime_error("cannot write " + opt.per_job_csv + ": " + std::strerror(errno));
+      throw ::mlprio::RuntimeError("cannot write " + opt.per_job_csv + ": " + std::strerror(errno));
     per_job << "id,user,submit,end,run,model,last2,request\n";
     per_job.precision(17);
   }
@@ -132,11 +133,11 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
       fn += (actual && !said) ? 1 : 0;
     }
   }
-  if (model.n == 0) throw std::invalid_argument("no test job has a known run time");
+  if (model.n == 0) throw ::mlprio::UsageError("no test job has a known run time");
   if (per_job.is_open()) {
     per_job.flush();
     if (!per_job)
-      throw std::runtime_error("cannot write " + opt.per_job_csv + ": " + std::strerror(errno));
+      throw ::mlprio::RuntimeError("cannot write " + opt.per_job_csv + ": " + std::strerror(errno));
   }
 
   nlohmann::json r;
@@ -190,7 +191,7 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
       dump("last2", last2);
       std::ofstream(script) << PLOT_SCRIPT;
       if (!f)
-        throw std::runtime_error("cannot write " + csv.string() + ": " + std::strerror(errno));
+        throw ::mlprio::RuntimeError("cannot write " + csv.string() + ": " + std::strerror(errno));
     }
     auto quote = [](const std::string& s) {
       std::string q = "'";
@@ -202,8 +203,8 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
                             quote(csv.string()) + " " + quote(png.string()) + " " +
                             quote(r["trace"].get<std::string>());
     if (std::system(cmd.c_str()) != 0)
-      throw std::runtime_error("plotting failed: " + cmd +
-                               " (needs /usr/bin/python3 with matplotlib)");
+      throw ::mlprio::RuntimeError("plotting failed: " + cmd +
+                                   " (needs /usr/bin/python3 with matplotlib)");
     r["plot"] = png.string();
   }
   return r;
@@ -232,8 +233,8 @@ Trace job_from_spec(const std::string& spec) {
       }
     }
     if (v.empty() || !rest.empty() || !std::isfinite(x))
-      throw std::invalid_argument("--job: " + key + "=" + v + " is not a number (e.g. " + key +
-                                  "=3600" + (key == "req_mem" ? " or req_mem=64G" : "") + ")");
+      throw ::mlprio::UsageError("--job: " + key + "=" + v + " is not a number (e.g. " + key +
+                                 "=3600" + (key == "req_mem" ? " or req_mem=64G" : "") + ")");
     return x * mult;
   };
   static const char* llm_keys[] = {"model_size", "seq_len", "batch_size",
@@ -242,8 +243,8 @@ Trace job_from_spec(const std::string& spec) {
     if (item.empty()) continue;
     const auto eq = item.find('=');
     if (eq == std::string::npos)
-      throw std::invalid_argument("--job: '" + item +
-                                  "' is not key=value (e.g. user=alice,req_time=3600)");
+      throw ::mlprio::UsageError("--job: '" + item +
+                                 "' is not key=value (e.g. user=alice,req_time=3600)");
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
     if (k == "user")
       j.user = t.names.users.intern(v);
@@ -275,7 +276,7 @@ Trace job_from_spec(const std::string& spec) {
     else if (std::find(std::begin(llm_keys), std::end(llm_keys), k) != std::end(llm_keys))
       j.features.emplace_back(t.names.features.intern(k), number(k, v));
     else
-      throw std::invalid_argument(
+      throw ::mlprio::UsageError(
           "--job: unknown key '" + k +
           "' (known: user, group, account, partition, qos, queue, name, submit, "
           "req_procs, req_nodes, req_gpus, req_mem, req_time, model_size, seq_len, "

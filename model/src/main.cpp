@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
         write_model_document(out_path, doc);
       } catch (const ModelError& e) {
         // Writing failed (folder missing, disk full, ...): a runtime failure, not bad input.
-        throw RuntimeError(e.what());
+        throw ::mlprio::RuntimeError(e.what());
       }
       std::cerr << "wrote " << out_path << " (" << doc["kind"].get<std::string>() << ", "
                 << doc["training"]["n_train"] << " training jobs)\n";
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
                       t.jobs[i].submit, t.jobs[i].run, t.jobs[i].req_time, out[i].runtime,
                       out[i].runtime_upper, out[i].fail_prob);
       } else {
-        throw std::invalid_argument("predict needs --trace FILE or --job key=value,...");
+        throw ::mlprio::UsageError("predict needs --trace FILE or --job key=value,...");
       }
     } else if (*shadow) {
       const ShadowLog log = read_shadow_log(log_path);

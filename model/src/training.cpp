@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "mlprio/model/model_file.hpp"
+#include "mlprio/util/errors.hpp"
 #include "model_tool.hpp"
 #include "xgb.hpp"
 
@@ -55,32 +56,32 @@ bool final_status_known(JobStatus s) {
 // The options every kind of model reads.
 void check_common_options(const TrainOptions& opt) {
   if (!(opt.train_fraction > 0 && opt.train_fraction <= 1))
-    throw std::invalid_argument("--train-fraction must be in (0, 1], got " +
-                                num(opt.train_fraction));
+    throw ::mlprio::UsageError("--train-fraction must be in (0, 1], got " +
+                               num(opt.train_fraction));
   if (!(opt.underpredict_penalty > 0))
-    throw std::invalid_argument("--underpredict-penalty must be > 0 (1 = symmetric), got " +
-                                num(opt.underpredict_penalty));
+    throw ::mlprio::UsageError("--underpredict-penalty must be > 0 (1 = symmetric), got " +
+                               num(opt.underpredict_penalty));
   if (!(opt.upper_quantile > 0 && opt.upper_quantile < 1))
-    throw std::invalid_argument("--upper-quantile must be in (0, 1)");
+    throw ::mlprio::UsageError("--upper-quantile must be in (0, 1)");
   if (opt.kind != "xgboost" && opt.kind != "formula")
-    throw std::invalid_argument("--kind must be xgboost or formula, got " + opt.kind);
+    throw ::mlprio::UsageError("--kind must be xgboost or formula, got " + opt.kind);
 }
 
 // The options only the XGBoost model reads (a formula model ignores them).
 void check_xgboost_options(const TrainOptions& opt) {
   if (opt.objective != "reg:squarederror" && opt.objective != "reg:absoluteerror" &&
       opt.objective != "reg:pseudohubererror")
-    throw std::invalid_argument(
+    throw ::mlprio::UsageError(
         "--objective must be reg:squarederror, reg:absoluteerror or reg:pseudohubererror");
   if (opt.blend != "none" && opt.blend != "within2x" && opt.blend != "mae" && opt.blend != "both")
-    throw std::invalid_argument("--blend must be both, mae, within2x or none, got " + opt.blend);
+    throw ::mlprio::UsageError("--blend must be both, mae, within2x or none, got " + opt.blend);
   if (opt.anchor != "similar" && opt.anchor != "last2" && opt.anchor != "request" &&
       opt.anchor != "none")
-    throw std::invalid_argument("--anchor must be similar, last2, request or none, got " +
-                                opt.anchor);
-  if (opt.rounds < 1) throw std::invalid_argument("--rounds must be >= 1");
+    throw ::mlprio::UsageError("--anchor must be similar, last2, request or none, got " +
+                               opt.anchor);
+  if (opt.rounds < 1) throw ::mlprio::UsageError("--rounds must be >= 1");
   if (opt.early_stopping_rounds < 0)
-    throw std::invalid_argument("--early-stopping-rounds must be >= 0");
+    throw ::mlprio::UsageError("--early-stopping-rounds must be >= 0");
 }
 
 // The training slice's jobs with a known run time, in submit order (at least 20).
@@ -89,8 +90,8 @@ std::vector<size_t> known_runtime_rows(const std::vector<Job>& jobs, size_t n_tr
   for (size_t i = 0; i < n_train; ++i)
     if (jobs[i].run >= 0) train.push_back(i);
   if (train.size() < 20)
-    throw std::invalid_argument("the training slice has " + std::to_string(train.size()) +
-                                " jobs with a known run time; need at least 20");
+    throw ::mlprio::UsageError("the training slice has " + std::to_string(train.size()) +
+                               " jobs with a known run time; need at least 20");
   return train;
 }
 

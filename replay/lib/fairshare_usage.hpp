@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "mlprio/util/errors.hpp"
+
 namespace mlprio::replay::detail {
 
 class FairShareUsage {
@@ -55,9 +57,9 @@ class FairShareUsage {
   void load(std::span<const double> s, const char* who) {
     usage_.clear();
     if (s.size() < 3 || (s.size() - 3) % 2 != 0)
-      throw std::invalid_argument(std::string(who) +
-                                  ": a saved policy state needs 3 + 2k numbers, got " +
-                                  std::to_string(s.size()));
+      throw ::mlprio::UsageError(std::string(who) +
+                                 ": a saved policy state needs 3 + 2k numbers, got " +
+                                 std::to_string(s.size()));
     total_usage_ = s[0];
     scale_ = s[1];
     stamp_ = s[2];

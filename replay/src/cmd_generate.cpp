@@ -25,6 +25,7 @@
 #include "commands.hpp"
 #include "mlprio/jobs/lublin.hpp"
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio::cli {
 
@@ -128,8 +129,8 @@ void write_file_atomically(const std::string& path, Fill fill) {
   std::string tmp = path + ".tmp.XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0)
-    throw std::runtime_error("generate: cannot create a temporary file beside '" + path +
-                             "': " + std::strerror(errno));
+    throw ::mlprio::RuntimeError("generate: cannot create a temporary file beside '" + path +
+                                 "': " + std::strerror(errno));
   struct Cleanup {
     int fd;
     const std::string& tmp;
@@ -143,17 +144,18 @@ void write_file_atomically(const std::string& path, Fill fill) {
   ::umask(mask);
   {
     std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw std::runtime_error("generate: cannot open '" + tmp + "' for writing");
+    if (!out) throw ::mlprio::RuntimeError("generate: cannot open '" + tmp + "' for writing");
     fill(out);
     out.close();
-    if (!out) throw std::runtime_error("generate: writing '" + path + "' failed (disk full?)");
+    if (!out) throw ::mlprio::RuntimeError("generate: writing '" + path + "' failed (disk full?)");
   }
   if (::fchmod(fd, 0666 & ~mask) != 0 || ::fsync(fd) != 0 ||
       ::close(std::exchange(guard.fd, -1)) != 0)
-    throw std::runtime_error("generate: writing '" + path + "' failed: " + std::strerror(errno));
+    throw ::mlprio::RuntimeError("generate: writing '" + path +
+                                 "' failed: " + std::strerror(errno));
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("generate: cannot rename '" + tmp + "' to '" + path +
-                             "': " + std::strerror(errno));
+    throw ::mlprio::RuntimeError("generate: cannot rename '" + tmp + "' to '" + path +
+                                 "': " + std::strerror(errno));
   guard.keep = true;
 }
 
@@ -167,7 +169,7 @@ void run_generate(const GenerateArgs& a) {
                        ? (o.user_model.users > 0 ? LublinReqTime::USER : LublinReqTime::NONE)
                        : parse_lublin_req_time(a.req_time);
       return LublinGenerator(o);
-    } catch (const std::invalid_argument& e) {
+    } catch (const ::mlprio::UsageError& e) {
       throw CLI::ValidationError(std::string("generate: ") + e.what());
     }
   }();
@@ -177,7 +179,7 @@ void run_generate(const GenerateArgs& a) {
   if (a.output == "-") {
     write_trace(std::cout, a, gen);
     std::cout.flush();
-    if (!std::cout) throw std::runtime_error("generate: writing to standard output failed");
+    if (!std::cout) throw ::mlprio::RuntimeError("generate: writing to standard output failed");
   } else {
     write_file_atomically(a.output, [&](std::ostream& out) { write_trace(out, a, gen); });
   }

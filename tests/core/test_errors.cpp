@@ -2,8 +2,11 @@
 // exception types: bad input exits 2, a runtime failure 1, no device 3.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <new>
 #include <stdexcept>
+#include <string>
 
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/io/json_input.hpp"
@@ -41,4 +44,28 @@ TEST_CASE("every mlprio exception is an mlprio::Error and keeps its message", "[
   CHECK_THROWS_AS(throw mlprio::model::ModelError("x"), mlprio::UsageError);
   CHECK_THROWS_AS(throw mlprio::h5::H5Error("x"), mlprio::RuntimeError);
   CHECK_THROWS_AS(throw mlprio::RangeError("x"), mlprio::Error);
+}
+
+TEST_CASE("no library or program throws a std:: exception type; each throws an mlprio::Error",
+          "[errors]") {
+  namespace fs = std::filesystem;
+  const fs::path root(MLPRIO_SOURCE_DIR);
+  size_t files = 0;
+  for (const char* dir :
+       {"core", "cli", "replay", "model", "fsdp_profiler", "kernels", "slurm_plugin"}) {
+    for (const auto& e : fs::recursive_directory_iterator(root / dir)) {
+      const std::string ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".hpp" && ext != ".cu" && ext != ".h"))
+        continue;
+      ++files;
+      std::ifstream in(e.path());
+      size_t line_no = 0;
+      for (std::string line; std::getline(in, line);) {
+        ++line_no;
+        if (line.find("throw std::") != std::string::npos)
+          FAIL_CHECK(e.path().string() << ":" << line_no << ": " << line);
+      }
+    }
+  }
+  CHECK(files > 100);
 }

@@ -522,7 +522,7 @@ TEST_CASE("lublin: bad options are refused with a reason", "[lublin]") {
   auto refused = [](auto edit) {
     LublinOptions o;
     edit(o);
-    CHECK_THROWS_AS(LublinGenerator(o), std::invalid_argument);
+    CHECK_THROWS_AS(LublinGenerator(o), mlprio::UsageError);
   };
   refused([](LublinOptions& o) { o.nodes = 0; });
   refused([](LublinOptions& o) { o.procs_per_node = 0; });
@@ -538,10 +538,10 @@ TEST_CASE("lublin: bad options are refused with a reason", "[lublin]") {
     o.req_time_round = 0;
   });
   CHECK_THROWS_WITH(LublinGenerator(LublinOptions{.nodes = -3}), Catch::Contains("nodes"));
-  CHECK_THROWS_AS(generate_lublin(LublinOptions{}, -1), std::invalid_argument);
+  CHECK_THROWS_AS(generate_lublin(LublinOptions{}, -1), mlprio::UsageError);
   CHECK(generate_lublin(LublinOptions{}, 0).empty());
   CHECK(parse_lublin_job_types("both") == LublinJobTypes::BOTH);
-  CHECK_THROWS_AS(parse_lublin_job_types("mixed"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_lublin_job_types("mixed"), mlprio::UsageError);
   CHECK(parse_lublin_req_time("factor") == LublinReqTime::FACTOR);
-  CHECK_THROWS_AS(parse_lublin_req_time("guess"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_lublin_req_time("guess"), mlprio::UsageError);
 }

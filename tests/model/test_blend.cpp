@@ -70,5 +70,5 @@ TEST_CASE("a model without a blend weight predicts as the plain model", "[model]
   doc["calibration"]["blend_weight"] = 1.5;
   CHECK_THROWS_AS(make_predictor(doc), ModelError);
   o.blend = "bogus";
-  CHECK_THROWS_AS(train_model(t, "none", o, notes), std::invalid_argument);
+  CHECK_THROWS_AS(train_model(t, "none", o, notes), mlprio::UsageError);
 }

@@ -132,7 +132,7 @@ TEST_CASE("unsorted input is refused", "[model][features]") {
   Trace t;
   t.jobs.push_back(make_job(t, "a", 100, 0, 1));
   t.jobs.push_back(make_job(t, "a", 50, 0, 1));
-  CHECK_THROWS_AS(build_features(t.jobs, t.names), std::invalid_argument);
+  CHECK_THROWS_AS(build_features(t.jobs, t.names), mlprio::UsageError);
 }
 
 namespace {

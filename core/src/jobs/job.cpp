@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/util/errors.hpp"
 
 namespace mlprio {
 
@@ -58,8 +59,8 @@ TraceFormat parse_trace_format(std::string_view s) {
   if (s == "sacct") return TraceFormat::SACCT;
   if (s == "alibaba") return TraceFormat::ALIBABA;
   if (s == "jobcomp") return TraceFormat::JOBCOMP;
-  throw std::invalid_argument("unknown trace format '" + std::string(s) +
-                              "'; expected one of auto, swf, sacct, alibaba, jobcomp");
+  throw ::mlprio::UsageError("unknown trace format '" + std::string(s) +
+                             "'; expected one of auto, swf, sacct, alibaba, jobcomp");
 }
 
 int32_t NameTable::intern(std::string_view s) {

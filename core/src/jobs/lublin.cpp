@@ -6,6 +6,7 @@
 // comes from our own fully specified PRNG and samplers, never from <random>'s distributions whose
 // algorithms differ between standard libraries.
 #include "mlprio/jobs/lublin.hpp"
+#include "mlprio/util/errors.hpp"
 #include "mlprio/util/splitmix64.hpp"
 
 #include <algorithm>
@@ -54,7 +55,7 @@ double unnormalised_gamma_mass(double lo, double hi, double shape, double scale)
 }
 
 void require(bool ok, const std::string& message) {
-  if (!ok) throw std::invalid_argument("Lublin generator: " + message);
+  if (!ok) throw ::mlprio::UsageError("Lublin generator: " + message);
 }
 
 bool in_range(double v, double lo, double hi) {
@@ -92,8 +93,8 @@ LublinJobTypes parse_lublin_job_types(std::string_view s) {
   for (auto t : {LublinJobTypes::BATCH, LublinJobTypes::INTERACTIVE, LublinJobTypes::BOTH,
                  LublinJobTypes::TYPELESS})
     if (s == lublin_job_types_name(t)) return t;
-  throw std::invalid_argument("unknown Lublin job types '" + std::string(s) +
-                              "' (valid: batch, interactive, both, typeless)");
+  throw ::mlprio::UsageError("unknown Lublin job types '" + std::string(s) +
+                             "' (valid: batch, interactive, both, typeless)");
 }
 
 std::string_view lublin_req_time_name(LublinReqTime r) {
@@ -114,8 +115,8 @@ LublinReqTime parse_lublin_req_time(std::string_view s) {
   for (auto r :
        {LublinReqTime::NONE, LublinReqTime::EXACT, LublinReqTime::FACTOR, LublinReqTime::USER})
     if (s == lublin_req_time_name(r)) return r;
-  throw std::invalid_argument("unknown requested-time model '" + std::string(s) +
-                              "' (valid: unknown, exact, factor, user)");
+  throw ::mlprio::UsageError("unknown requested-time model '" + std::string(s) +
+                             "' (valid: unknown, exact, factor, user)");
 }
 
 // Constants of m_lublin99.c (SERIAL_PROB_BATCH ... ARAR_BATCH and their _ACTIVE / plain twins).
@@ -369,7 +370,7 @@ LublinGenerator::LublinGenerator(const LublinOptions& opts)
       w /= mean;
       // Always on: a zero weight would stall the arrival process in an endless bucket loop.
       if (!(w > 0.0 && std::isfinite(w)))
-        throw std::logic_error("Lublin generator: daily-cycle weight is not positive");
+        throw ::mlprio::InvariantError("Lublin generator: daily-cycle weight is not positive");
     }
   }
 
@@ -579,8 +580,8 @@ void LublinGenerator::fill_user_job(Job& job) {
 
 std::vector<Job> generate_lublin(const LublinOptions& opts, int64_t n_jobs) {
   if (n_jobs < 0)
-    throw std::invalid_argument("Lublin generator: n_jobs must be >= 0, got " +
-                                std::to_string(n_jobs));
+    throw ::mlprio::UsageError("Lublin generator: n_jobs must be >= 0, got " +
+                               std::to_string(n_jobs));
   LublinGenerator gen(opts);
   std::vector<Job> jobs(static_cast<size_t>(n_jobs));
   for (auto& j : jobs) gen.next(j);

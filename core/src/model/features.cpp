@@ -3,6 +3,7 @@
 // in Job::features. The history walk is the only place that knows about time, and it only lets
 // a job see others whose finish_time() is <= its submit time, which the tests check.
 #include "mlprio/model/features.hpp"
+#include "mlprio/util/errors.hpp"
 
 #include <cctype>
 #include <cmath>
@@ -206,7 +207,7 @@ FeatureEncoder::FeatureEncoder(const TraceNames& names, double epoch_offset)
 
 void FeatureEncoder::encode(const Job& job, const UserStats* hist, std::span<float> row) const {
   if (row.size() < static_cast<size_t>(N_FEATURES))
-    throw std::invalid_argument("feature row shorter than the schema");
+    throw ::mlprio::InvariantError("feature row shorter than the schema");
   row[F_REQ_PROCS] = job.req_procs > 0
                          ? static_cast<float>(job.req_procs)
                          : (job.alloc_procs > 0 ? static_cast<float>(job.alloc_procs) : MISSING);
@@ -326,8 +327,8 @@ FeatureMatrix build_features(std::span<const Job> jobs, const TraceNames& names,
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job& job = jobs[i];
     if (job.submit < prev_submit)
-      throw std::invalid_argument("build_features: jobs are not sorted by submit time (job " +
-                                  std::to_string(job.id) + ")");
+      throw ::mlprio::UsageError("build_features: jobs are not sorted by submit time (job " +
+                                 std::to_string(job.id) + ")");
     prev_submit = job.submit;
     while (!running.empty() && running.top().first <= job.submit) finish_one();
     store.encode(job, std::span<float>(m.values.data() + i * N_FEATURES, N_FEATURES));
@@ -342,7 +343,7 @@ FeatureMatrix build_features(std::span<const Job> jobs, const TraceNames& names,
 void encode_with_history(std::span<const Job> jobs, const TraceNames& names,
                          const UserHistory& history, double epoch_offset, std::span<float> out) {
   if (out.size() < jobs.size() * N_FEATURES)
-    throw std::invalid_argument("encode_with_history: output smaller than jobs x schema");
+    throw ::mlprio::InvariantError("encode_with_history: output smaller than jobs x schema");
   const FeatureEncoder enc(names, epoch_offset);
   for (size_t i = 0; i < jobs.size(); ++i) {
     const uint64_t key = enc.user_of(jobs[i]);

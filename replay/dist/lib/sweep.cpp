@@ -30,6 +30,7 @@
 #include "mlprio/replay/dist/sweep_windows.hpp"
 #include "mlprio/replay/output.hpp"
 #include "mlprio/util/checked_cast.hpp"
+#include "mlprio/util/errors.hpp"
 #include "mlprio/util/stop_signal.hpp"
 #include "mlprio/util/text.hpp"
 #include "sweep_internal.hpp"
@@ -79,7 +80,7 @@ namespace {
 // exception into a message with an example.
 int64_t parse_int(const std::string& s) {
   const auto v = util::parse_int(s);
-  if (!v) throw std::invalid_argument("not a whole number");
+  if (!v) throw ::mlprio::UsageError("not a whole number");
   return *v;
 }
 
@@ -133,10 +134,10 @@ std::string fmt_num(double v) {
 std::pair<int64_t, int64_t> parse_window_arg(const std::string& w) {
   const auto colon = w.find(':');
   try {
-    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    if (colon == std::string::npos) throw ::mlprio::UsageError("no colon");
     const int64_t start = parse_int(w.substr(0, colon));
     const int64_t len = parse_int(w.substr(colon + 1));
-    if (start < 0 || len <= 0) throw std::invalid_argument("range");
+    if (start < 0 || len <= 0) throw ::mlprio::UsageError("range");
     return {start, len};
   } catch (const std::exception&) {
     throw SweepError("window '" + w +
@@ -147,10 +148,10 @@ std::pair<int64_t, int64_t> parse_window_arg(const std::string& w) {
 std::pair<int64_t, int64_t> parse_windows_arg(const std::string& w) {
   const auto x = w.find('x');
   try {
-    if (x == std::string::npos) throw std::invalid_argument("no x");
+    if (x == std::string::npos) throw ::mlprio::UsageError("no x");
     const int64_t count = parse_int(w.substr(0, x));
     const int64_t len = parse_int(w.substr(x + 1));
-    if (count <= 0 || len <= 0) throw std::invalid_argument("range");
+    if (count <= 0 || len <= 0) throw ::mlprio::UsageError("range");
     return {count, len};
   } catch (const std::exception&) {
     throw SweepError("--windows '" + w + "': expected COUNTxLEN with both > 0, e.g. 100x1024");
