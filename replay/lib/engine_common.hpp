@@ -367,7 +367,8 @@ class MetricsAccumulator {
   explicit MetricsAccumulator(const SimConfig& c) : cfg_(c) {}
 
   [[gnu::always_inline]] void started(const Job& j, double start, double end, double estimate,
-                                      int64_t procs, bool killed) {
+                                      int64_t procs, bool killed, int64_t site = 0,
+                                      int64_t priority = 0) {
     const double run = end - start;
     const double wait = start - j.submit;
     const double bsld = bounded_slowdown(wait, run, cfg_.bsld_threshold);
@@ -406,6 +407,8 @@ class MetricsAccumulator {
       o.estimate = estimate;
       o.procs = procs;
       o.killed = killed ? 1 : 0;
+      o.site = site;
+      o.priority = priority;
       jobs_.push_back(o);
       if (cfg_.sink != nullptr && jobs_.size() >= SINK_BLOCK_ROWS) [[unlikely]] {
         cfg_.sink->jobs(jobs_);

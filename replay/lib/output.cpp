@@ -89,7 +89,9 @@ const h5::CompoundType<JobOutcome>& job_table_type() {
                             .add("bsld", &JobOutcome::bsld)
                             .add("estimate", &JobOutcome::estimate)
                             .add("procs", &JobOutcome::procs)
-                            .add("killed", &JobOutcome::killed);
+                            .add("killed", &JobOutcome::killed)
+                            .add("site", &JobOutcome::site)
+                            .add("priority", &JobOutcome::priority);
   return t;
 }
 

@@ -444,7 +444,8 @@ class SlurmEngine {
 
   bool can_start_now(const SJob& s) const { return s.units <= free_; }
 
-  void start(int32_t slot) {
+  // prio: the job's priority when it starts (sprio's PRIORITY), recorded with its SITE.
+  void start(int32_t slot, int64_t prio) {
     SJob& s = jobs_state_[static_cast<size_t>(slot)];
     s.start = now_;
     s.accounted = now_;
@@ -466,7 +467,8 @@ class SlurmEngine {
     busy_cores_ += s.procs;
     running_.push_back(slot);
     ends_.push({s.end, slot});
-    metrics_.started(*s.job, s.start, s.end, s.limit == INF ? s.plan : s.limit, s.procs, s.killed);
+    metrics_.started(*s.job, s.start, s.end, s.limit == INF ? s.plan : s.limit, s.procs, s.killed,
+                     s.site, prio);
     changed();
   }
 
@@ -496,7 +498,7 @@ class SlurmEngine {
       const int64_t prio = pending_[i].prio;
       SJob& s = jobs_state_[static_cast<size_t>(slot)];
       if (can_start_now(s)) {
-        start(slot);
+        start(slot, prio);
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
         continue;
       }
@@ -536,7 +538,7 @@ class SlurmEngine {
       if (t <= now_) {
         if (conf_.bf_max_job_start > 0 && started >= conf_.bf_max_job_start) break;
         plan_.take(now_, now_ + s.plan, s.units);
-        start(slot);
+        start(slot, prio);
         ++started;
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
         continue;

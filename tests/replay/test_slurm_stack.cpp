@@ -19,8 +19,10 @@
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/jobs/lublin.hpp"
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/replay/output.hpp"
 #include "mlprio/replay/simulator.hpp"
 #include "mlprio/replay/slurm_conf.hpp"
+#include "mlprio/replay/slurm_replay.hpp"
 
 using namespace mlprio;
 using namespace mlprio::replay;
@@ -136,6 +138,20 @@ TEST_CASE("slurm.conf: Slurm's defaults, units and syntax", "[replay][slurm_conf
                                            "PartitionName:PriorityTier", "PreemptType"};
   CHECK(s.unmodeled == expect);
   CHECK(s.sha256.empty());  // text has no file checksum
+
+  // The plugin's parameters are read by the plugin's own parser: a value it refuses keeps its
+  // default in the replay too, with the plugin's warning.
+  const SlurmStack refused = parse_slurm_conf(
+      "PrioritySiteFactorPlugin=site_factor/mlprio\n"
+      "PrioritySiteFactorParameters=model=/m.json,limit_margin=20,mode=Shadow,weight=2k\n",
+      "site.conf");
+  CHECK(refused.site.limit_margin == 0.25);
+  CHECK(refused.site.shadow);
+  CHECK(refused.site.weight == 2000);
+  REQUIRE(refused.site.warnings.size() == 1);
+  CHECK_THAT(refused.site.warnings[0], Catch::Contains("limit_margin='20' is not valid"));
+  CHECK_THAT(slurm_conf_warnings(refused).at(0),
+             Catch::StartsWith("PrioritySiteFactorParameters: parameter limit_margin='20'"));
 }
 
 TEST_CASE("slurm.conf: without slurmdbd multifactor drops age and fair share, as Slurm does",
@@ -346,6 +362,16 @@ TEST_CASE("the deployed-stack replay keeps the schedule invariants on a generate
     // Deterministic.
     const SimResult again = replay_conf(conf, jobs, m);
     CHECK(starts(again) == starts(r));
+    // priority/basic: every job one below the one submitted before it.
+    if (conf.find("priority/basic") != std::string::npos) {
+      std::vector<std::pair<int64_t, double>> by_prio;
+      for (const auto& j : r.jobs) by_prio.emplace_back(-j.priority, j.submit);
+      std::sort(by_prio.begin(), by_prio.end());
+      for (size_t k = 1; k < by_prio.size(); ++k) {
+        CHECK(by_prio[k].first == by_prio[k - 1].first + 1);
+        CHECK(by_prio[k].second >= by_prio[k - 1].second);
+      }
+    }
   }
 }
 
@@ -388,6 +414,11 @@ TEST_CASE(
   CHECK(g.attr_string("slurm_conf_sha256") == file_sha256((dir / "site.conf").string()));
   CHECK(g.attr_int("jobs") + g.attr_int("skipped") == 400);
   CHECK(g.attr_int("jobs") > 300);
+  // Each job's priority when it started, as sprio shows it; no SITE without the plugin.
+  const std::vector<JobOutcome> rows = g.read_table("jobs", job_table_type());
+  REQUIRE(static_cast<int64_t>(rows.size()) == g.attr_int("jobs"));
+  CHECK(std::all_of(rows.begin(), rows.end(), [](const JobOutcome& o) { return o.priority >= 1; }));
+  CHECK(std::all_of(rows.begin(), rows.end(), [](const JobOutcome& o) { return o.site == 0; }));
 
   CHECK(run("run --trace t.swf --slurm-conf bad.conf") == 2);
   CHECK_THAT(mlprio::test::slurp(dir / "err.txt"),

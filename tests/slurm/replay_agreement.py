@@ -15,10 +15,11 @@
                                                         the jobs as slurmctld ran them (its submit
                                                         times and run times) as an SWF trace; a
                                                         job that gave no limit has none in it
-  replay_agreement.py compare JOBCOMP IDS.txt R.h5 OUT.json
+  replay_agreement.py compare JOBCOMP IDS.txt R.h5 OUT.json [SPRIO.txt]
                                                         per-job start differences, the rank
                                                         correlation of start order, mean wait and
-                                                        bounded slowdown of each side
+                                                        bounded slowdown of each side; with the
+                                                        sprio record, each job's SITE both ways
 """
 import json
 import math
@@ -138,7 +139,17 @@ def spearman(a, b):
     return cov / (va * vb) if va > 0 and vb > 0 else 1.0
 
 
-def compare(jc_path, ids_path, h5_path, out):
+def sprio_site(path):
+    """JobId -> the SITE sprio showed last while the job waited (sprio.txt: t, id, site, prio)."""
+    site = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) == 4 and f[2].lstrip("-").isdigit():
+            site[f[1]] = int(f[2])
+    return site
+
+
+def compare(jc_path, ids_path, h5_path, out, sprio_path=None):
     import h5py
     jc = jobcomp(jc_path)
     order = ids(ids_path)
@@ -147,6 +158,8 @@ def compare(jc_path, ids_path, h5_path, out):
         rows = f["runs/run_0000/jobs"][()]
     rep = {str(r["id"]): (r["submit"], r["start"], r["end"]) for r in rows}
     replay_killed = int(sum(int(r["killed"]) for r in rows))
+    names = rows.dtype.names or ()
+    rep_site = {str(r["id"]): int(r["site"]) for r in rows} if "site" in names else {}
     real_s, rep_s, diffs = [], [], []
     real_w, rep_w, real_b, rep_b = [], [], [], []
     for j in order:
@@ -178,6 +191,21 @@ def compare(jc_path, ids_path, h5_path, out):
         "real_killed_at_limit": sum(1 for j in order if jc[j][5] == "TIMEOUT"),
         "replay_killed_at_limit": replay_killed,
     }
+    # With the plugins: each job's SITE in slurmctld (sprio) beside the replay's. A job seen by
+    # sprio (it waited) and replayed is compared; equal SITE means the same prediction.
+    if sprio_path and rep_site:
+        real_site = sprio_site(sprio_path)
+        both = [j for j in order if j in real_site and j in rep_site]
+        if both:
+            a = [real_site[j] for j in both]
+            b = [rep_site[j] for j in both]
+            res.update({
+                "site_jobs_compared": len(both),
+                "site_equal_fraction": sum(1 for x, y in zip(a, b) if x == y) / len(both),
+                "site_mean_abs_diff": mean([abs(x - y) for x, y in zip(a, b)]),
+                "site_mean_real": mean(a),
+                "site_spearman": spearman(a, b),
+            })
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
     for k, v in res.items():
@@ -196,6 +224,6 @@ if __name__ == "__main__":
     elif cmd == "swf":
         swf(args[0], args[1], int(args[2]), args[3], *args[4:5])
     elif cmd == "compare":
-        compare(args[0], args[1], args[2], args[3])
+        compare(args[0], args[1], args[2], args[3], *args[4:5])
     else:
         sys.exit(__doc__)

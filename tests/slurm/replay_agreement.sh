@@ -83,7 +83,9 @@ release=$(echo "$CL_SLURM_VERSION" | sed -n 's/^\([0-9]*\.[0-9]*\).*/\1/p')
 "$BUILD/bin/mlprio-replay" run --trace "$OUT/real.swf" --slurm-conf "$OUT/slurm.conf" \
   --slurm-release "${release:-26.05}" --out "$OUT/replay.h5" --json >"$OUT/replay.json" 2>"$OUT/replay.err" ||
   { cat "$OUT/replay.err"; exit 1; }
-$PY compare "$OUT/jobcomp.log" "$OUT/ids.txt" "$OUT/replay.h5" "$OUT/agreement.json"
+sprio_arg=()
+[ "${AGREE_PLUGINS:-0}" = 1 ] && sprio_arg=("$OUT/sprio.txt")
+$PY compare "$OUT/jobcomp.log" "$OUT/ids.txt" "$OUT/replay.h5" "$OUT/agreement.json" "${sprio_arg[@]}"
 /usr/bin/python3 - "$OUT/agreement.json" <<'PY'
 import json, os, sys
 r = json.load(open(sys.argv[1]))

@@ -23,7 +23,8 @@ namespace mlprio::replay {
 
 // 2: series/mean_bsld and the agent_* run attributes (external:CMD, llm:URL) added.
 // 3: the scheduler, slurm_conf and slurm_conf_sha256 run attributes of deployed-stack runs.
-inline constexpr int REPLAY_LAYOUT_VERSION = 3;
+// 4: the jobs table's site and priority columns (deployed-stack runs; 0 in the others).
+inline constexpr int REPLAY_LAYOUT_VERSION = 4;
 
 struct RunRecord {
   std::string policy;

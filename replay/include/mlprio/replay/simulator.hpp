@@ -168,6 +168,9 @@ struct JobOutcome {
   double submit = 0, start = 0, end = 0, wait = 0, run = 0, bsld = 0, estimate = 0;
   int64_t procs = 0;
   int8_t killed = 0;  // ended at its limit (--kill-at-limit)
+  // Deployed-stack replay (--slurm-conf) only, else 0: the job's SITE factor and its priority
+  // when it started, as sprio would have shown them.
+  int64_t site = 0, priority = 0;
 };
 
 struct UserSummary {
