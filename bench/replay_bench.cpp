@@ -5,8 +5,8 @@
 // in the replay numbers. Before timing, each configuration is checked on 20k jobs against the
 // invariants a correct schedule keeps (every job started once, no more cores busy than exist,
 // utilisation <= 1); a wrong answer exits non-zero. BM_replay_load replays 50k jobs with the
-// arrival rate scaled (--load-scale) so that conservative's cost can be read against queue depth
-// (issue #3): its counters give the time-weighted mean and the maximum queue length of the run.
+// arrival rate scaled (--load-scale) so that conservative's cost can be read against queue depth:
+// its counters give the time-weighted mean and the maximum queue length of the run.
 // BM_replay_out is BM_replay/fcfs_easy writing `run --out`'s HDF5 file as it goes (the jobs table
 // and the series through RunFileWriter, compressed, committed to a temporary file): its ratio to
 // BM_replay/fcfs_easy is the cost of the file. BM_wait_quantiles is the waits' p95/p99/max on

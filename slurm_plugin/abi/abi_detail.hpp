@@ -68,7 +68,7 @@ struct Params {
   // override_default_time=1: fill a limit even when the job's partition has a DefaultTime
   // (by default Slurm's DefaultTime is left to apply).
   bool override_default_time = false;
-  // FSDP advice (issue 16). fsdp_table=PATH: the table `mlprio-fsdp table` writes (absolute
+  // FSDP advice. fsdp_table=PATH: the table `mlprio-fsdp table` writes (absolute
   // path; empty = no advice); loaded and reloaded like the model file.
   std::string fsdp_table;
   // fsdp_refuse_oom=1: refuse a job whose declared minibatch is predicted to run out of memory
