@@ -1,5 +1,5 @@
 # Included by bench/CMakeLists.txt: bench_easy_floor (easy_floor.cpp), the least an FCFS+EASY
-# replay must do over the same reader, as a lower bound for issue 14's replay/awk goal. Under
+# replay must do over the same reader, as a lower bound for the replay/awk goal. Under
 # ctest it must give `mlprio-replay run`'s mean wait, mean bounded slowdown and longest wait on a
 # generated trace, so the bound is a bound on the same schedule; with --metrics (the engine's
 # metric accumulator added) also its p95/p99 waits and worst user.

@@ -1,4 +1,4 @@
-// A lower bound for issue 14's "whole FCFS+EASY replay within 1x the awk pass": the same SWF
+// A lower bound for the goal "a whole FCFS+EASY replay within 1x the awk pass": the same SWF
 // reader as `mlprio-replay run`, and the least an FCFS+EASY replay has to do, with nothing else.
 // Machines of one processor per node (MaxProcs from the header, or --procs), every job's request
 // as its estimate (its run time where it has none), the same event order, reservation and

@@ -1,5 +1,5 @@
 # Included by bench/CMakeLists.txt: bench_hw_counters (hw_counters.cpp), a command's hardware
-# counters from perf_event_open (Linux only), for bench/issue14_ratios.sh with HW_COUNTERS=1.
+# counters from perf_event_open (Linux only), for bench/replay_speed_ratios.sh with HW_COUNTERS=1.
 # Under ctest it must pass the command's exit status and signal through and either print the
 # counters or say that this machine has none.
 if(CMAKE_SYSTEM_NAME STREQUAL "Linux")

@@ -2,8 +2,8 @@
 // the command and every process and thread it starts): cycles, instructions, branches, branch
 // misses and L1 data-cache read misses, with instructions per cycle and misses per branch. A
 // small stand-in for `perf stat` where linux-tools is not installed (a borrowed GPU host, a
-// container), used by bench/issue14_ratios.sh (HW_COUNTERS=1) to tell a replay's stalls from its
-// instruction count. Where the kernel exposes no counters (many virtual machines, or
+// container), used by bench/replay_speed_ratios.sh (HW_COUNTERS=1) to tell a replay's stalls from
+// its instruction count. Where the kernel exposes no counters (many virtual machines, or
 // kernel.perf_event_paranoid above 2) it says so and still runs the command.
 //
 //   bench_hw_counters [--json] CMD [ARGS...]

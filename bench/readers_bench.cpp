@@ -76,8 +76,8 @@ void BM_swf_synthetic_100k(benchmark::State& state) {
 }
 BENCHMARK(BM_swf_synthetic_100k)->Unit(benchmark::kMillisecond);
 
-// Issue 14: a Lublin-generated trace (1024 nodes, requested time = 2 x run), the shape of the
-// 1M-job file bench/issue14_ratios.sh times against awk.
+// A Lublin-generated trace (1024 nodes, requested time = 2 x run), the shape of the 1M-job file
+// bench/replay_speed_ratios.sh times against awk.
 std::string lublin_swf(int64_t n) {
   const std::string path =
       "/tmp/mlprio_bench_" + std::to_string(::getpid()) + "_lublin_" + std::to_string(n) + ".swf";

@@ -5,8 +5,8 @@
 // in the replay numbers. Before timing, each configuration is checked on 20k jobs against the
 // invariants a correct schedule keeps (every job started once, no more cores busy than exist,
 // utilisation <= 1); a wrong answer exits non-zero. BM_replay_load replays 50k jobs with the
-// arrival rate scaled (--load-scale) so that conservative's cost can be read against queue depth
-// (issue #3): its counters give the time-weighted mean and the maximum queue length of the run.
+// arrival rate scaled (--load-scale) so that conservative's cost can be read against queue depth:
+// its counters give the time-weighted mean and the maximum queue length of the run.
 // BM_replay_out is BM_replay/fcfs_easy writing `run --out`'s HDF5 file as it goes (the jobs table
 // and the series through RunFileWriter, compressed, committed to a temporary file): its ratio to
 // BM_replay/fcfs_easy is the cost of the file. BM_wait_quantiles is the waits' p95/p99/max on
@@ -139,9 +139,9 @@ void BM_generate_only(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
-// Issue 14, conservative against EASY on a deep queue: 10k jobs at load scale 2.5 (the queue
-// grows to hundreds of jobs); the two rows' ratio is the figure bench/issue14_ratios.sh records
-// on 50k.
+// Conservative against EASY on a deep queue: 10k jobs at load scale 2.5 (the queue grows to
+// hundreds of jobs); the two rows' ratio is the figure bench/replay_speed_ratios.sh records on
+// 50k.
 void BM_deep_queue(benchmark::State& state, Backfill b, const char* policy) {
   const int64_t n = state.range(0);
   SimConfig c = config(b);
@@ -205,7 +205,7 @@ void BM_deep_queue_ml(benchmark::State& state, double age_weight) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
-// Issue 14, the rlscheduler profile without backfilling on an overloaded typeless Lublin trace
+// The rlscheduler profile without backfilling on an overloaded typeless Lublin trace
 // (256 nodes): the time per job must not grow with the trace (the queue does). WFP3 and UNICEP
 // score by the wait, which this profile fixes for queued jobs, so they must not either.
 void BM_rlscheduler_none(benchmark::State& state, const char* policy) {

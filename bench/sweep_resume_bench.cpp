@@ -1,4 +1,4 @@
-// Sweep resume against computing afresh (issue 12): a sweep of N tasks (FCFS + EASY over N
+// Sweep resume against computing afresh: a sweep of N tasks (FCFS + EASY over N
 // windows of 64 jobs starting at jobs 0, 1, ..., N-1 of a generated Lublin trace) run by
 // run_sweep_serial(), the loop of `mlprio-replay sweep` without MPI, three ways:
 //   BM_sweep_fresh   no journal: every task replayed, journaled (fdatasync'd) and written;

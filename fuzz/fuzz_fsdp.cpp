@@ -1,4 +1,4 @@
-// The FSDP advice inputs (issue 16): a batch script's #MLPRIO training directives (job_submit
+// The FSDP advice inputs: a batch script's #MLPRIO training directives (job_submit
 // reads them from any user's script) and the advice table file. The directive parser never
 // throws, reports at most 16 problems in printable ASCII; a table either is refused with
 // FsdpTableError or writes back to a document that parses to the same table; the advice on any

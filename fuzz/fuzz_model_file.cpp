@@ -1,5 +1,5 @@
 // The model-file loader slurmctld's plugins call: any bytes give a Predictor or a ModelError,
-// never a crash (the deep-JSON stack overflow of issue 12), and a loaded model predicts finite
+// never a crash (deeply nested JSON once overflowed the stack), and a loaded model predicts finite
 // or NaN numbers for a few jobs without crashing.
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 // The PyTorch memory-snapshot reader of mlprio-fsdp: any text gives a snapshot or an error
-// naming the source, never a crash (the deep-JSON crash of issue 12).
+// naming the source, never a crash (deeply nested JSON included).
 #include <cstdint>
 #include <stdexcept>
 #include <string_view>

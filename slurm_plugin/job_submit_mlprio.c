@@ -432,7 +432,7 @@ static int _shadow(job_desc_msg_t *job_desc, uint32_t submit_uid,
 }
 
 /*
- * FSDP advice (issue 16), independent of the model's decision: the script's
+ * FSDP advice, independent of the model's decision: the script's
  * #MLPRIO training configuration against the precomputed table (two hash
  * lookups, no file I/O). Warns past the retry or OOM point; refuses a
  * predicted OOM only with fsdp_refuse_oom=1 (returns SLURM_ERROR then).

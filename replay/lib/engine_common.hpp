@@ -108,7 +108,7 @@ template <typename T>
 // most waits, are only counted; the other whole seconds shorter than NEAR_SECONDS have their
 // counters (64 KB) incremented at once; the longer ones are gathered, `far_block` at a time, and
 // counted grouped by the 64 KB window their counters lie in, so that the increments stay within
-// cached memory. bench/RESULTS.md (sessions 47 and 49) has what each step gained.
+// cached memory. The history of bench/RESULTS.md has what each step gained.
 class WaitQuantiles {
  public:
   static constexpr size_t HISTOGRAM_AFTER = size_t{1} << 16;    // 512 KB of waits

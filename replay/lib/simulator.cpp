@@ -495,7 +495,7 @@ class FreeProfile {
 #endif
   // scan_fit's runs from step i on, eight steps per round and no branch per step or per run. On
   // a deep queue the steps alternate between fitting and blocking every few steps (about 28 runs
-  // of 2 fitting steps per probe, bench/RESULTS.md), so a loop that tests step by step
+  // of 2 fitting steps per probe on a 20k-job deep queue), so a loop that tests step by step
   // mispredicts at every run's start and end. Here each round marks the steps that fit, that
   // start a run, and that stop one (the first step after a fitting one that does not fit, or is
   // at or past s); gives every step the t of its run's first step (a table lookup and one
@@ -569,7 +569,8 @@ class FreeProfile {
   // or s. Runs are tested in order, so the first decided one is the answer, as in the step loop.
   // Forming every step's run start in vectors instead (a table permute per 4-step round, as
   // scan_runs_avx512 does with its masks) put a chain of about 40 cycles of loads, permutes and
-  // mask moves in every round, which Zen 1 could not overlap enough (bench/RESULTS.md, session 41).
+  // mask moves in every round, which Zen 1 could not overlap enough (the blocks take 0.82x its
+  // time there).
   template <bool GPUS>
   [[gnu::target("avx2,bmi")]] double scan_runs_avx2(size_t i, double now, double s, double duration,
                                                     const Res& need, size_t* stop) const {
@@ -764,8 +765,9 @@ class FreeProfile {
 // every job needing at least (u, g), and every run starting before b from the same `now` is then
 // blocked before b + d' for any duration d' >= d. So a later job of need >= (u, g), duration
 // >= d, booked at s >= r (its probe reads the steps before s, r's steps included) has no start
-// before b, and its probe may start at b with the same answer (bench/RESULTS.md shows the
-// argument holds at run starts that fall inside a step). A later `now` only cuts runs short.
+// before b, and its probe may start at b with the same answer (also when b falls inside a
+// step: a run through b that started at c < b was stopped before fl(c + d') <= fl(b + d'), so
+// the run from b stops at the same step). A later `now` only cuts runs short.
 // Bookings only take away; resources come back where a job ends early (from `now` on) and where
 // a moved reservation leaves its old slot (from max(its old start, its new end) on). A step
 // that blocked (u, g) and got (x, y) back blocks (u + x, g + y): so instead of being dropped, a

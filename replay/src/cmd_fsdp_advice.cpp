@@ -1,4 +1,4 @@
-// `mlprio-replay fsdp-advice`: the GPU-hours job_submit/mlprio's FSDP advice (issue 16) would
+// `mlprio-replay fsdp-advice`: the GPU-hours job_submit/mlprio's FSDP advice would
 // have saved on a list of FSDP jobs, with the retry penalty the profiler's table predicts
 // (mlprio/replay/fsdp_advice.hpp). The jobs come from a job list (`--jobs`: JOB_ID and #MLPRIO
 // training keys per line), optionally joined by job id to an SWF/sacct trace (`--trace`) for the

@@ -240,7 +240,7 @@ int mlprio_llm_enable(mlprio_ctx_t *ctx);
 int mlprio_llm_submit(mlprio_ctx_t *ctx, uint64_t key, const mlprio_job_t *job);
 
 /*
- * FSDP advice (issue 16): the job's #MLPRIO training configuration checked
+ * FSDP advice: the job's #MLPRIO training configuration checked
  * against the precomputed table (fsdp_table=), never any computation: two hash
  * lookups. Independent of the model (a neutral context still advises).
  */

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 17: `mlprio-replay sweep` under mpiexec -n 2 with an external agent order (the example
+# `mlprio-replay sweep` under mpiexec -n 2 with an external agent order (the example
 # SJF agent, one agent process per task on the rank that runs it) and an llm: order whose
 # endpoint is down (every pass falls back to the base order, fcfs). Every window's metrics must
 # equal those of --policy sjf and --policy fcfs respectively, the per-job groups carry the agent

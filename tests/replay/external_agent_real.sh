@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 17 end to end on the real hpc2n_subset trace: `--policy external:CMD` with the example
+# End to end on the real hpc2n_subset trace: `--policy external:CMD` with the example
 # SJF agent (replay/examples/sjf_agent.py) gives `--policy sjf`'s schedule (every job's start
 # and end in the HDF5 files, under easy and conservative backfilling), the run's JSON carries
 # the agent's counts, and scripts/plot.py draws the bsld-over-time and queue-length CDF figures

@@ -1,4 +1,4 @@
-// Conservative backfilling on deep queues (issue 14): the schedules of seeded Lublin workloads
+// Conservative backfilling on deep queues: the schedules of seeded Lublin workloads
 // loaded far past the machine (queues of hundreds of jobs) must stay the ones the original
 // list-profile engine gave, job by job, whatever structure replaces it. The checksums below were
 // computed with that engine (commit 1ca6167) over every job's id, start and end; a changed

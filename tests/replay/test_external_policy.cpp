@@ -1,4 +1,4 @@
-// The external:CMD order (issue 17; replay/README.md, "External and LLM policies"): the example
+// The external:CMD order (replay/README.md, "External and LLM policies"): the example
 // SJF agent (replay/examples/sjf_agent.py) must give --policy sjf's schedule job by job under
 // every backfilling rule, which pins the protocol (request fields, base order, reordering before
 // backfilling). Then the fall-back paths: malformed, partial, late answers and a crashed agent,

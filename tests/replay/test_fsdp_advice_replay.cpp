@@ -1,4 +1,4 @@
-// `mlprio-replay fsdp-advice` (issue 16) on a hand-checked job list: the GPU-hours saved are the
+// `mlprio-replay fsdp-advice` on a hand-checked job list: the GPU-hours saved are the
 // retrying jobs' recorded GPU-hours times the table's penalty at their minibatch; OOM jobs are
 // counted apart; a bad line is named by file and line.
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// The llm:URL order (issue 17; replay/README.md, "External and LLM policies") against the local
+// The llm:URL order (replay/README.md, "External and LLM policies") against the local
 // fake chat endpoint (tests/support/fake_llm_server.hpp): a fake that answers SJF's order gives
 // --policy sjf's schedule job by job; token counts come from the answers' usage; an unusable
 // answer, an endpoint that is down and a late answer fall back to the base order and are counted;

@@ -1,4 +1,4 @@
-// The runtime model in the replayer (issue #5): `--estimate model:FILE` feeds predictions to
+// The runtime model in the replayer: `--estimate model:FILE` feeds predictions to
 // backfilling and `--policy ml` orders the queue by mlprio::model::score(). A synthetic trace with
 // known structure (short-job users and long-job users who all request the same limit, so the
 // request says nothing and each user's history says everything) is written as SWF, a model is

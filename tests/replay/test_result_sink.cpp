@@ -1,4 +1,4 @@
-// Rows handed to a ResultSink while the run goes (issue 14: a streamed replay writing --out keeps
+// Rows handed to a ResultSink while the run goes (so a streamed replay writing --out keeps
 // memory that follows the queue): the sink must receive exactly the jobs and series a run without
 // one keeps, in the same order, and the run must keep none of them itself; RunFileWriter must
 // write the file write_runs_hdf5 writes, table by table.

@@ -974,7 +974,7 @@ dbd_loop)
   wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" -gt 0 ]" || fail "no SITE from the learned model"
   ;;
 fsdp_warn | fsdp_refuse | fsdp_badtable)
-  # FSDP advice (issue 16): mlprio-fsdp writes the table, job_submit/mlprio reads it; a script
+  # FSDP advice: mlprio-fsdp writes the table, job_submit/mlprio reads it; a script
   # whose #MLPRIO minibatch is past the predicted retry (or OOM) point is told the largest safe
   # minibatch, with the number the table holds, and whether expandable_segments moves it.
   FSDP_TOOL="$MLPRIO_BUILD/bin/mlprio-fsdp"

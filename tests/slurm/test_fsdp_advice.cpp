@@ -1,4 +1,4 @@
-// Unit tests of the FSDP advice (issue 16) without a cluster: the #MLPRIO training-configuration
+// Unit tests of the FSDP advice without a cluster: the #MLPRIO training-configuration
 // parser under hostile input (huge lines, bad values, binary junk give clean problems, never a
 // crash or an exception), the table reader's refusals, the advice itself, the plugin parameters
 // (fsdp_table, fsdp_gpu_gib, ...) and the ABI entry point mlprio_fsdp_advise() with a good, a

@@ -672,8 +672,8 @@ TEST_CASE("GPUs are read from Slurm TRES/GRES strings, not guessed") {
   CHECK(tres_gpus("gres:gpu:a100:1,gres:gpu:v100:2") == 3);
   CHECK(tres_gpus("gres:mps:100;gres:gpu:2") == 2);
   CHECK(tres_gpus(" gres:gpu:2 , gres:nic:1") == 2);
-  // A GPU entry without a count next to another device's count: one GPU, not the other's 100
-  // (the architecture issue's case), in both the ':' and '/' spellings.
+  // A GPU entry without a count next to another device's count: one GPU, not the other's 100,
+  // in both the ':' and '/' spellings.
   CHECK(tres_gpus("gres:gpu,gres:nvme:100") == 1);
   CHECK(tres_gpus("gres/gpu,gres/nvme:100") == 1);
   CHECK(tres_gpus("gres/gpu:a100:2,gres/nvme:100") == 2);

@@ -14,7 +14,7 @@ target_sources(mlprio_core PRIVATE ${CMAKE_CURRENT_LIST_DIR}/tree_walk_avx2.cpp)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|i[3-6]86)$")
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/tree_walk_avx2.cpp PROPERTIES COMPILE_OPTIONS -mavx2)
 endif()
-# The LLM advisor (issue #5) needs libcurl; without it the advisor is simply not built.
+# The LLM advisor needs libcurl; without it the advisor is simply not built.
 if(CURL_FOUND)
   # libcurl's header only: the library is opened on first use (curl_api.hpp), so no process
   # that never starts an advisor maps it.

@@ -1,4 +1,4 @@
-// The FSDP advice table (issue 16): what `mlprio-fsdp table` precomputes with the allocator
+// The FSDP advice table: what `mlprio-fsdp table` precomputes with the allocator
 // simulator, for each (model, GPU memory, world size, sharding, precision, activation
 // checkpointing, expandable_segments) the largest minibatch without cudaMalloc retries, the first
 // one with retries, the first OOM and the predicted throughput penalty of retries; the `#MLPRIO`

@@ -1,4 +1,4 @@
-// The optional LLM advisor (GitHub issue #5): an asynchronous client for an OpenAI-compatible
+// The optional LLM advisor: an asynchronous client for an OpenAI-compatible
 // chat endpoint (llama.cpp's server, vLLM, Ollama) that reads a job's script and features and
 // answers a run-time estimate with a confidence, in a fixed JSON schema. It is built only when
 // libcurl is found (MLPRIO_HAVE_CURL); this header itself needs no curl. submit() never waits on

@@ -79,7 +79,7 @@ std::string base64_decode(std::string_view text);
 // exp(margin + point_shift) and the upper one exp(margin + upper_shift), both capped by the
 // request when there is one.
 //
-// Blend (added for issue #5): with weight w < 1 the log prediction is
+// Blend: with weight w < 1 the log prediction is
 // w * margin + (1 - w) * log(baseline), baseline = the user's last-two mean capped by the request,
 // else the request (see blend_baseline()); the shifts apply after blending. `mlprio-model train`
 // learns w on the calibration slice (the past of every test job). w = 1 (and model files

@@ -1,4 +1,4 @@
-// `mlprio-replay fsdp-advice` (issue 16): what job_submit/mlprio's FSDP advice would have saved
+// `mlprio-replay fsdp-advice`: what job_submit/mlprio's FSDP advice would have saved
 // on a list of FSDP training jobs. Each job carries the #MLPRIO training keys; a job whose
 // minibatch is past the predicted retry point is assumed to follow the advice (the largest safe
 // minibatch, or expandable_segments where that makes its minibatch safe) and to run the same

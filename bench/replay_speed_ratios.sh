@@ -1,13 +1,16 @@
 #!/bin/sh
-# Issue 14's ratios, each measured within one run of this script: every command is pinned to one
-# core (taskset -c CORE), and the commands each ratio compares are timed in alternating rounds
-# (awk, inspect, run, the floor, the floor with metrics; then EASY, conservative; then 35k, 70k),
-# the best of ROUNDS kept for each. A shared VM runs for seconds at a time slower or faster; in
-# alternating rounds both sides of a ratio see the same spells, where timing one command three
-# times and then the next put them in different ones (on a Zen 3 VM the same binaries gave 0.86x
-# and 1.33x of awk in two such runs, 1.09x and 1.15x alternated: bench/RESULTS.md, session 51).
+# Replay speed as ratios, each measured within one run of this script: reading (`inspect`) and a
+# whole FCFS+EASY replay of a 1M-job SWF against an awk pass over the same file, the bare
+# FCFS+EASY loop (bench_easy_floor) with and without the engine's metrics against awk,
+# conservative against EASY backfilling on a deep queue, and the rlscheduler profile's 70k/35k.
+# Every command is pinned to one core (taskset -c CORE), and the commands each ratio compares are
+# timed in alternating rounds (awk, inspect, run, the floor, the floor with metrics; then EASY,
+# conservative; then 35k, 70k), the best of ROUNDS kept for each. A shared VM runs for seconds at
+# a time slower or faster; in alternating rounds both sides of a ratio see the same spells, where
+# timing one command three times and then the next put them in different ones (on a Zen 3 VM the
+# same binaries gave 0.86x and 1.33x of awk in two such runs, 1.09x and 1.15x alternated).
 #
-#   bench/issue14_ratios.sh BUILD_DIR [WORK_DIR]
+#   bench/replay_speed_ratios.sh BUILD_DIR [WORK_DIR]
 #
 # BUILD_DIR holds bin/mlprio-replay (a release build; its bin/bench_easy_floor, where built, adds
 # the floor's lines); WORK_DIR (default: a fresh temporary folder) receives the generated traces,
@@ -16,13 +19,13 @@
 # CONSERVATIVE=0 to skip the 50k-job conservative replay (tens of seconds per round), CORE to pin
 # another core, HW_COUNTERS=1 to add the 1M-job commands' hardware counters (cycles,
 # instructions, branch misses, from BUILD_DIR's bench_hw_counters, where the machine has them).
-# Prints one line per figure: name, best seconds, and the ratios the issue sets goals for.
+# Prints one line per figure: name, best seconds, and each ratio with its goal.
 set -eu
-BUILD=${1:?usage: bench/issue14_ratios.sh BUILD_DIR [WORK_DIR]}
+BUILD=${1:?usage: bench/replay_speed_ratios.sh BUILD_DIR [WORK_DIR]}
 WORK=${2:-$(mktemp -d)}
 CORE=${CORE:-1}
 BIN="$BUILD/bin/mlprio-replay"
-[ -x "$BIN" ] || { echo "issue14_ratios: $BIN not found" >&2; exit 2; }
+[ -x "$BIN" ] || { echo "replay_speed_ratios: $BIN not found" >&2; exit 2; }
 mkdir -p "$WORK"
 
 gen() {  # gen FILE ARGS...: generate once
