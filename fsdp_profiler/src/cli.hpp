@@ -1,13 +1,20 @@
-// The commands of mlprio-fsdp, called by main() after it has parsed the arguments. Each
-// returns the process exit status; input errors are thrown as the library's typed exceptions
-// and turned into messages by main().
+// What the subcommands of mlprio-fsdp share (each is one src/cmd_*.cpp, listed in commands.hpp):
+// their parsed arguments, the FSDP option group of sweep and measure, and the turning of options
+// into library settings. Input errors are thrown as the library's typed exceptions and turned into
+// messages and exit statuses by main() (mlprio/cli/program.hpp).
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "mlprio/fsdp/settings.hpp"
 #include "mlprio/fsdp/step_generator.hpp"
+#include "mlprio/fsdp/sweep.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace mlprio::fsdp::cli {
 
@@ -56,7 +63,7 @@ struct MeasureArgs {
   double compute_tflops = 0;
 };
 
-// table: the advice grid (table.cpp); every list is comma-separated.
+// table: the advice grid (cmd_table.cpp); every list is comma-separated.
 struct TableArgs {
   std::string models = "gpt2-xl,t5-3b";
   std::string models_file;
@@ -76,15 +83,23 @@ struct TableArgs {
   std::string command_line;
 };
 
-int run_replay(const ReplayArgs& args);
-int run_table_command(const TableArgs& args);
+// The options sweep and measure share (--model ... --out), into `a`; measure's --capacity
+// default is whatever `a` holds ("auto").
+void add_fsdp_options(CLI::App& cmd, SweepArgs& a);
+
 // Shared by sweep, measure and table: the FSDP configuration of the options, and the allocator
 // settings of a PYTORCH_CUDA_ALLOC_CONF string (SettingsError on bad input).
 FsdpConfig fsdp_config(const SweepArgs& a);
 AllocatorSettings make_settings(const std::string& conf, const std::string& version,
                                 double fraction);
-int run_sweep_command(const SweepArgs& args);
-// Exit status 3 when there is no CUDA device (or the build has no CUDA).
-int run_measure_command(const MeasureArgs& args);
+// --mbs LO:HI[:STEP] (SettingsError unless 1 <= LO <= HI <= MAX_MICRO_BATCH and STEP >= 1).
+void parse_range(const std::string& text, int64_t& lo, int64_t& hi, int64_t& step);
+
+// The per-minibatch fields `sweep --json` prints (and `measure --json` extends).
+nlohmann::ordered_json point_json(const SweepPoint& p);
+// The run's configuration as `sweep --json` and `measure --json` print it (key order fixed).
+nlohmann::ordered_json config_json(const SweepArgs& a, const FsdpConfig& c, uint64_t capacity,
+                                   const AllocatorSettings& settings, int steps,
+                                   const LatencyModel& latency);
 
 }  // namespace mlprio::fsdp::cli

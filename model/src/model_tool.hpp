@@ -1,5 +1,5 @@
-// The library behind mlprio-model (train, evaluate, predict, explain); main.cpp only parses
-// arguments and calls these. Library functions throw (ModelError, InputError, XgbError,
+// The library behind mlprio-model (train, evaluate, predict, explain); the src/cmd_*.cpp files
+// only parse arguments and call these. Library functions throw (ModelError, InputError, XgbError,
 // std::invalid_argument); main() decides the exit code.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The LLM advisor (core/src/model/llm_advisor.cpp) against a tiny OpenAI-compatible HTTP server
+// The LLM advisor (core/src/model/llm_*.cpp) against a tiny OpenAI-compatible HTTP server
 // on plain sockets (tests/support/fake_llm_server.hpp). It proves: a normal answer and the request
 // shape (response_format json_schema with the answer's schema, or json_object); time-outs that
 // neither block submit() nor stop(); an endpoint that hangs, sends headers and stops, or trickles

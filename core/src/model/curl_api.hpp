@@ -3,7 +3,7 @@
 // A process that never starts an advisor (every replay, slurmctld without an advisor URL) then
 // never maps libcurl and the ~30 libraries it needs (TLS, Kerberos, LDAP, SSH; bench/RESULTS.md,
 // "Start-up"), and a host without libcurl still loads the plugins: the advisor alone fails, with
-// a message naming the library. Internal to core (llm_advisor.cpp and its test).
+// a message naming the library. Internal to core (llm_transport.cpp and its test).
 #pragma once
 
 #include <curl/curl.h>

@@ -18,7 +18,13 @@ endif()
 if(CURL_FOUND)
   # libcurl's header only: the library is opened on first use (curl_api.hpp), so no process
   # that never starts an advisor maps it.
-  target_sources(mlprio_core PRIVATE ${CMAKE_CURRENT_LIST_DIR}/llm_advisor.cpp
+  # One concern a file; what they share is the private llm_internal.hpp.
+  target_sources(mlprio_core PRIVATE ${CMAKE_CURRENT_LIST_DIR}/llm_prompt.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/llm_answer.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/llm_transport.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/llm_client.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/llm_advisor.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/llm_chat.cpp
                                      ${CMAKE_CURRENT_LIST_DIR}/curl_api.cpp)
   target_include_directories(mlprio_core PRIVATE
                              $<TARGET_PROPERTY:CURL::libcurl,INTERFACE_INCLUDE_DIRECTORIES>)

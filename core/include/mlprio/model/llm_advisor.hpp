@@ -222,9 +222,7 @@ class LlmAdvisor {
   AdvisorCounters counters() const;
 
  private:
-  friend class LlmChat;
-  struct Impl;
-  static std::unique_ptr<Impl> make_impl(AdvisorConfig cfg, Callback callback);
+  struct Impl;  // llm_advisor.cpp
   std::unique_ptr<Impl> impl_;
 };
 

@@ -17,9 +17,12 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "commands.hpp"
+#include "mlprio/cli/program.hpp"
 #include "mlprio/fsdp/sweep.hpp"
 #include "mlprio/model/fsdp_table.hpp"
 #include "mlprio/util/errors.hpp"
@@ -175,9 +178,7 @@ model::FsdpEntry sweep_entry(const TableArgs& a, SweepOptions o, const Gpu& gpu,
   return e;
 }
 
-}  // namespace
-
-int run_table_command(const TableArgs& a) {
+void run_table(const TableArgs& a) {
   if (a.out.empty()) throw SettingsError("table: -o FILE is required");
   if (a.mbs_hi < 1 || a.mbs_hi > 4096) throw SettingsError("--mbs-hi: expected 1..4096");
   if (a.coarse_step < 1 || a.coarse_step > 256)
@@ -282,7 +283,50 @@ int run_table_command(const TableArgs& a) {
             : (std::to_string(static_cast<int>(e.retry_points.front().second * 100 + 0.5)) + "%")
                   .c_str());
   std::printf("%zu entries, %zu simulations -> %s\n", table.entries().size(), sims, a.out.c_str());
-  return 0;
+}
+
+}  // namespace
+
+void add_table_command(CLI::App& app) {
+  auto args = std::make_shared<TableArgs>();
+  TableArgs& a = *args;
+  auto* cmd = app.add_subcommand(
+      "table",
+      "Precompute the FSDP advice table job_submit/mlprio and mlprio-replay fsdp-advice read: "
+      "per configuration the largest safe minibatch, the first with retries, the OOM point and "
+      "the retry throughput penalty (expandable_segments off and on)");
+  cmd->add_option("--models", a.models, "Models, comma-separated")->capture_default_str();
+  cmd->add_option("--models-file", a.models_file, "Extra shapes (default configs/models.json)");
+  cmd->add_option("--gpus", a.gpus, "GPUs as NAME:GIB[:TFLOPS], comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--world-sizes", a.world_sizes, "World sizes, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--shardings", a.shardings, "FULL_SHARD, SHARD_GRAD_OP and/or NO_SHARD")
+      ->capture_default_str();
+  cmd->add_option("--precisions", a.precisions, "bf16 and/or fp32")->capture_default_str();
+  cmd->add_option("--activation-checkpointing", a.activation_checkpointing, "0, 1 or 0,1")
+      ->capture_default_str();
+  cmd->add_option("--mbs-hi", a.mbs_hi, "Largest minibatch swept (1..4096)")->capture_default_str();
+  cmd->add_option("--coarse-step", a.coarse_step,
+                  "Coarse sweep step; the last interval before the first bad size is swept "
+                  "one by one")
+      ->capture_default_str();
+  cmd->add_option("--steps", a.steps, "Training steps per minibatch")->capture_default_str();
+  cmd->add_option("--tflops", a.tflops, "GPU peak TFLOPS where --gpus does not say")
+      ->capture_default_str();
+  cmd->add_option("--mfu", a.mfu, "Model FLOPs utilisation for the compute-time estimate")
+      ->capture_default_str();
+  cmd->add_option("--retry-stall-ms", a.retry_stall_ms,
+                  "Stall per retry not timed by the allocator model (calibrated: T5-3B ~12 %)")
+      ->capture_default_str();
+  cmd->add_option("--latency", a.latency,
+                  "Device-call costs of the allocator model, as for sweep (e.g. the line "
+                  "measure printed on the site's GPU)");
+  cmd->add_option("-o,--out", a.out, "Table file (JSON) to write")->required();
+  cmd->callback([args] {
+    args->command_line = mlprio::cli::command_line();
+    run_table(*args);
+  });
 }
 
 }  // namespace mlprio::fsdp::cli
