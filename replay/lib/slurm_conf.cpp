@@ -514,6 +514,7 @@ void read_site_params(SlurmSiteFactor& s) {
   s.shadow = p.mode == MLPRIO_MODE_SHADOW;
   s.limit_margin = p.limit_margin;
   s.override_default_time = p.override_default_time;
+  s.history_period_ms = p.history_period_ms;
   s.scope_partitions = p.scope_partitions;
   s.scope_qos = p.scope_qos;
   s.scope_accounts = p.scope_accounts;

@@ -7,8 +7,10 @@
 //    integer of at least 1; set at submission (age 0 then) and recomputed for every pending job
 //    every PriorityCalcPeriod, as the decay thread does;
 //  - SITE: site_factor/mlprio's value, model::site_factor (the function the plugin calls) of the
-//    model's prediction at submission, from a history that holds the jobs this replay has
-//    finished; 0 in shadow mode or out of scope;
+//    model's prediction at submission, from the model file's history plus the jobs this replay
+//    has finished by the plugin's last scan for ended jobs (every history_period_ms, and every
+//    PriorityCalcPeriod with slurmdbd; none with history_period_ms=0); 0 in shadow mode or out
+//    of scope;
 //  - time limits: the job's request in whole minutes; without one, job_submit/mlprio's filled
 //    limit when loaded (as the plugin computes it), else the partition's DefaultTime, else its
 //    MaxTime; a job still running at its limit (+ OverTimeLimit) is killed at the next 30-s
@@ -28,6 +30,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <queue>
 #include <string>
@@ -142,6 +145,14 @@ class SlurmEngine {
     total_units_ = whole_nodes_ ? m.nodes : m.total_cores();
     free_ = total_units_;
     if (cfg.online) online_ = cfg.online();
+    // site_factor/mlprio's live history: its applier scans slurmctld's job list for ended jobs
+    // every history_period_ms, and with slurmdbd site_factor_p_update does too, every
+    // PriorityCalcPeriod. Without the site factor plugin, or with history_period_ms=0, the model
+    // file's snapshot is all there is.
+    const SlurmSiteFactor& site = conf_.site;
+    learns_ = conf_.multifactor && site.enabled && site.history_period_ms > 0;
+    scan_period_ = static_cast<double>(site.history_period_ms) / 1000.0;
+    update_period_ = conf_.accounting_dbd ? static_cast<double>(conf_.calc_period) : INF;
   }
 
   SimResult run() {
@@ -207,6 +218,15 @@ class SlurmEngine {
   }
 
  private:
+  // When the live history learns a job that ended at `end`: at the first scan (history_period_ms
+  // apart from the start) or decay-thread pass at or after it.
+  double learn_time(double end) const {
+    auto tick = [&](double period) {
+      return t0_ + std::ceil((end - t0_) / period - 1e-9) * period;
+    };
+    return std::min(tick(scan_period_), update_period_ == INF ? INF : tick(update_period_));
+  }
+
   double next_sched_tick() const {
     if (conf_.sched_interval <= 0 || !order_changed_ || pending_.empty()) return INF;
     const double iv = static_cast<double>(conf_.sched_interval);
@@ -302,6 +322,12 @@ class SlurmEngine {
     }
     model::Prediction pred;
     bool have_pred = false;
+    // The jobs the plugin's live history has learned by now (learn times rise with the ends).
+    while (!to_learn_.empty() && to_learn_.front().first <= now_) {
+      const SJob& done = jobs_state_[static_cast<size_t>(to_learn_.front().second)];
+      online_->finish(*done.job, done.start, done.end);
+      to_learn_.pop_front();
+    }
     if (online_) {
       pred = online_->submit(j, index, j.submit).prediction;
       have_pred = true;
@@ -478,7 +504,7 @@ class SlurmEngine {
     busy_cores_ -= s.procs;
     if (conf_.weight_fairshare > 0) charge(s, s.end);
     running_.erase(std::find(running_.begin(), running_.end(), slot));
-    if (online_) online_->finish(*s.job, s.start, s.end);
+    if (online_ && learns_) to_learn_.push_back({learn_time(s.end), slot});
     ++finished_;
     sum_bsld_ += bounded_slowdown(s.start - s.job->submit, s.end - s.start, cfg_.bsld_threshold);
   }
@@ -597,6 +623,9 @@ class SlurmEngine {
   const SlurmStack& conf_;
   MetricsAccumulator metrics_;
   std::unique_ptr<OnlineEstimator> online_;
+  bool learns_ = false;  // the live history learns ended jobs (see the constructor)
+  double scan_period_ = 0, update_period_ = INF;
+  std::deque<std::pair<double, int32_t>> to_learn_;  // (learn time, slot) of ended jobs
   bool whole_nodes_ = false;
   int64_t total_units_ = 0, free_ = 0, busy_cores_ = 0;
   double t0_ = 0, now_ = -INF;

@@ -446,3 +446,50 @@ TEST_CASE(
              Catch::Contains("--slurm-conf site.conf: not modelled, ignored:"));
   fs::remove_all(dir);
 }
+
+TEST_CASE(
+    "SITE sees the ended jobs site_factor/mlprio's live history has learned: none with "
+    "history_period_ms=0, whatever the schedule",
+    "[replay][slurm_engine][cli]") {
+  namespace fs = std::filesystem;
+  const fs::path replay = fs::path(MLPRIO_BIN_DIR) / "mlprio-replay";
+  const fs::path trainer = fs::path(MLPRIO_BIN_DIR) / "mlprio-model";
+  if (!fs::exists(replay) || !fs::exists(trainer))
+    MLPRIO_SKIP("mlprio-replay and mlprio-model are needed");
+  const fs::path dir = mlprio::test::scratch("mlprio_slurm_live_history_", "run");
+  REQUIRE(mlprio::test::run_in(replay, dir, "true",
+                               "generate --jobs 1500 --seed 9 --users 8 -q -o t.swf") == 0);
+  // A model whose prediction is the user's last two runs (capped by the request).
+  REQUIRE(mlprio::test::run_in(trainer, dir, "true",
+                               "train --trace t.swf --kind formula -o " + (dir / "m.json").string(),
+                               "train.txt") == 0);
+  // Two schedulers (so two different schedules) under each history period.
+  auto sites = [&](const std::string& scheduler, int64_t period_ms) {
+    const std::string name = scheduler + std::to_string(period_ms) + ".conf";
+    std::ofstream(dir / name) << "SchedulerType=sched/" << scheduler
+                              << "\nPrioritySiteFactorPlugin=site_factor/mlprio\n"
+                                 "PrioritySiteFactorParameters=model="
+                              << (dir / "m.json").string() << ",history_period_ms=" << period_ms
+                              << "\n";
+    REQUIRE(mlprio::test::run_in(replay, dir, "true",
+                                 "run --trace t.swf --slurm-conf " + name +
+                                     " --too-large skip --out " + name + ".h5") == 0);
+    h5::ReadFile f((dir / (name + ".h5")).string(), "replay");
+    std::map<int64_t, int64_t> site;
+    for (const JobOutcome& o :
+         f.root().open_group("runs").open_group("run_0000").read_table("jobs", job_table_type()))
+      site[o.id] = o.site;
+    return site;
+  };
+  const auto snap_a = sites("backfill", 0), snap_b = sites("builtin", 0);
+  const auto live_a = sites("backfill", 1000), live_b = sites("builtin", 1000);
+  REQUIRE(snap_a.size() > 1000);
+  REQUIRE(snap_a.size() == live_a.size());
+  // Without live history each job's SITE is its own, whatever ran before it.
+  CHECK(snap_a == snap_b);
+  // With it, the jobs that ended before a submission change that job's SITE, and the two
+  // schedules end different jobs first.
+  CHECK(live_a != snap_a);
+  CHECK(live_a != live_b);
+  fs::remove_all(dir);
+}

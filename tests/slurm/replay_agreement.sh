@@ -13,6 +13,8 @@
 #                     site_factor/mlprio (SITE alone orders: no slurmdbd, so no age) and
 #                     job_submit/mlprio, which fills the limit of the jobs that give none
 #                     (AGREE_NO_LIMIT of them, default 0.3)
+#   AGREE_HISTORY_MS  the plugin's history_period_ms (default 1000; 0: SITE from the model
+#                     file's snapshot only, no live history)
 #   AGREE_GAP         mean seconds between submissions (default 4)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -40,7 +42,7 @@ PriorityWeightPartition=0
 PriorityWeightQOS=0
 SchedulerType=sched/backfill
 PrioritySiteFactorPlugin=site_factor/mlprio
-PrioritySiteFactorParameters=model=$OUT/model.json,weight=10000,max_boost=100000,history_period_ms=1000
+PrioritySiteFactorParameters=model=$OUT/model.json,weight=10000,max_boost=100000,history_period_ms=${AGREE_HISTORY_MS:-1000}
 JobSubmitPlugins=mlprio
 CONF
   export CLUSTER_SCHED_INCLUDE="$OUT/sched.conf"

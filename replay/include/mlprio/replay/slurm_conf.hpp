@@ -45,6 +45,7 @@ struct SlurmSiteFactor {
   bool shadow = false;  // mode=shadow: computed and logged, nothing applied
   double limit_margin = 0.25;
   bool override_default_time = false;
+  int64_t history_period_ms = 30000;  // how often the live history learns ended jobs; 0 = never
   std::vector<std::string> scope_partitions, scope_qos, scope_accounts;  // lower case
   std::vector<std::string> warnings;  // keys or values the plugin would warn about and ignore
 };
