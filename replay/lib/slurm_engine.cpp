@@ -13,8 +13,9 @@
 //    of scope;
 //  - time limits: the job's request in whole minutes; without one, job_submit/mlprio's filled
 //    limit when loaded (as the plugin computes it), else the partition's DefaultTime, else its
-//    MaxTime; a job still running at its limit (+ OverTimeLimit) is killed at the next 30-s
-//    tick of slurmctld's time-limit check;
+//    MaxTime; SITE is scored on the job as recorded, with the filled limit or DefaultTime; a job
+//    still running at its limit (+ OverTimeLimit) is killed at the next 30-s tick of slurmctld's
+//    time-limit check;
 //  - the main scheduler: after a submission (batch_sched_delay after the last pass at the
 //    earliest), after every job end, and every sched_interval; jobs in priority order (then
 //    submit time, then job id) start while they fit, and the first that does not fit blocks
@@ -251,24 +252,34 @@ class SlurmEngine {
     return slot;
   }
 
-  double limit_of(const Job& j, const model::Prediction* p, const SlurmPartition* part) const {
-    double lim = -1;
-    if (j.req_time > 0) {
-      lim = std::ceil(j.req_time / 60.0) * 60.0;  // Slurm's limits are whole minutes
-    } else if (conf_.job_submit_mlprio && !conf_.site.shadow && p != nullptr &&
-               std::isfinite(p->runtime) && p->runtime > 0 &&
-               (part == nullptr || part->default_time < 0 || conf_.site.override_default_time)) {
+  // The time limit slurmctld's job record holds after submission, what site_factor/mlprio reads:
+  // the request in whole minutes, else job_submit/mlprio's filled limit (clamped to the
+  // partition's MaxTime), else the partition's DefaultTime (job_mgr.c); -1 when none of them.
+  double record_limit(const Job& j, const model::Prediction* p, const SlurmPartition* part) const {
+    if (j.req_time > 0) return std::ceil(j.req_time / 60.0) * 60.0;  // whole minutes
+    if (conf_.job_submit_mlprio && !conf_.site.shadow && p != nullptr &&
+        std::isfinite(p->runtime) && p->runtime > 0 &&
+        (part == nullptr || part->default_time < 0 || conf_.site.override_default_time)) {
       // job_submit/mlprio's _fill_limit: max(run x (1 + margin), upper), whole minutes, >= 1.
       double s = p->runtime * (1.0 + conf_.site.limit_margin);
       double minutes = std::ceil(s / 60.0);
       if (std::isfinite(p->runtime_upper) && p->runtime_upper > s)
         minutes = std::ceil(p->runtime_upper / 60.0);
-      lim = std::max(1.0, minutes) * 60.0;
-    } else if (part != nullptr && part->default_time >= 0) {
-      lim = static_cast<double>(part->default_time);
-    } else if (part != nullptr && part->max_time >= 0) {
-      lim = static_cast<double>(part->max_time);
+      double lim = std::max(1.0, minutes) * 60.0;
+      if (part != nullptr && part->max_time >= 0)
+        lim = std::min(lim, std::max(static_cast<double>(part->max_time), 60.0));
+      return lim;
     }
+    if (part != nullptr && part->default_time >= 0) return static_cast<double>(part->default_time);
+    return -1;
+  }
+
+  // The limit the job runs under: the record's, else the partition's MaxTime, at most MaxTime,
+  // at least a minute; INF for none.
+  double limit_of(const Job& j, const model::Prediction* p, const SlurmPartition* part) const {
+    double lim = record_limit(j, p, part);
+    if (lim < 0 && part != nullptr && part->max_time >= 0)
+      lim = static_cast<double>(part->max_time);
     if (part != nullptr && part->max_time >= 0 &&
         (lim < 0 || lim > static_cast<double>(part->max_time)))
       lim = static_cast<double>(part->max_time);
@@ -335,9 +346,18 @@ class SlurmEngine {
     const SlurmPartition* part = partition_of(j);
     s.limit = limit_of(j, have_pred ? &pred : nullptr, part);
     s.plan = s.limit == INF ? static_cast<double>(SLURM_YEAR_SECONDS) : s.limit;
-    if (conf_.multifactor && conf_.site.enabled && !conf_.site.shadow && have_pred && in_scope(j))
-      s.site =
-          model::site_factor(j, pred, run_.site_score, conf_.site.weight, conf_.site.max_boost);
+    if (conf_.multifactor && conf_.site.enabled && !conf_.site.shadow && have_pred && in_scope(j)) {
+      // site_factor/mlprio scores the job as slurmctld recorded it: with the limit job_submit
+      // filled (or the partition's DefaultTime) where the job gave none, in whole minutes.
+      Job recorded = j;
+      recorded.req_time = record_limit(j, &pred, part);
+      const model::Prediction seen =
+          recorded.req_time == j.req_time || (recorded.req_time < 0 && !(j.req_time > 0))
+              ? pred
+              : online_->submit(recorded, index, j.submit).prediction;
+      s.site = model::site_factor(recorded, seen, run_.site_score, conf_.site.weight,
+                                  conf_.site.max_boost);
+    }
     s.user_slot = user_slot(j.user);
     s.static_prio = static_terms(s, part);
     const int32_t slot = static_cast<int32_t>(jobs_state_.size());

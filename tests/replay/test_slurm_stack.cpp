@@ -493,3 +493,62 @@ TEST_CASE(
   CHECK(live_a != live_b);
   fs::remove_all(dir);
 }
+
+TEST_CASE(
+    "SITE of a job that gave no limit is scored on the limit job_submit/mlprio filled, as "
+    "slurmctld's job record holds it",
+    "[replay][slurm_engine][cli]") {
+  namespace fs = std::filesystem;
+  const fs::path replay = fs::path(MLPRIO_BIN_DIR) / "mlprio-replay";
+  const fs::path trainer = fs::path(MLPRIO_BIN_DIR) / "mlprio-model";
+  if (!fs::exists(replay) || !fs::exists(trainer))
+    MLPRIO_SKIP("mlprio-replay and mlprio-model are needed");
+  const fs::path dir = mlprio::test::scratch("mlprio_slurm_filled_site_", "run");
+  auto run = [&](const std::string& exe_args, const fs::path& exe) {
+    return mlprio::test::run_in(exe, dir, "true", exe_args, "out.txt");
+  };
+  REQUIRE(run("generate --jobs 800 --seed 12 --users 6 --req-time factor -q -o with.swf", replay) ==
+          0);
+  REQUIRE(run("train --trace with.swf --kind formula -o " + (dir / "m.json").string(), trainer) ==
+          0);
+  // The same jobs without a limit: job_submit/mlprio fills one for each.
+  Trace with = load_trace((dir / "with.swf").string());
+  std::vector<Job> bare = with.jobs;
+  for (Job& j : bare) j.req_time = -1;
+  {
+    std::ofstream out(dir / "bare.swf");
+    write_swf(out, with.header, bare);
+  }
+  const std::string params =
+      "PrioritySiteFactorParameters=model=" + (dir / "m.json").string() + ",history_period_ms=0\n";
+  std::ofstream(dir / "filled.conf") << "PrioritySiteFactorPlugin=site_factor/mlprio\n"
+                                     << params << "JobSubmitPlugins=mlprio\n";
+  std::ofstream(dir / "site.conf") << "PrioritySiteFactorPlugin=site_factor/mlprio\n" << params;
+  auto jobs_of = [&](const std::string& h5) {
+    h5::ReadFile f((dir / h5).string(), "replay");
+    return f.root().open_group("runs").open_group("run_0000").read_table("jobs", job_table_type());
+  };
+  REQUIRE(run("run --trace bare.swf --slurm-conf filled.conf --too-large skip --out a.h5",
+              replay) == 0);
+  const std::vector<JobOutcome> a = jobs_of("a.h5");
+  // The jobs again, now asking for exactly the limits that were filled (the `estimate` column).
+  std::map<int64_t, double> filled;
+  for (const auto& o : a) filled[o.id] = o.estimate;
+  std::vector<Job> asked = bare;
+  for (Job& j : asked)
+    if (filled.count(j.id)) j.req_time = filled[j.id];
+  {
+    std::ofstream out(dir / "asked.swf");
+    write_swf(out, with.header, asked);
+  }
+  REQUIRE(run("run --trace asked.swf --slurm-conf site.conf --too-large skip --out b.h5", replay) ==
+          0);
+  const std::vector<JobOutcome> b = jobs_of("b.h5");
+  REQUIRE(a.size() > 500);
+  REQUIRE(a.size() == b.size());
+  std::map<int64_t, int64_t> site_a, site_b;
+  for (const auto& o : a) site_a[o.id] = o.site;
+  for (const auto& o : b) site_b[o.id] = o.site;
+  CHECK(site_a == site_b);
+  fs::remove_all(dir);
+}
