@@ -71,7 +71,7 @@ inline double job_estimate(const Job& j, const SimConfig& c) {
   }
 }
 
-// Which free-profile scan conservative backfilling uses from the next engine on (simulator.cpp):
+// Which free-profile scan conservative backfilling uses from the next engine on (free_profile.cpp):
 // 0 = automatic (AVX-512 where the CPU has it, else AVX2's run scan where it has that), 1 = the
 // step loop, 2 = AVX-512 where usable, 3 = AVX2's run scan where usable. Returns whether the
 // chosen mode scans with vectors on this CPU. For tests and benchmarks.
