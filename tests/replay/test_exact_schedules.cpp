@@ -217,3 +217,16 @@ TEST_CASE("unknown names are refused with the valid ones listed", "[replay]") {
   std::vector<Job> none;
   CHECK_THROWS_AS(simulate(none, cfg), UnknownPolicyError);
 }
+
+TEST_CASE("the option parsers name the valid values in their messages", "[replay]") {
+  CHECK(parse_backfill("conservative") == Backfill::CONSERVATIVE);
+  CHECK(parse_profile("rlscheduler") == Profile::RLSCHEDULER);
+  CHECK_THROWS_WITH(parse_backfill("x"),
+                    "unknown backfill 'x' (valid: none, easy, conservative, rlscheduler)");
+  CHECK_THROWS_WITH(parse_profile("x"), "unknown profile 'x' (valid: standard, rlscheduler)");
+  CHECK_THROWS_WITH(parse_allocation("x"), "unknown allocation 'x' (valid: nodes, cores)");
+  CHECK_THROWS_WITH(parse_too_large("x"), "unknown too-large rule 'x' (valid: error, skip)");
+  CHECK_THROWS_WITH(parse_correction("x"),
+                    "unknown correction 'x' (valid: none, request, tsafrir)");
+  CHECK_THROWS_WITH(parse_backfill_order("x"), "unknown backfill order 'x' (valid: fcfs, sjbf)");
+}
