@@ -280,13 +280,6 @@ template <bool GPUS>
 
 }  // namespace
 
-void FreeProfile::advance(double now) {
-  size_t k = 0;
-  while (k + 1 < t_.size() && t_[k + 1] <= now) ++k;
-  if (k > 0) erase_range(0, k);
-  if (t_.front() < now) t_.front() = now;
-}
-
 Res FreeProfile::free_at(double t) const {
   Res r = at(0);
   for (size_t k = 0; k < t_.size(); ++k) {
@@ -446,7 +439,7 @@ void FreeProfile::erase_range(size_t a, size_t b) {
 // The first k with t_[k] >= t (t_.size() when none), by a binary search whose steps select
 // instead of branching: the bookings land anywhere in the profile, so a branch per halving
 // mispredicts about every other time.
-size_t FreeProfile::lower_bound(double t) const {
+inline size_t FreeProfile::lower_bound(double t) const {
 #if MLPRIO_PROFILE_AVX512
   if (vector_) return lower_bound_avx512(t_.data(), t_.size(), t);
 #endif
@@ -460,7 +453,7 @@ size_t FreeProfile::lower_bound(double t) const {
   return static_cast<size_t>(base - t_.data()) + (*base < t ? 1 : 0);
 }
 
-size_t FreeProfile::split(double t) {
+inline size_t FreeProfile::split(double t) {
   const size_t k = lower_bound(t);
   const auto it = t_.begin() + static_cast<std::ptrdiff_t>(k);
   if (it != t_.end() && *it == t) return k;

@@ -39,7 +39,12 @@ class FreeProfile {
   }
 
   // Forgets steps that ended before `now`, so the profile stays as short as the plan ahead.
-  void advance(double now);
+  void advance(double now) {
+    size_t k = 0;
+    while (k + 1 < t_.size() && t_[k + 1] <= now) ++k;
+    if (k > 0) erase_range(0, k);
+    if (t_.front() < now) t_.front() = now;
+  }
 
   Res free_at(double t) const;
 
@@ -117,7 +122,7 @@ class FreeProfile {
 
   void erase_range(size_t a, size_t b);
   size_t lower_bound(double t) const;
-  size_t split(double t);
+  [[gnu::always_inline]] size_t split(double t);
   void add(double t0, double t1, const Res& need, int sign);
   bool same(size_t x, size_t y) const { return units_[x] == units_[y] && g(x) == g(y); }
 

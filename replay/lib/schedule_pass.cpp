@@ -132,7 +132,7 @@ void StandardEngine::schedule(bool early_end) {
   }
 }
 
-void StandardEngine::schedule_none() {
+inline void StandardEngine::schedule_none() {
   size_t i = 0;
   while (i < queue_.size() && slab_[static_cast<size_t>(queue_[i])].need.fits_in(free_))
     start(queue_[i++]);

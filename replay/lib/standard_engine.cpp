@@ -134,13 +134,6 @@ void StandardEngine::hand_series_to_sink() {
   drop(series_.mean_bsld);
 }
 
-// --correction: a running job that will outlive its estimate gets an event at its estimated
-// end (jobs that end by their estimate never need one).
-void StandardEngine::watch_expiry(const SimJob& j, int32_t slot) {
-  if (correction_ == Correction::NONE) return;
-  if (j.start + j.duration > j.est_end) expiries_.push({j.est_end, j.seq, slot});
-}
-
 // The next estimate of a job that reached `est_end` still running (see Correction).
 double StandardEngine::corrected_end(const SimJob& j) const {
   static constexpr double STEPS[] = {60,    300,   900,   1800,   3600,  7200,
@@ -172,7 +165,7 @@ double StandardEngine::corrected_end(const SimJob& j) const {
 
 // Applies the corrections due now: each expired job gets its next estimate and, when it is
 // still short of the job's end, a new expiry. The following scheduling pass sees the new ends.
-void StandardEngine::correct_estimates() {
+inline void StandardEngine::correct_estimates() {
   while (!expiries_.empty() && expiries_.top().end <= now_) {
     const Completion e = expiries_.top();
     expiries_.pop();
@@ -189,11 +182,6 @@ void StandardEngine::correct_estimates() {
     ++corrections_;
     watch_expiry(j, e.slot);
   }
-}
-
-void StandardEngine::release_slot(int32_t s) {
-  slab_[static_cast<size_t>(s)].next_free = free_head_;
-  free_head_ = s;
 }
 
 int32_t StandardEngine::alloc_slot() {
@@ -293,22 +281,6 @@ bool StandardEngine::submit(int32_t slot) {
   return true;
 }
 
-// The fixed predictions' entry for the job (the `ml` order's, where given without an online
-// estimator), by its index in the replayed list.
-void StandardEngine::attach_fixed_prediction(SimJob& j) const {
-  const auto& fixed = cfg_.policy_options.ml;
-  if (fixed && j.index >= 0 && static_cast<size_t>(j.index) < fixed->predictions.size())
-    j.pred = fixed->predictions[static_cast<size_t>(j.index)];
-}
-
-// The order's per-job terms, once the job's prediction is attached (its inputs are fixed from
-// then on).
-void StandardEngine::prepare(SimJob& j) const {
-  if (!prepares_) return;
-  j.terms = policy_.prepare(view(j));
-  j.terms_set = true;
-}
-
 void StandardEngine::start(int32_t slot) {
   SimJob& j = slab_[static_cast<size_t>(slot)];
   MLPRIO_REPLAY_CHECK(j.need.fits_in(free_), "job started without free resources");
@@ -325,7 +297,7 @@ void StandardEngine::start(int32_t slot) {
   metrics_.started(j.job, now_, now_ + j.duration, j.estimate, j.job.procs(), j.killed);
 }
 
-void StandardEngine::record_series() {
+inline void StandardEngine::record_series() {
   if (!cfg_.record_series) return;
   const auto q = static_cast<int64_t>(queue_.size());
   const int64_t busy = (total_.units - free_.units) * unit_cores_;

@@ -30,6 +30,7 @@
 #include "engine_common.hpp"
 #include "free_profile.hpp"
 #include "mlprio/replay/detail/metrics.hpp"
+#include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/policy.hpp"
 #include "mlprio/replay/segment.hpp"
 #include "mlprio/replay/simulator.hpp"
@@ -138,19 +139,42 @@ class StandardEngine {
     return std::tie(x.score, x.job.submit, x.index) < std::tie(y.score, y.job.submit, y.index);
   }
 
+  // Small steps the event loop and the segment resume share, defined here so that they inline.
+
+  // --correction: a running job that will outlive its estimate gets an event at its estimated
+  // end (jobs that end by their estimate never need one).
+  void watch_expiry(const SimJob& j, int32_t slot) {
+    if (correction_ == Correction::NONE) return;
+    if (j.start + j.duration > j.est_end) expiries_.push({j.est_end, j.seq, slot});
+  }
+  void release_slot(int32_t s) {
+    slab_[static_cast<size_t>(s)].next_free = free_head_;
+    free_head_ = s;
+  }
+  // The fixed predictions' entry for the job (the `ml` order's, where given without an online
+  // estimator), by its index in the replayed list.
+  void attach_fixed_prediction(SimJob& j) const {
+    const auto& fixed = cfg_.policy_options.ml;
+    if (fixed && j.index >= 0 && static_cast<size_t>(j.index) < fixed->predictions.size())
+      j.pred = fixed->predictions[static_cast<size_t>(j.index)];
+  }
+  // The order's per-job terms, once the job's prediction is attached (its inputs are fixed from
+  // then on).
+  void prepare(SimJob& j) const {
+    if (!prepares_) return;
+    j.terms = policy_.prepare(view(j));
+    j.terms_set = true;
+  }
+
   // standard_engine.cpp: the event loop's steps.
-  void watch_expiry(const SimJob& j, int32_t slot);
   double corrected_end(const SimJob& j) const;
   static constexpr double MAX_LONG_STEPS = 10000;
   void correct_estimates();
-  void release_slot(int32_t s);
   int32_t alloc_slot();
   bool submit(int32_t slot);
-  void attach_fixed_prediction(SimJob& j) const;
-  void prepare(SimJob& j) const;
   void start(int32_t slot);
   [[gnu::always_inline]] bool finish(int32_t slot);
-  void record_series();
+  [[gnu::always_inline]] void record_series();
 
   // schedule_pass.cpp: each scheduling pass, the queue put in order and handed to the
   // backfilling's pass (NONE's is there).
