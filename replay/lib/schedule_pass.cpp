@@ -16,7 +16,7 @@ namespace mlprio::replay::standard {
 // A dynamic order's queued jobs are scored at every pass: their views are kept, dense by slot,
 // from the time they are queued (a job's view changes only with the wait while it queues).
 void StandardEngine::keep_view(int32_t slot) {
-  if (dynamic_) views_[static_cast<size_t>(slot)] = view(slab_[static_cast<size_t>(slot)]);
+  if (traits_.dynamic) views_[static_cast<size_t>(slot)] = view(slab_[static_cast<size_t>(slot)]);
 }
 
 void StandardEngine::check_kept_view(int32_t slot) const {
@@ -47,7 +47,7 @@ inline void StandardEngine::sort_keys(bool nan) {
 }
 
 inline void StandardEngine::order_queue() {
-  if (!dynamic_) return;
+  if (!traits_.dynamic) return;
   easy_kept_.valid = false;
   const ClusterState s = state();
   keys_.clear();
@@ -69,7 +69,7 @@ inline void StandardEngine::order_queue() {
     MLPRIO_REPLAY_CHECK(std::is_sorted(queue_.begin(), queue_.end(),
                                        [this](int32_t a, int32_t b) { return before(a, b); }),
                         "a dynamic order left the queue unsorted");
-  if (policy_.orders_queue()) apply_policy_order(s);
+  if (traits_.orders_queue) apply_policy_order(s);
 }
 
 // The whole-queue hook (QueuePolicy::order_queue): shows the policy the queue in base order and
@@ -108,13 +108,12 @@ void StandardEngine::schedule(bool early_end) {
   // order: an order whose sort does not depend on the queue's incoming order (finite scores)
   // is then left as it is, and the next pass sorts it to the order it would have had. Not in
   // segment mode, where checkpoints compare queues and scores as they stand.
-  if (cfg_.backfill == Backfill::EASY && free_.units < min_queued_units_ && sort_may_wait_ &&
-      !nan_submit_ && recorded_ == nullptr && checkpoint_every_ == 0 && !resumed_) {
+  if (sort_may_wait_ && free_.units < min_queued_units_ && !nan_submit_) {
     if (cfg_.check_invariants)
       for (int32_t slot : queue_)
         MLPRIO_REPLAY_CHECK(!slab_[static_cast<size_t>(slot)].need.fits_in(free_),
                             "a pass left unsorted could have started a job");
-  } else if (dynamic_) {
+  } else if (traits_.dynamic) {
     order_queue();  // (a static order's queue is kept in order as jobs arrive)
   }
   switch (cfg_.backfill) {

@@ -17,6 +17,7 @@ void StandardEngine::resume(const EngineState& st, std::span<const Job> all, int
                             double t_begin, double t_end) {
   if (online_) throw ConfigError("online estimates cannot be replayed in time segments");
   resumed_ = true;
+  sort_may_wait_ = false;
   stop_ = t_end;
   next_index_ = first_index;
   // Just before the boundary: every later event (a wake-up at t_begin included) is still ahead.

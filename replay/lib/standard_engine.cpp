@@ -46,7 +46,7 @@ inline bool StandardEngine::finish(int32_t slot) {
         detail::bounded_slowdown(j.start - j.job.submit, now_ - j.start, cfg_.bsld_threshold);
     ++done_;
   }
-  if (tracks_ends_) policy_.on_job_end(view(j), j.start, now_, j.job.procs());
+  if (traits_.tracks_job_ends) policy_.on_job_end(view(j), j.start, now_, j.job.procs());
   if (online_) online_->finish(j.job, j.start, now_);
   bool early = false;
   if (cfg_.backfill == Backfill::CONSERVATIVE) {
@@ -192,7 +192,7 @@ int32_t StandardEngine::alloc_slot() {
   }
   slab_.emplace_back();
   needs_.emplace_back();
-  if (dynamic_) views_.emplace_back();
+  if (traits_.dynamic) views_.emplace_back();
   return static_cast<int32_t>(slab_.size() - 1);
 }
 
@@ -260,15 +260,16 @@ bool StandardEngine::submit(int32_t slot) {
     j.estimate = j.duration;
     ++raised_;
   }
-  if (scores_submit_ && !dynamic_) {
+  if (traits_.scores_submit && !traits_.dynamic) {
     j.score = j.job.submit;
   } else {
     const JobView v = view(j);
     j.score = policy_.score(v, state());
-    if (dynamic_) views_[static_cast<size_t>(slot)] = v;  // kept for every pass (order_queue)
+    if (traits_.dynamic)
+      views_[static_cast<size_t>(slot)] = v;  // kept for every pass (order_queue)
   }
   nan_submit_ |= std::isnan(j.job.submit);
-  if (dynamic_ || queue_.empty() || !before(slot, queue_.back())) {
+  if (traits_.dynamic || queue_.empty() || !before(slot, queue_.back())) {
     queue_.push_back(slot);  // static orders: the usual case under fcfs, after every queued job
   } else {
     auto it = std::upper_bound(queue_.begin(), queue_.end(), slot,

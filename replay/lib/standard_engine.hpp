@@ -76,10 +76,16 @@ class StandardEngine {
               double t_end);
 
   // Segment mode: record a checkpoint every `every` event instants (every > 0).
-  void record_checkpoints(int64_t every) { checkpoint_every_ = every; }
+  void record_checkpoints(int64_t every) {
+    checkpoint_every_ = every;
+    if (every != 0) sort_may_wait_ = false;
+  }
   // Segment mode, repair: compare the state with `recorded`'s checkpoints at their instants and
   // stop at the first equal one. `recorded` must outlive run().
-  void compare_with(const std::vector<Checkpoint>& recorded) { recorded_ = &recorded; }
+  void compare_with(const std::vector<Checkpoint>& recorded) {
+    recorded_ = &recorded;
+    sort_may_wait_ = false;
+  }
   bool rejoined() const { return rejoined_; }
   size_t rejoin_index() const { return ref_next_; }
   std::vector<Checkpoint>& checkpoints() { return checkpoints_; }
@@ -161,7 +167,7 @@ class StandardEngine {
   // The order's per-job terms, once the job's prediction is attached (its inputs are fixed from
   // then on).
   void prepare(SimJob& j) const {
-    if (!prepares_) return;
+    if (!traits_.prepares) return;
     j.terms = policy_.prepare(view(j));
     j.terms_set = true;
   }
@@ -211,12 +217,13 @@ class StandardEngine {
 
   const SimConfig& cfg_;
   QueuePolicy& policy_;
-  const bool prepares_ = policy_.prepares();
-  const bool tracks_ends_ = policy_.tracks_job_ends();
-  const bool scores_submit_ = policy_.scores_submit();
-  const bool dynamic_ = policy_.dynamic();  // an order's nature does not change during a run
-  const bool sort_may_wait_ =
-      policy_.dynamic() && policy_.finite_scores() && !policy_.orders_queue();
+  const PolicyTraits traits_ = policy_.traits();  // an order's nature does not change in a run
+  // EASY may leave a dynamic order's queue unsorted at a pass that can start no job (see
+  // schedule()): its sort has one result whatever order the queue comes in (finite scores, no
+  // whole-queue hook). Not in segment mode, where checkpoints compare queues and scores as they
+  // stand: resume(), record_checkpoints() and compare_with() clear it.
+  bool sort_may_wait_ = cfg_.backfill == Backfill::EASY && traits_.dynamic &&
+                        traits_.finite_scores && !traits_.orders_queue;
   bool nan_submit_ = false;  // a queued job's submit time was NaN: every pass sorts
   detail::MetricsAccumulator metrics_;
   Res total_, free_;
