@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "../replay/lib/engine_common.hpp"
 #include "mlprio/jobs/trace.hpp"
+#include "mlprio/replay/detail/metrics.hpp"
 
 namespace {
 

@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "../replay/lib/engine_common.hpp"
 #include "mlprio/io/hdf5.hpp"
 #include "mlprio/jobs/lublin.hpp"
 #include "mlprio/model/predictor.hpp"
+#include "mlprio/replay/detail/metrics.hpp"
 #include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/output.hpp"
 #include "mlprio/replay/simulator.hpp"

@@ -97,7 +97,6 @@ class RlschedulerEngine {
     if (total_nodes_ <= 0 || ppn_ <= 0) throw ConfigError("the machine needs nodes and cores");
     free_nodes_ = total_nodes_;
     backfill_ = c.backfill == Backfill::RLSCHEDULER;
-    by_submit_ = p.submit_breaks_ties();
     all_.reserve(jobs.size());
     for (const Job& j : jobs) {
       if (!(j.run >= 0)) {  // standard job handling: no run time, nothing to replay
@@ -189,7 +188,7 @@ class RlschedulerEngine {
     const RJob& x = all_[static_cast<size_t>(a)];
     const RJob& y = all_[static_cast<size_t>(b)];
     if (x.score != y.score) return x.score < y.score;
-    return by_submit_ && x.job->submit < y.job->submit;
+    return traits_.submit_breaks_ties && x.job->submit < y.job->submit;
   }
 
   // A job joins the queue. While the queue is in policy order and the order is static (a queued
@@ -205,7 +204,7 @@ class RlschedulerEngine {
     RJob& j = all_[static_cast<size_t>(k)];
     j.score = policy_.score(view(j), cluster_state());
     if (std::isnan(j.score)) leave_tree();  // the tree needs an order (see static_order())
-    if (policy_.dynamic() && std::isnan(j.score)) {
+    if (traits_.dynamic && std::isnan(j.score)) {
       nan_score_ = true;
       in_policy_order_ = false;
       queue_.push_back(k);
@@ -226,8 +225,8 @@ class RlschedulerEngine {
   // A NaN score compares false both ways, and the sorted queue is then no longer one a search
   // can insert into as the sort would: such a run re-sorts at every pick, as RLScheduler does.
   bool static_order() const {
-    if (!policy_.dynamic()) return true;
-    return quirk_wait_ && policy_.scores_view_only() && !nan_score_;
+    if (!traits_.dynamic) return true;
+    return quirk_wait_ && traits_.scores_view_only && !nan_score_;
   }
 
   // RLScheduler re-scores and stably re-sorts the whole queue before every pick. With a static
@@ -246,7 +245,7 @@ class RlschedulerEngine {
       j.score = policy_.score(view(j), s);
       nan |= std::isnan(j.score);
     }
-    if (nan && policy_.dynamic()) nan_score_ = true;
+    if (nan && traits_.dynamic) nan_score_ = true;
     std::stable_sort(queue_.begin(), queue_.end(),
                      [this](int32_t a, int32_t b) { return ranks_before(a, b); });
     in_policy_order_ = static_order();
@@ -382,6 +381,7 @@ class RlschedulerEngine {
 
   const SimConfig& cfg_;
   QueuePolicy& policy_;
+  const PolicyTraits traits_ = policy_.traits();  // an order's nature does not change in a run
   MetricsAccumulator metrics_;
   std::vector<RJob> all_;
   // A deque: the head leaves from the front at every start, and the queue holds thousands.
@@ -401,7 +401,6 @@ class RlschedulerEngine {
   double now_ = 0;
   bool backfill_ = false;
   bool quirk_wait_ = true;
-  bool by_submit_ = true;         // policy_.submit_breaks_ties()
   bool in_policy_order_ = false;  // queue_ sorted by ranks_before() and the order is static
   bool nan_score_ = false;        // a dynamic order gave a queued job a NaN score
 };

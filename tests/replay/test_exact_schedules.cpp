@@ -217,3 +217,33 @@ TEST_CASE("unknown names are refused with the valid ones listed", "[replay]") {
   std::vector<Job> none;
   CHECK_THROWS_AS(simulate(none, cfg), UnknownPolicyError);
 }
+
+TEST_CASE("the option parsers name the valid values in their messages", "[replay]") {
+  CHECK(parse_backfill("conservative") == Backfill::CONSERVATIVE);
+  CHECK(parse_profile("rlscheduler") == Profile::RLSCHEDULER);
+  CHECK_THROWS_WITH(parse_backfill("x"),
+                    "unknown backfill 'x' (valid: none, easy, conservative, rlscheduler)");
+  CHECK_THROWS_WITH(parse_profile("x"), "unknown profile 'x' (valid: standard, rlscheduler)");
+  CHECK_THROWS_WITH(parse_allocation("x"), "unknown allocation 'x' (valid: nodes, cores)");
+  CHECK_THROWS_WITH(parse_too_large("x"), "unknown too-large rule 'x' (valid: error, skip)");
+  CHECK_THROWS_WITH(parse_correction("x"),
+                    "unknown correction 'x' (valid: none, request, tsafrir)");
+  CHECK_THROWS_WITH(parse_backfill_order("x"), "unknown backfill order 'x' (valid: fcfs, sjbf)");
+}
+
+TEST_CASE("every order's traits are its hooks' answers", "[replay]") {
+  for (const std::string& name : policy_names()) {
+    if (name == "ml") continue;  // needs a model's predictions to be made (test_ml_policy)
+    INFO(name);
+    const auto p = make_policy(name);
+    const PolicyTraits t = p->traits();
+    CHECK(t.dynamic == p->dynamic());
+    CHECK(t.scores_view_only == p->scores_view_only());
+    CHECK(t.finite_scores == p->finite_scores());
+    CHECK(t.prepares == p->prepares());
+    CHECK(t.submit_breaks_ties == p->submit_breaks_ties());
+    CHECK(t.tracks_job_ends == p->tracks_job_ends());
+    CHECK(t.scores_submit == p->scores_submit());
+    CHECK(t.orders_queue == p->orders_queue());
+  }
+}

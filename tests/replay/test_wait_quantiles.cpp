@@ -1,4 +1,4 @@
-// The waits' percentiles in bounded memory (replay/lib/engine_common.hpp, WaitQuantiles): once
+// The waits' percentiles in bounded memory (mlprio/replay/detail/metrics.hpp, WaitQuantiles): once
 // the waits are counted per second instead of kept, p95, p99 and the maximum stay the same, bit
 // for bit, as selection over every wait and as a full sort (nearest rank), whatever the mix of
 // whole seconds, fractions, zeros and waits beyond the counters' range, and wherever the switch
@@ -12,8 +12,8 @@
 #include <random>
 #include <vector>
 
-#include "../../replay/lib/engine_common.hpp"
 #include "../support/same_bits.hpp"
+#include "mlprio/replay/detail/metrics.hpp"
 
 using mlprio::test::same_bits;
 

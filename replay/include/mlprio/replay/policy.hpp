@@ -112,6 +112,20 @@ struct PolicyOptions {
   AgentOptions agent;  // external:CMD and llm:URL
 };
 
+// What an order is, as the engines' shortcuts need it: the answers of QueuePolicy's boolean hooks
+// (each field is the hook of the same name, documented there) in one value. An order's nature does
+// not change during a run, so an engine reads it once, when it is made.
+struct PolicyTraits {
+  bool dynamic = false;
+  bool scores_view_only = false;
+  bool finite_scores = false;
+  bool prepares = false;
+  bool submit_breaks_ties = true;
+  bool tracks_job_ends = true;
+  bool scores_submit = false;
+  bool orders_queue = false;
+};
+
 class QueuePolicy {
  public:
   virtual ~QueuePolicy() = default;
@@ -161,6 +175,20 @@ class QueuePolicy {
   virtual bool orders_queue() const { return false; }
   virtual void order_queue(const QueueSnapshot& /*snapshot*/, std::vector<size_t>& order) {
     order.clear();
+  }
+  // All of the above in one value (what the engines read). The default collects the hooks, so an
+  // order overrides only those; one that overrides traits() must answer as its hooks do.
+  virtual PolicyTraits traits() const {
+    PolicyTraits t;
+    t.dynamic = dynamic();
+    t.scores_view_only = scores_view_only();
+    t.finite_scores = finite_scores();
+    t.prepares = prepares();
+    t.submit_breaks_ties = submit_breaks_ties();
+    t.tracks_job_ends = tracks_job_ends();
+    t.scores_submit = scores_submit();
+    t.orders_queue = orders_queue();
+    return t;
   }
   virtual AgentStats agent_stats() const { return {}; }
   // The last unusable answer's reason, one line (empty when none), for a run's warning.
