@@ -6,6 +6,8 @@
 // outcomes, a failure classifier, and writes everything a predictor needs into one model
 // document. Never shuffles across time; with nthread = 1 and a fixed seed the same trace gives
 // the same bytes. model/README.md describes the method.
+// One file (about 800 lines) because the steps run in one order over one training slice and its
+// calibration tail, and each reads what the one before chose.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>

@@ -10,6 +10,9 @@
 // decisions (mlprio_decide) never use a snapshot older than the configuration they run under:
 // the worker loads the new one (no Slurm lock held) while the caller waits, bounded.
 // Every entry point catches everything; nothing thrown here can reach slurmctld.
+// One file (about 930 lines): one wrapper per function of mlprio_abi.h, each catching
+// everything, kept together so the catch-all rule can be checked in one reading; the parts
+// behind them live in abi_parts.cpp.
 // The optional LLM advisor (llm_url, site_factor's context only) runs its HTTP calls on its own
 // thread; valid answers land in the hub's bounded store keyed by the job's advisor key, the
 // worker maps them to job ids and publishes those, and the factor applies model::combine() to

@@ -2,6 +2,8 @@
 // replay, the journal that makes sweeps resumable, the output writers and the serial loop. The
 // MPI master/worker in sweep_mpi.cpp reuses all of it, so one process and N ranks produce the
 // same bytes: results travel as journal lines whose numbers are C99 hex floats (exact).
+// One file (about 950 lines) so that the journal's writer and its reader, and the serial loop
+// and the output writers both ranks use, change together.
 #include "mlprio/replay/dist/sweep_run.hpp"
 
 #include <fcntl.h>
