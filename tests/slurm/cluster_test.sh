@@ -829,18 +829,20 @@ llm_obey)
   llm_applied() {
     local c=0 id
     for id in $(squeue -h -p hold -o %i); do
-      scontrol show job "$id" | grep -q "mlprio_llm_run=" && c=$((c + 1))
+      grep -q "mlprio_llm_run=" <<<"$(scontrol show job "$id")" && c=$((c + 1))
     done
     [ "$c" -ge "$1" ]
   }
   wait_for 30 llm_applied "$(llm_counter answers_ok)" ||
     fail "not every valid answer reached its job: $(llm_stats)"
   obeyed=0
+  # Here-strings, not `echo | grep -q`: under pipefail grep -q's early exit can SIGPIPE the echo
+  # and fail a check whose text is there (seen once: "TimeLimit=01:09:00, expected 01:09:00").
   for id in "${!names[@]}"; do
     info=$(scontrol show job "$id")
-    echo "$info" | grep -q "TimeLimit=01:09:00" ||
+    grep -q "TimeLimit=01:09:00" <<<"$info" ||
       fail "${names[$id]} (job $id): $(echo "$info" | grep -o 'TimeLimit=[^ ]*'), expected the model's 01:09:00"
-    if echo "$info" | grep -q "mlprio_llm_run=00:00:01 mlprio_llm_conf=1.00"; then
+    if grep -q "mlprio_llm_run=00:00:01 mlprio_llm_conf=1.00" <<<"$info"; then
       obeyed=$((obeyed + 1))
       wait_for 30 sh -c "[ \"\$(sprio -h -j $id -o %S | tr -d ' ')\" = $hi ]" ||
         fail "${names[$id]} (job $id): SITE $(site_of "$id"), expected $hi (0.5 x the model's run)"
