@@ -826,88 +826,96 @@ void CachingAllocator::unmap_block(BlockId id) {
 
 // ---------------------------------------------------------------- invariants
 
-void CachingAllocator::check() const {
-  std::ostringstream msg;
+// What check() recounts over the blocks, to compare with the allocator's own bookkeeping.
+struct CachingAllocator::CheckTally {
   MemoryStats recount;
   uint64_t reserved = 0;
   // Segments as (start, end) to check they never overlap.
   std::map<uint64_t, uint64_t> ranges;
-  auto add_range = [&](uint64_t start, uint64_t size) {
+  size_t free_mapped = 0;
+  size_t unmapped = 0;
+
+  void add_range(uint64_t start, uint64_t size) {
     auto [it, inserted] = ranges.emplace(start, start + size);
     if (!inserted) fail("two segments start at the same address");
     if (it != ranges.begin() && std::prev(it)->second > start) fail("segments overlap");
     if (std::next(it) != ranges.end() && std::next(it)->first < start + size)
       fail("segments overlap");
-  };
-  size_t free_mapped = 0;
-  size_t unmapped = 0;
-  for (BlockId id = 0; id < blocks_.size(); ++id) {
-    const Block& b = blk(id);
-    if (!b.live) continue;
-    if (b.size == 0) fail("block of size 0");
-    const size_t pi = stat_pool(b.is_small);
-    const bool active = b.allocated || b.event_count > 0;
-    if (b.allocated && b.event_count > 0) fail("allocated block with pending events");
-    if (b.deferred && b.event_count == 0) fail("deferred block without an event");
-    if (b.next != NO_BLOCK) {
-      const Block& n = blk(b.next);
-      if (!n.live || n.prev != id) fail("broken next/prev link");
-      if (n.addr != b.addr + b.size) fail("neighbouring blocks do not touch");
-      if (n.stream != b.stream || n.is_small != b.is_small || n.expandable != b.expandable)
-        fail("neighbours from different segments");
-      const bool nfree = !n.allocated && n.event_count == 0;
-      if (!active && nfree && n.mapped == b.mapped) fail("two mergeable free blocks not merged");
-    }
-    if (b.allocated) {
-      recount.allocation[pi].current += 1;
-      recount.allocated_bytes[pi].current += static_cast<int64_t>(b.size);
-    }
-    if (active) {
-      recount.active[pi].current += 1;
-      recount.active_bytes[pi].current += static_cast<int64_t>(b.size);
-      recount.requested_bytes[pi].current += static_cast<int64_t>(b.requested);
-    } else if (b.mapped) {
-      ++free_mapped;
-      const Pool& p = b.is_small ? *small_pool_ : *large_pool_;
-      const auto& v = p.blocks.by_stream[b.stream];
-      const size_t i = FreeList::lower_bound(v, free_key(b.size, b.addr));
-      if (i == v.size() || v[i].id != id || v[i].key != free_key(b.size, b.addr))
-        fail("free block missing from its pool's free list");
-      if (b.expandable < 0 && b.is_split()) {
-        recount.inactive_split[pi].current += 1;
-        recount.inactive_split_bytes[pi].current += static_cast<int64_t>(b.size);
-      }
-    } else {
-      ++unmapped;
-      if (b.expandable < 0) fail("unmapped block outside an expandable segment");
-    }
-    if (b.expandable >= 0) {
-      const Expandable& e = expandables_.at(static_cast<size_t>(b.expandable));
-      if (b.addr < e.base || b.addr + b.size > e.base + e.size) fail("block outside its range");
-      if (b.prev == NO_BLOCK && b.addr != e.base) fail("expandable range does not start at base");
-      if (b.next == NO_BLOCK && b.addr + b.size != e.base + e.size)
-        fail("expandable range does not end at its end");
-      if (!b.mapped && ((b.addr - e.base) % e.page != 0 || b.size % e.page != 0))
-        fail("unmapped block not page aligned");
-      const uint64_t first = (b.addr - e.base) / e.page;
-      const uint64_t last = (b.addr + b.size - e.base + e.page - 1) / e.page;
-      for (uint64_t p = first; p < last; ++p)
-        if ((e.mapped[p] != 0) != b.mapped) fail("block mapping disagrees with its pages");
-    } else if (b.prev == NO_BLOCK) {
-      uint64_t seg_size = 0;
-      for (BlockId c = id; c != NO_BLOCK; c = blk(c).next) seg_size += blk(c).size;
-      add_range(b.addr, seg_size);
-      reserved += seg_size;
-      recount.segment[pi].current += 1;
-      recount.reserved_bytes[pi].current += static_cast<int64_t>(seg_size);
-    }
   }
-  for (const Expandable& e : expandables_) {
-    add_range(e.base, e.size);
-    const auto pages = static_cast<uint64_t>(std::count(e.mapped.begin(), e.mapped.end(), 1));
-    reserved += pages * e.page;
-    recount.reserved_bytes[stat_pool(e.is_small)].current += static_cast<int64_t>(pages * e.page);
+};
+
+// A live block: its links and neighbours, its free-list entry, its share of the recount, and
+// its segment (expandable range, or the cudaMalloc segment it starts).
+void CachingAllocator::check_block(BlockId id, CheckTally& t) const {
+  const Block& b = blk(id);
+  MemoryStats& recount = t.recount;
+  if (b.size == 0) fail("block of size 0");
+  const size_t pi = stat_pool(b.is_small);
+  const bool active = b.allocated || b.event_count > 0;
+  if (b.allocated && b.event_count > 0) fail("allocated block with pending events");
+  if (b.deferred && b.event_count == 0) fail("deferred block without an event");
+  if (b.next != NO_BLOCK) {
+    const Block& n = blk(b.next);
+    if (!n.live || n.prev != id) fail("broken next/prev link");
+    if (n.addr != b.addr + b.size) fail("neighbouring blocks do not touch");
+    if (n.stream != b.stream || n.is_small != b.is_small || n.expandable != b.expandable)
+      fail("neighbours from different segments");
+    const bool nfree = !n.allocated && n.event_count == 0;
+    if (!active && nfree && n.mapped == b.mapped) fail("two mergeable free blocks not merged");
   }
+  if (b.allocated) {
+    recount.allocation[pi].current += 1;
+    recount.allocated_bytes[pi].current += static_cast<int64_t>(b.size);
+  }
+  if (active) {
+    recount.active[pi].current += 1;
+    recount.active_bytes[pi].current += static_cast<int64_t>(b.size);
+    recount.requested_bytes[pi].current += static_cast<int64_t>(b.requested);
+  } else if (b.mapped) {
+    ++t.free_mapped;
+    const Pool& p = b.is_small ? *small_pool_ : *large_pool_;
+    const auto& v = p.blocks.by_stream[b.stream];
+    const size_t i = FreeList::lower_bound(v, free_key(b.size, b.addr));
+    if (i == v.size() || v[i].id != id || v[i].key != free_key(b.size, b.addr))
+      fail("free block missing from its pool's free list");
+    if (b.expandable < 0 && b.is_split()) {
+      recount.inactive_split[pi].current += 1;
+      recount.inactive_split_bytes[pi].current += static_cast<int64_t>(b.size);
+    }
+  } else {
+    ++t.unmapped;
+    if (b.expandable < 0) fail("unmapped block outside an expandable segment");
+  }
+  if (b.expandable >= 0) {
+    check_expandable_block(b);
+  } else if (b.prev == NO_BLOCK) {
+    uint64_t seg_size = 0;
+    for (BlockId c = id; c != NO_BLOCK; c = blk(c).next) seg_size += blk(c).size;
+    t.add_range(b.addr, seg_size);
+    t.reserved += seg_size;
+    recount.segment[pi].current += 1;
+    recount.reserved_bytes[pi].current += static_cast<int64_t>(seg_size);
+  }
+}
+
+// A block of an expandable segment lies in its range, tiles it, and agrees with its pages.
+void CachingAllocator::check_expandable_block(const Block& b) const {
+  const Expandable& e = expandables_.at(static_cast<size_t>(b.expandable));
+  if (b.addr < e.base || b.addr + b.size > e.base + e.size) fail("block outside its range");
+  if (b.prev == NO_BLOCK && b.addr != e.base) fail("expandable range does not start at base");
+  if (b.next == NO_BLOCK && b.addr + b.size != e.base + e.size)
+    fail("expandable range does not end at its end");
+  if (!b.mapped && ((b.addr - e.base) % e.page != 0 || b.size % e.page != 0))
+    fail("unmapped block not page aligned");
+  const uint64_t first = (b.addr - e.base) / e.page;
+  const uint64_t last = (b.addr + b.size - e.base + e.page - 1) / e.page;
+  for (uint64_t p = first; p < last; ++p)
+    if ((e.mapped[p] != 0) != b.mapped) fail("block mapping disagrees with its pages");
+}
+
+// The free lists are sorted, name live blocks of their own stream and pool, and are counted
+// right; returns how many blocks they hold.
+size_t CachingAllocator::check_free_lists() const {
   size_t listed = 0;
   for (const Pool* p : {small_pool_.get(), large_pool_.get()}) {
     size_t in_pool = 0;
@@ -925,9 +933,12 @@ void CachingAllocator::check() const {
     if (in_pool != p->blocks.count) fail("free list count is wrong");
     listed += in_pool;
   }
-  if (listed != free_mapped) fail("free lists hold blocks that are not free");
-  if (small_pool_->unmapped.size() + large_pool_->unmapped.size() != unmapped)
-    fail("unmapped lists disagree with the blocks");
+  return listed;
+}
+
+// The statistics equal the recount, the totals agree with the segments and the device, and
+// reserved >= active >= allocated.
+void CachingAllocator::check_stats(const MemoryStats& recount, uint64_t reserved) const {
   auto cmp = [&](const char* name, const StatArray& got, StatArray want) {
     want[AGGREGATE].current = want[SMALL_POOL].current + want[LARGE_POOL].current;
     for (size_t i = 0; i < 3; ++i)
@@ -953,6 +964,22 @@ void CachingAllocator::check() const {
       fail("active < allocated");
     if (stats_.allocated_bytes[i].peak < stats_.allocated_bytes[i].current) fail("peak < current");
   }
+}
+
+void CachingAllocator::check() const {
+  CheckTally t;
+  for (BlockId id = 0; id < blocks_.size(); ++id)
+    if (blk(id).live) check_block(id, t);
+  for (const Expandable& e : expandables_) {
+    t.add_range(e.base, e.size);
+    const auto pages = static_cast<uint64_t>(std::count(e.mapped.begin(), e.mapped.end(), 1));
+    t.reserved += pages * e.page;
+    t.recount.reserved_bytes[stat_pool(e.is_small)].current += static_cast<int64_t>(pages * e.page);
+  }
+  if (check_free_lists() != t.free_mapped) fail("free lists hold blocks that are not free");
+  if (small_pool_->unmapped.size() + large_pool_->unmapped.size() != t.unmapped)
+    fail("unmapped lists disagree with the blocks");
+  check_stats(t.recount, t.reserved);
   uint64_t queued = 0;
   for (StreamId s = 0; s < MAX_STREAMS; ++s) {
     queued += events_[s].size();

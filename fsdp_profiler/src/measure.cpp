@@ -490,6 +490,81 @@ void set_up_nccl(Group& g) {
 
 namespace {
 
+// One minibatch size's run on the device: the init trace, then opts.steps steps (their stats
+// returned; every sample appended to `series`).
+std::vector<Runner::Step> run_steps(const FsdpConfig& cfg, Group& g,
+                                    std::array<cudaStream_t, NUM_GEN_STREAMS>& streams,
+                                    CudaDevice& dev, const MeasureOptions& opts, StepGenerator& gen,
+                                    int64_t mbs, std::vector<MemorySample>& series) {
+  std::vector<Runner::Step> steps;
+  Runner run(cfg, g, streams, dev, opts.settings, gen.unit_count());
+  if (opts.compute_tflops > 0) {
+    // Forward is 2 of flops_per_sample's 6 (8 with activation checkpointing) parts.
+    const double step = gen.flops_per_sample() * static_cast<double>(mbs);
+    const double fwd = step / (cfg.activation_checkpointing ? 4.0 : 3.0);
+    run.set_compute(opts.compute_tflops, fwd, step - fwd);
+  }
+  run.execute(gen.init_trace(), -1, nullptr, series);
+  for (int k = 0; k < opts.steps; ++k) {
+    Runner::Step s;
+    run.execute(gen.step_trace(k), k, &s, series);
+    steps.push_back(s);
+  }
+  run.finish();
+  return steps;
+}
+
+// The point of one minibatch size: the steps' peaks, and their means after the first step (when
+// there is more than one), each the maximum over the ranks.
+MeasurePoint summarize_steps(const std::vector<Runner::Step>& steps, Group& g, int64_t mbs) {
+  MeasurePoint mp;
+  SweepPoint& p = mp.model;
+  p.mbs = mbs;
+  p.first_step_retries = steps.front().st.retries;
+  const size_t from = steps.size() > 1 ? 1 : 0;
+  double retries = 0, model_us = 0, ms = 0, call_ms = 0, sync_ms = 0, compute_ms = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const StepStats& s = steps[k].st;
+    fold_step_peaks(p, s);
+    if (k >= from) {
+      retries += static_cast<double>(s.retries);
+      model_us += s.device_time_us;
+      ms += steps[k].ms;
+      call_ms += steps[k].device_call_ms;
+      sync_ms += steps[k].retry_sync_ms;
+      compute_ms += steps[k].compute_ms;
+    }
+  }
+  const auto n = static_cast<double>(steps.size() - from);
+  double agg[] = {retries / n,
+                  static_cast<double>(p.first_step_retries),
+                  static_cast<double>(p.ooms),
+                  static_cast<double>(p.peak_reserved),
+                  static_cast<double>(p.peak_allocated),
+                  model_us / n / 1000.0,
+                  ms / n,
+                  steps.front().ms,
+                  call_ms / n,
+                  sync_ms / n,
+                  compute_ms / n};
+  g.max(agg, static_cast<int>(std::size(agg)));
+  p.retries_per_step = agg[0];
+  p.first_step_retries = static_cast<int64_t>(agg[1]);
+  p.ooms = static_cast<int64_t>(agg[2]);
+  p.peak_reserved = static_cast<int64_t>(agg[3]);
+  p.peak_allocated = static_cast<int64_t>(agg[4]);
+  p.alloc_overhead_ms_per_step = agg[5];
+  p.oom = p.ooms > 0;
+  mp.step_ms = agg[6];
+  mp.first_step_ms = agg[7];
+  mp.device_call_ms_per_step = agg[8];
+  mp.retry_sync_ms_per_step = agg[9];
+  mp.compute_ms_per_step = agg[10];
+  mp.samples_per_s = mp.step_ms > 0 ? static_cast<double>(mbs * g.size) / (mp.step_ms / 1000.0) : 0;
+  mp.collectives_per_step = steps.back().collectives;
+  return mp;
+}
+
 // Everything after the group is set up. With more than one rank an exception here must not
 // unwind (cudaDeviceSynchronize, ncclCommDestroy) while the peers wait in MPI or NCCL:
 // run_measure runs it under run_or_abort_ranks.
@@ -534,71 +609,11 @@ MeasureResult measure_on_group(Group& g, const MeasureOptions& opts, int n_dev) 
                         " bytes");
     out.capacity = cap;
     CudaDevice dev(dev_index, cap, opts.latency);
-    std::vector<Runner::Step> steps;
     std::vector<MemorySample> series;
-    {
-      Runner run(cfg, g, streams, dev, opts.settings, gen.unit_count());
-      if (opts.compute_tflops > 0) {
-        // Forward is 2 of flops_per_sample's 6 (8 with activation checkpointing) parts.
-        const double step = gen.flops_per_sample() * static_cast<double>(mbs);
-        const double fwd = step / (cfg.activation_checkpointing ? 4.0 : 3.0);
-        run.set_compute(opts.compute_tflops, fwd, step - fwd);
-      }
-      run.execute(gen.init_trace(), -1, nullptr, series);
-      for (int k = 0; k < opts.steps; ++k) {
-        Runner::Step s;
-        run.execute(gen.step_trace(k), k, &s, series);
-        steps.push_back(s);
-      }
-      run.finish();
-    }
+    const std::vector<Runner::Step> steps = run_steps(cfg, g, streams, dev, opts, gen, mbs, series);
     out.calls += dev.times();
-    MeasurePoint mp;
-    SweepPoint& p = mp.model;
-    p.mbs = mbs;
-    p.first_step_retries = steps.front().st.retries;
-    const size_t from = steps.size() > 1 ? 1 : 0;
-    double retries = 0, model_us = 0, ms = 0, call_ms = 0, sync_ms = 0, compute_ms = 0;
-    for (size_t k = 0; k < steps.size(); ++k) {
-      const StepStats& s = steps[k].st;
-      fold_step_peaks(p, s);
-      if (k >= from) {
-        retries += static_cast<double>(s.retries);
-        model_us += s.device_time_us;
-        ms += steps[k].ms;
-        call_ms += steps[k].device_call_ms;
-        sync_ms += steps[k].retry_sync_ms;
-        compute_ms += steps[k].compute_ms;
-      }
-    }
-    const auto n = static_cast<double>(steps.size() - from);
-    double agg[] = {retries / n,
-                    static_cast<double>(p.first_step_retries),
-                    static_cast<double>(p.ooms),
-                    static_cast<double>(p.peak_reserved),
-                    static_cast<double>(p.peak_allocated),
-                    model_us / n / 1000.0,
-                    ms / n,
-                    steps.front().ms,
-                    call_ms / n,
-                    sync_ms / n,
-                    compute_ms / n};
-    g.max(agg, static_cast<int>(std::size(agg)));
-    p.retries_per_step = agg[0];
-    p.first_step_retries = static_cast<int64_t>(agg[1]);
-    p.ooms = static_cast<int64_t>(agg[2]);
-    p.peak_reserved = static_cast<int64_t>(agg[3]);
-    p.peak_allocated = static_cast<int64_t>(agg[4]);
-    p.alloc_overhead_ms_per_step = agg[5];
-    p.oom = p.ooms > 0;
-    mp.step_ms = agg[6];
-    mp.first_step_ms = agg[7];
-    mp.device_call_ms_per_step = agg[8];
-    mp.retry_sync_ms_per_step = agg[9];
-    mp.compute_ms_per_step = agg[10];
-    mp.samples_per_s =
-        mp.step_ms > 0 ? static_cast<double>(mbs * g.size) / (mp.step_ms / 1000.0) : 0;
-    mp.collectives_per_step = steps.back().collectives;
+    const MeasurePoint mp = summarize_steps(steps, g, mbs);
+    const SweepPoint& p = mp.model;
     out.points.push_back(mp);
     const bool bad = p.oom || p.retries_per_step > 0.0;
     if (bad && out.first_bad_mbs == 0) {

@@ -93,7 +93,8 @@ std::string loads_text(const std::vector<double>& loads) {
   return s.str();
 }
 
-void run_tune(const TuneArgs& a, const Comm& comm) {
+// The option checks both searches make first, in this order.
+void check_tune_bounds(const TuneArgs& a) {
   using namespace mlprio::replay;
   if (!(a.train_fraction > 0 && a.train_fraction < 1))
     throw ConfigError("--train-fraction must lie strictly between 0 and 1");
@@ -101,69 +102,61 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
     throw ConfigError("--max-wait-ratio must be a number >= 1");
   if (!(a.max_wait_floor >= 0) || !std::isfinite(a.max_wait_floor))
     throw ConfigError("--max-wait-floor must be a number of seconds >= 0");
-  const MaxWaitStat stat = parse_max_wait_stat(a.max_wait_stat);
-  ReplaySpec spec = a.spec;
-  spec.estimate = "model:" + a.model;
-  const ReplaySetup setup(spec);
-  int64_t count = 2, len_arg = 0;
-  if (!a.windows.empty()) std::tie(count, len_arg) = dist::parse_windows_arg(a.windows);
-  const Trace trace = load_trace_reporting(a.trace, a.json || comm.rank != 0);
-  const auto n = static_cast<int64_t>(trace.jobs.size());
-  const auto n_train = static_cast<int64_t>(std::floor(a.train_fraction * static_cast<double>(n)));
-  // Default: the training part in two halves. Long windows carry the backlog a busy period
-  // builds up (every window starts from an empty cluster); four windows as long as the held-out
-  // tail were the default before and chose policies that did not carry over to busier tails.
-  const int64_t len = a.windows.empty() ? std::max<int64_t>(n_train, 1) : len_arg;
-  const std::vector<TuneWindow> windows = training_windows(n_train, count, len, a.loads);
+}
 
-  std::vector<TuneOutcome> base(windows.size());
-  for (size_t w = 0; w < windows.size(); ++w) base[w] = baseline_replay(setup, trace, windows[w]);
+// The ml policy search's candidates and outcomes per stage, the FCFS+EASY baseline per window and
+// the choice: stage 2's when it is feasible and no worse than stage 1's, then stage 3's (when
+// --fairshare-weights gives more than one value).
+struct TuneSearch {
+  std::vector<replay::TuneOutcome> base;
+  std::vector<model::PolicyParams> c1, c2, c3;
+  std::vector<replay::TuneOutcome> o1, o2, o3;
+  replay::TuneVerdict v;
+  model::PolicyParams best;
+  const std::vector<replay::TuneOutcome>* chosen = nullptr;
+};
+
+void search_tune(TuneSearch& s, const TuneArgs& a, const Comm& comm,
+                 const replay::ReplaySetup& setup, const Trace& trace,
+                 const std::vector<replay::TuneWindow>& windows, replay::MaxWaitStat stat) {
+  using namespace mlprio::replay;
+  s.base.resize(windows.size());
+  for (size_t w = 0; w < windows.size(); ++w) s.base[w] = baseline_replay(setup, trace, windows[w]);
 
   const bool quiet = a.json;
-  const auto c1 = tune_stage1(setup.policy(), a.request_weights, a.estimates);
-  const auto o1 =
-      stage("stage 1 (score, starvation, estimate)", setup, trace, c1, windows, comm, quiet);
+  s.c1 = tune_stage1(setup.policy(), a.request_weights, a.estimates);
+  s.o1 = stage("stage 1 (score, starvation, estimate)", setup, trace, s.c1, windows, comm, quiet);
   const TuneVerdict v1 =
-      pick_best(o1, base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
-  const auto c2 = tune_stage2(c1[v1.best], a.size_weights);
-  const auto o2 =
-      stage("stage 2 (size, order, correction)", setup, trace, c2, windows, comm, quiet);
+      pick_best(s.o1, s.base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
+  s.c2 = tune_stage2(s.c1[v1.best], a.size_weights);
+  s.o2 = stage("stage 2 (size, order, correction)", setup, trace, s.c2, windows, comm, quiet);
   const TuneVerdict v2 =
-      pick_best(o2, base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
+      pick_best(s.o2, s.base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
   const bool second = v2.feasible && (!v1.feasible || v2.bsld_ratio <= v1.bsld_ratio);
-  TuneVerdict v = second ? v2 : v1;
-  model::PolicyParams best = second ? c2[v2.best] : c1[v1.best];
-  const std::vector<TuneOutcome>* chosen = second ? &o2 : &o1;
+  s.v = second ? v2 : v1;
+  s.best = second ? s.c2[v2.best] : s.c1[v1.best];
+  s.chosen = second ? &s.o2 : &s.o1;
   // Stage 3 (only with --fairshare-weights beyond one value): the fair-share weight around the
   // choice, which is its first candidate, so the stage can only keep or improve it.
-  const auto c3 = tune_stage3(best, a.fairshare_weights);
-  std::vector<TuneOutcome> o3;
-  if (!c3.empty()) {
-    o3 = stage("stage 3 (fair share)", setup, trace, c3, windows, comm, quiet);
-    v = pick_best(o3, base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
-    best = c3[v.best];
-    chosen = &o3;
+  s.c3 = tune_stage3(s.best, a.fairshare_weights);
+  if (!s.c3.empty()) {
+    s.o3 = stage("stage 3 (fair share)", setup, trace, s.c3, windows, comm, quiet);
+    s.v = pick_best(s.o3, s.base, windows.size(), a.max_wait_ratio, a.max_wait_floor, stat);
+    s.best = s.c3[s.v.best];
+    s.chosen = &s.o3;
   }
-  const size_t ci = v.best;
-  if (comm.rank != 0) return;
+}
 
-  std::ostringstream by;
-  by << "mlprio-replay tune: trace sha256 " << file_sha256(trace.path) << ", training jobs 0.."
-     << n_train - 1 << ", " << windows.size() / a.loads.size() << " windows of "
-     << windows.front().len << " at load x" << loads_text(a.loads) << ", "
-     << max_wait_stat_name(stat) << " window max wait <= " << a.max_wait_ratio
-     << " x max(FCFS+EASY's, " << a.max_wait_floor << " s); train bsld ratio " << v.bsld_ratio
-     << ", max wait ratio " << v.max_wait_ratio << " (worst window " << v.worst_max_wait_ratio
-     << ")" << (v.feasible ? "" : " (no candidate met the bound)");
-  best.tuned_by = by.str();
-  nlohmann::json doc = model::read_model_document(a.model);
-  doc["policy"] = model::policy_to_json(best);
-  model::write_model_document(a.out, doc);
-
+// The report of tune: the choice, its training ratios, its windows against FCFS+EASY and every
+// candidate's outcome per window (every stage), so a choice can be checked by hand.
+nlohmann::ordered_json tune_report(const TuneArgs& a, const TuneSearch& s,
+                                   const std::vector<replay::TuneWindow>& windows) {
+  using namespace mlprio::replay;
+  const TuneVerdict& v = s.v;
   nlohmann::ordered_json j;
   j["model"] = a.out;
   j["feasible"] = v.feasible;
-  j["policy"] = model::policy_to_json(best);
+  j["policy"] = model::policy_to_json(s.best);
   j["train_bsld_ratio"] = v.bsld_ratio;
   j["train_max_wait_ratio"] = v.max_wait_ratio;
   j["train_worst_max_wait_ratio"] = v.worst_max_wait_ratio;
@@ -175,19 +168,18 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
   j["fairshare_weights"] = a.fairshare_weights;
   j["size_weights"] = a.size_weights;
   j["estimates"] = a.estimates;
-  j["candidates"] = c1.size() + c2.size() + c3.size();
+  j["candidates"] = s.c1.size() + s.c2.size() + s.c3.size();
   nlohmann::ordered_json ws = nlohmann::ordered_json::array();
   for (size_t w = 0; w < windows.size(); ++w) {
-    const TuneOutcome& o = (*chosen)[ci * windows.size() + w];
+    const TuneOutcome& o = (*s.chosen)[v.best * windows.size() + w];
     ws.push_back({{"window", {windows[w].start, windows[w].len}},
                   {"load", windows[w].load},
-                  {"fcfs_bsld", base[w].avg_bsld},
-                  {"fcfs_max_wait", base[w].max_wait},
+                  {"fcfs_bsld", s.base[w].avg_bsld},
+                  {"fcfs_max_wait", s.base[w].max_wait},
                   {"ml_bsld", o.avg_bsld},
                   {"ml_max_wait", o.max_wait}});
   }
   j["windows"] = ws;
-  // Every candidate's outcome per window (both stages), so a choice can be checked by hand.
   nlohmann::ordered_json grid = nlohmann::ordered_json::array();
   const auto add_grid = [&](int stage_no, const std::vector<model::PolicyParams>& cands,
                             const std::vector<TuneOutcome>& outs) {
@@ -204,29 +196,73 @@ void run_tune(const TuneArgs& a, const Comm& comm) {
                       {"max_wait", maxw}});
     }
   };
-  add_grid(1, c1, o1);
-  add_grid(2, c2, o2);
-  add_grid(3, c3, o3);
+  add_grid(1, s.c1, s.o1);
+  add_grid(2, s.c2, s.o2);
+  add_grid(3, s.c3, s.o3);
   j["grid"] = grid;
-  if (a.json) {
+  return j;
+}
+
+// The text form of tune's report: the policy, a table of its windows, the file written.
+void print_tune_report(const TuneArgs& a, const TuneSearch& s, const nlohmann::ordered_json& j) {
+  std::cout << "chosen policy: " << model::policy_to_json(s.best).dump() << "\n";
+  std::printf("%-14s %6s %10s %10s %12s %12s\n", "window", "load", "fcfs_bsld", "ml_bsld",
+              "fcfs_maxw_h", "ml_maxw_h");
+  for (const auto& w : j["windows"])
+    std::printf("%-14s %6.2f %10.2f %10.2f %12.1f %12.1f\n",
+                (std::to_string(w["window"][0].get<int64_t>()) + ":" +
+                 std::to_string(w["window"][1].get<int64_t>()))
+                    .c_str(),
+                w["load"].get<double>(), w["fcfs_bsld"].get<double>(), w["ml_bsld"].get<double>(),
+                w["fcfs_max_wait"].get<double>() / 3600, w["ml_max_wait"].get<double>() / 3600);
+  std::cout << "wrote " << a.out
+            << (s.v.feasible
+                    ? ""
+                    : " (WARNING: no candidate met the max-wait bound; kept the least starving)")
+            << "\n";
+}
+
+void run_tune(const TuneArgs& a, const Comm& comm) {
+  using namespace mlprio::replay;
+  check_tune_bounds(a);
+  const MaxWaitStat stat = parse_max_wait_stat(a.max_wait_stat);
+  ReplaySpec spec = a.spec;
+  spec.estimate = "model:" + a.model;
+  const ReplaySetup setup(spec);
+  int64_t count = 2, len_arg = 0;
+  if (!a.windows.empty()) std::tie(count, len_arg) = dist::parse_windows_arg(a.windows);
+  const Trace trace = load_trace_reporting(a.trace, a.json || comm.rank != 0);
+  const auto n = static_cast<int64_t>(trace.jobs.size());
+  const auto n_train = static_cast<int64_t>(std::floor(a.train_fraction * static_cast<double>(n)));
+  // Default: the training part in two halves. Long windows carry the backlog a busy period
+  // builds up (every window starts from an empty cluster); four windows as long as the held-out
+  // tail were the default before and chose policies that did not carry over to busier tails.
+  const int64_t len = a.windows.empty() ? std::max<int64_t>(n_train, 1) : len_arg;
+  const std::vector<TuneWindow> windows = training_windows(n_train, count, len, a.loads);
+
+  TuneSearch s;
+  search_tune(s, a, comm, setup, trace, windows, stat);
+  if (comm.rank != 0) return;
+  const TuneVerdict& v = s.v;
+
+  std::ostringstream by;
+  by << "mlprio-replay tune: trace sha256 " << file_sha256(trace.path) << ", training jobs 0.."
+     << n_train - 1 << ", " << windows.size() / a.loads.size() << " windows of "
+     << windows.front().len << " at load x" << loads_text(a.loads) << ", "
+     << max_wait_stat_name(stat) << " window max wait <= " << a.max_wait_ratio
+     << " x max(FCFS+EASY's, " << a.max_wait_floor << " s); train bsld ratio " << v.bsld_ratio
+     << ", max wait ratio " << v.max_wait_ratio << " (worst window " << v.worst_max_wait_ratio
+     << ")" << (v.feasible ? "" : " (no candidate met the bound)");
+  s.best.tuned_by = by.str();
+  nlohmann::json doc = model::read_model_document(a.model);
+  doc["policy"] = model::policy_to_json(s.best);
+  model::write_model_document(a.out, doc);
+
+  const nlohmann::ordered_json j = tune_report(a, s, windows);
+  if (a.json)
     std::cout << j.dump() << "\n";
-  } else {
-    std::cout << "chosen policy: " << model::policy_to_json(best).dump() << "\n";
-    std::printf("%-14s %6s %10s %10s %12s %12s\n", "window", "load", "fcfs_bsld", "ml_bsld",
-                "fcfs_maxw_h", "ml_maxw_h");
-    for (const auto& w : ws)
-      std::printf("%-14s %6.2f %10.2f %10.2f %12.1f %12.1f\n",
-                  (std::to_string(w["window"][0].get<int64_t>()) + ":" +
-                   std::to_string(w["window"][1].get<int64_t>()))
-                      .c_str(),
-                  w["load"].get<double>(), w["fcfs_bsld"].get<double>(), w["ml_bsld"].get<double>(),
-                  w["fcfs_max_wait"].get<double>() / 3600, w["ml_max_wait"].get<double>() / 3600);
-    std::cout << "wrote " << a.out
-              << (v.feasible
-                      ? ""
-                      : " (WARNING: no candidate met the max-wait bound; kept the least starving)")
-              << "\n";
-  }
+  else
+    print_tune_report(a, s, j);
 }
 
 // The deployable search: candidates x windows replayed with the deployed-stack replay, each pair
@@ -263,22 +299,12 @@ std::vector<replay::StackOutcome> stack_stage(const char* name, const replay::St
   return out;
 }
 
-void run_tune_stack(const TuneArgs& a, const Comm& comm) {
+// What the site's configuration allows tune --slurm-conf to vary: its warnings (rank 0), and
+// priority/multifactor required.
+void check_stock(const replay::SlurmStack& stock, const TuneArgs& a, const Comm& comm) {
   using namespace mlprio::replay;
-  namespace fs = std::filesystem;
-  if (!(a.train_fraction > 0 && a.train_fraction < 1))
-    throw ConfigError("--train-fraction must lie strictly between 0 and 1");
-  if (!(a.max_wait_ratio >= 1) || !std::isfinite(a.max_wait_ratio))
-    throw ConfigError("--max-wait-ratio must be a number >= 1");
-  if (!(a.max_wait_floor >= 0) || !std::isfinite(a.max_wait_floor))
-    throw ConfigError("--max-wait-floor must be a number of seconds >= 0");
-  if (!(a.tolerance >= 0 && a.tolerance < 1)) throw ConfigError("--tolerance must lie in [0, 1)");
-  if (a.slurm_conf_out.empty())
-    throw ConfigError("tune --slurm-conf needs --slurm-conf-out FILE (the tuned slurm.conf)");
-  const SlurmStack stock = read_slurm_conf(a.slurm_conf);
-  const int release = parse_slurm_release(a.slurm_release);
   if (comm.rank == 0)
-    for (const auto& w : slurm_conf_warnings(stock))
+    for (const auto& w : replay::slurm_conf_warnings(stock))
       std::cerr << "mlprio-replay tune: --slurm-conf " << a.slurm_conf << ": " << w << "\n";
   if (!stock.multifactor)
     throw ConfigError("--slurm-conf " + a.slurm_conf +
@@ -288,87 +314,100 @@ void run_tune_stack(const TuneArgs& a, const Comm& comm) {
     std::cerr << "mlprio-replay tune: --slurm-conf " << a.slurm_conf
               << ": no accounting_storage/slurmdbd, so Slurm forces the age and fair-share "
                  "weights to 0; tune varies SITE and the job size weight only\n";
-  const ReplaySetup setup(a.spec);
-  SlurmModelCache models;
-  const model::ScoreConfig score = models.get(a.model)->policy().score;
-  const Trace trace = load_trace_reporting(a.trace, a.json || comm.rank != 0);
-  const auto n = static_cast<int64_t>(trace.jobs.size());
-  const auto n_train = static_cast<int64_t>(std::floor(a.train_fraction * static_cast<double>(n)));
-  // Many windows drawn from the training part (default 16 of a quarter of it), each at every load.
+}
+
+struct StackWindows {
+  int64_t count = 0, len = 0;
+  std::vector<double> loads;
+  std::vector<replay::TuneWindow> windows;  // every drawn start at every load
+};
+
+// Many windows drawn from the training part (default 16 of a quarter of it), each at every load.
+StackWindows stack_windows(const TuneArgs& a, int64_t n_train) {
+  using namespace mlprio::replay;
+  StackWindows sw;
   int64_t count = 16, len = std::max<int64_t>(n_train / 4, 1);
-  if (!a.windows.empty()) std::tie(count, len) = dist::parse_windows_arg(a.windows);
+  if (!a.windows.empty()) std::tie(count, len) = replay::dist::parse_windows_arg(a.windows);
   if (len > n_train || len < 50)
     throw ConfigError("tune: windows of " + std::to_string(len) +
                       " jobs do not fit a training "
                       "part of " +
                       std::to_string(n_train) + " jobs (at least 50 each)");
   count = std::min(count, n_train - len + 1);
-  const std::vector<double> loads = a.loads_given ? a.loads : std::vector<double>{1.0, 1.25};
-  for (double l : loads)
+  sw.loads = a.loads_given ? a.loads : std::vector<double>{1.0, 1.25};
+  for (double l : sw.loads)
     if (!(l >= 1.0 && l <= 4.0))
       throw ConfigError("tune: a load factor must lie in [1, 4] (1 = the recorded load)");
-  std::vector<TuneWindow> windows;
-  for (int64_t s : dist::draw_window_starts(count, len, n_train, a.seed))
-    for (double l : loads) windows.push_back({s, len, l});
+  for (int64_t s : replay::dist::draw_window_starts(count, len, n_train, a.seed))
+    for (double l : sw.loads) sw.windows.push_back({s, len, l});
+  sw.count = count;
+  sw.len = len;
+  return sw;
+}
 
-  StackTuneContext ctx;
-  ctx.stock = &stock;
-  ctx.release = release;
-  ctx.trace = &trace;
-  ctx.setup = &setup;
-  ctx.models = &models;
-  ctx.model_path = a.model;
-  const bool quiet = a.json;
-  const size_t W = windows.size();
-  // The max-wait statistic: the upper quartile of the windows' ratios unless --max-wait-stat
-  // names worst (every window) or p75.
+// The max-wait statistic: the upper quartile of the windows' ratios unless --max-wait-stat
+// names worst (every window) or p75.
+std::string stack_max_wait_stat(const TuneArgs& a) {
+  using namespace mlprio::replay;
   const std::string stat = a.stat_given ? a.max_wait_stat : "p75";
   if (stat != "p75" && stat != "worst")
     throw ConfigError("tune --slurm-conf: --max-wait-stat '" + stat +
                       "': valid values are p75 (the windows' upper quartile) and worst");
-  const double q = stat == "worst" ? 1.0 : 0.75;
+  return stat;
+}
+
+// The stages' candidates and outcomes, the stock's outcomes (stage 1's first candidate) and the
+// choice after the last stage.
+struct StackSearch {
+  std::vector<replay::StackOutcome> base;
+  replay::StackVerdict v;
+  replay::StackCandidate best;
+  std::vector<std::vector<replay::StackCandidate>> stages;
+  std::vector<std::vector<replay::StackOutcome>> outs;
+};
+
+StackSearch search_stack(const TuneArgs& a, const Comm& comm, const replay::StackTuneContext& ctx,
+                         const model::ScoreConfig& score,
+                         const std::vector<replay::TuneWindow>& windows, double q) {
+  using namespace mlprio::replay;
+  const SlurmStack& stock = *ctx.stock;
+  const bool quiet = a.json;
+  const size_t W = windows.size();
   const auto pick = [&](const std::vector<StackOutcome>& o, const std::vector<StackOutcome>& st,
                         const std::vector<StackCandidate>& c) {
     return pick_stack(o, st, W, c, a.max_wait_ratio, a.max_wait_floor, a.tolerance, q);
   };
+  StackSearch s;
   const auto c1 = stack_stage1(stock, stock_candidate(stock, score), a.site_weights);
   const auto o1 = stack_stage("stage 1 (SITE weight, age)", ctx, c1, windows, comm, quiet);
-  const std::vector<StackOutcome> base(o1.begin(), o1.begin() + static_cast<std::ptrdiff_t>(W));
-  StackVerdict v = pick(o1, base, c1);
-  StackCandidate best = c1[v.best];
-  std::vector<std::vector<StackCandidate>> stages{c1};
-  std::vector<std::vector<StackOutcome>> outs{o1};
-  const auto c2 = stack_stage2(stock, best, score);
+  s.base.assign(o1.begin(), o1.begin() + static_cast<std::ptrdiff_t>(W));
+  s.v = pick(o1, s.base, c1);
+  s.best = c1[s.v.best];
+  s.stages = {c1};
+  s.outs = {o1};
+  const auto c2 = stack_stage2(stock, s.best, score);
   if (c2.size() > 1) {
     auto o2 = stack_stage("stage 2 (fair share, job size)", ctx, c2, windows, comm, quiet);
-    v = pick(o2, base, c2);
-    best = c2[v.best];
-    stages.push_back(c2);
-    outs.push_back(std::move(o2));
+    s.v = pick(o2, s.base, c2);
+    s.best = c2[s.v.best];
+    s.stages.push_back(c2);
+    s.outs.push_back(std::move(o2));
   }
-  const auto c3 = stack_stage3(stock, best, score);
+  const auto c3 = stack_stage3(stock, s.best, score);
   if (c3.size() > 1) {
     auto o3 = stack_stage("stage 3 (SITE's shape)", ctx, c3, windows, comm, quiet);
-    v = pick(o3, base, c3);
-    best = c3[v.best];
-    stages.push_back(c3);
-    outs.push_back(std::move(o3));
+    s.v = pick(o3, s.base, c3);
+    s.best = c3[s.v.best];
+    s.stages.push_back(c3);
+    s.outs.push_back(std::move(o3));
   }
-  if (comm.rank != 0) return;
+  return s;
+}
 
-  std::ostringstream by;
-  by << "trace sha256 " << file_sha256(trace.path) << ", training jobs 0.." << n_train - 1 << ", "
-     << count << " windows of " << len << " (seed " << a.seed << ") at load x" << loads_text(loads)
-     << ", against " << a.slurm_conf << " (sha256 " << stock.sha256 << "), Slurm "
-     << a.slurm_release << "; median bsld ratio " << v.bsld_ratio << " (IQR " << v.bsld_p25 << ".."
-     << v.bsld_p75 << "), max wait ratio " << stat << " " << v.max_wait_ratio << " (worst "
-     << v.worst_max_wait_ratio << ")";
-  model::PolicyParams policy = models.get(a.model)->policy();
-  policy.score = best.score;
-  policy.tuned_by = "mlprio-replay tune --slurm-conf: " + by.str();
-  nlohmann::json doc = model::read_model_document(a.model);
-  doc["policy"] = model::policy_to_json(policy);
-  model::write_model_document(a.out, doc);
+// Writes the tuned slurm.conf: the site's text with the chosen lines, through a temporary file.
+void write_tuned_conf(const TuneArgs& a, const replay::SlurmStack& stock,
+                      const replay::StackCandidate& best, const std::string& by) {
+  namespace fs = std::filesystem;
   std::string site_text;
   {
     std::ifstream in(a.slurm_conf, std::ios::binary);
@@ -380,12 +419,23 @@ void run_tune_stack(const TuneArgs& a, const Comm& comm) {
   {
     const std::string tmp = a.slurm_conf_out + ".tmp";
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << tuned_conf_text(site_text, stock, best, model_abs, by.str());
+    out << replay::tuned_conf_text(site_text, stock, best, model_abs, by);
     out.close();
     if (!out) throw mlprio::RuntimeError("--slurm-conf-out " + a.slurm_conf_out + ": cannot write");
     fs::rename(tmp, a.slurm_conf_out);
   }
+}
 
+// The report of tune --slurm-conf: the choice, its training ratios, the chosen candidate's
+// windows and every candidate's ratios.
+nlohmann::ordered_json stack_report(const TuneArgs& a, const StackSearch& s,
+                                    const model::PolicyParams& policy, const std::string& stat,
+                                    double q, const StackWindows& sw) {
+  using namespace mlprio::replay;
+  const StackVerdict& v = s.v;
+  const StackCandidate& best = s.best;
+  const std::vector<TuneWindow>& windows = sw.windows;
+  const size_t W = windows.size();
   nlohmann::ordered_json j;
   j["model"] = a.out;
   j["slurm_conf"] = a.slurm_conf_out;
@@ -407,39 +457,88 @@ void run_tune_stack(const TuneArgs& a, const Comm& comm) {
   j["max_wait_ratio"] = a.max_wait_ratio;
   j["max_wait_floor"] = a.max_wait_floor;
   j["tolerance"] = a.tolerance;
-  j["loads"] = loads;
+  j["loads"] = sw.loads;
   j["seed"] = a.seed;
   size_t total = 0;
-  for (const auto& s : stages) total += s.size();
+  for (const auto& st : s.stages) total += st.size();
   j["candidates"] = total;
-  const auto& last_o = outs.back();
+  const auto& last_o = s.outs.back();
   nlohmann::ordered_json ws = nlohmann::ordered_json::array();
   for (size_t w = 0; w < W; ++w) {
     const StackOutcome& o = last_o[v.best * W + w];
     ws.push_back({{"window", {windows[w].start, windows[w].len}},
                   {"load", windows[w].load},
-                  {"stock_bsld", base[w].avg_bsld},
-                  {"stock_max_wait", base[w].max_wait},
+                  {"stock_bsld", s.base[w].avg_bsld},
+                  {"stock_max_wait", s.base[w].max_wait},
                   {"tuned_bsld", o.avg_bsld},
                   {"tuned_max_wait", o.max_wait}});
   }
   j["windows"] = ws;
   nlohmann::ordered_json grid = nlohmann::ordered_json::array();
-  for (size_t s = 0; s < stages.size(); ++s)
-    for (size_t c = 0; c < stages[s].size(); ++c) {
-      const auto r = bsld_ratios(outs[s], base, W, c);
-      const auto m = max_wait_ratios(outs[s], base, W, c, a.max_wait_floor);
-      grid.push_back({{"stage", s + 1},
-                      {"candidate", describe(stages[s][c])},
-                      {"changes", stages[s][c].changes},
+  for (size_t st = 0; st < s.stages.size(); ++st)
+    for (size_t c = 0; c < s.stages[st].size(); ++c) {
+      const auto r = bsld_ratios(s.outs[st], s.base, W, c);
+      const auto m = max_wait_ratios(s.outs[st], s.base, W, c, a.max_wait_floor);
+      grid.push_back({{"stage", st + 1},
+                      {"candidate", describe(s.stages[st][c])},
+                      {"changes", s.stages[st][c].changes},
                       {"bsld_ratio", quantile(r, 0.5)},
                       {"max_wait_ratio", quantile(m, q)}});
     }
   j["grid"] = grid;
+  return j;
+}
+
+void run_tune_stack(const TuneArgs& a, const Comm& comm) {
+  using namespace mlprio::replay;
+  check_tune_bounds(a);
+  if (!(a.tolerance >= 0 && a.tolerance < 1)) throw ConfigError("--tolerance must lie in [0, 1)");
+  if (a.slurm_conf_out.empty())
+    throw ConfigError("tune --slurm-conf needs --slurm-conf-out FILE (the tuned slurm.conf)");
+  const SlurmStack stock = read_slurm_conf(a.slurm_conf);
+  const int release = parse_slurm_release(a.slurm_release);
+  check_stock(stock, a, comm);
+  const ReplaySetup setup(a.spec);
+  SlurmModelCache models;
+  const model::ScoreConfig score = models.get(a.model)->policy().score;
+  const Trace trace = load_trace_reporting(a.trace, a.json || comm.rank != 0);
+  const auto n = static_cast<int64_t>(trace.jobs.size());
+  const auto n_train = static_cast<int64_t>(std::floor(a.train_fraction * static_cast<double>(n)));
+  const StackWindows sw = stack_windows(a, n_train);
+
+  StackTuneContext ctx;
+  ctx.stock = &stock;
+  ctx.release = release;
+  ctx.trace = &trace;
+  ctx.setup = &setup;
+  ctx.models = &models;
+  ctx.model_path = a.model;
+  const std::string stat = stack_max_wait_stat(a);
+  const double q = stat == "worst" ? 1.0 : 0.75;
+  const StackSearch s = search_stack(a, comm, ctx, score, sw.windows, q);
+  if (comm.rank != 0) return;
+  const StackVerdict& v = s.v;
+
+  std::ostringstream by;
+  by << "trace sha256 " << file_sha256(trace.path) << ", training jobs 0.." << n_train - 1 << ", "
+     << sw.count << " windows of " << sw.len << " (seed " << a.seed << ") at load x"
+     << loads_text(sw.loads) << ", against " << a.slurm_conf << " (sha256 " << stock.sha256
+     << "), Slurm " << a.slurm_release << "; median bsld ratio " << v.bsld_ratio << " (IQR "
+     << v.bsld_p25 << ".." << v.bsld_p75 << "), max wait ratio " << stat << " " << v.max_wait_ratio
+     << " (worst " << v.worst_max_wait_ratio << ")";
+  model::PolicyParams policy = models.get(a.model)->policy();
+  policy.score = s.best.score;
+  policy.tuned_by = "mlprio-replay tune --slurm-conf: " + by.str();
+  nlohmann::json doc = model::read_model_document(a.model);
+  doc["policy"] = model::policy_to_json(policy);
+  model::write_model_document(a.out, doc);
+  write_tuned_conf(a, stock, s.best, by.str());
+
+  const nlohmann::ordered_json j = stack_report(a, s, policy, stat, q, sw);
   if (a.json) {
     std::cout << j.dump() << "\n";
   } else {
-    std::cout << "chosen: " << describe(best) << " (" << best.changes << " settings changed)\n"
+    std::cout << "chosen: " << describe(s.best) << " (" << s.best.changes << " settings changed)\n"
               << "training windows: median mean-bsld ratio to " << a.slurm_conf << " "
               << v.bsld_ratio << " (IQR " << v.bsld_p25 << ".." << v.bsld_p75 << "), " << stat
               << " max-wait ratio " << v.max_wait_ratio << " (worst " << v.worst_max_wait_ratio

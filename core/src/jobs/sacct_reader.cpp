@@ -238,6 +238,20 @@ class SacctReader final : public ReaderBase {
 
   bool parse_job(Job& job) {
     job = Job{};
+    if (!parse_id_and_times(job) || !parse_run_and_limit(job)) return false;
+    if (col_[STATE] >= 0) job.status = slurm_state(get(STATE));
+    if (col_[EXITCODE] >= 0)
+      job.exit_code = static_cast<int32_t>(
+          parse_int(get(EXITCODE).substr(0, get(EXITCODE).find(':'))).value_or(-1));
+    if (!parse_counts(job) || !parse_req_mem(job) || !parse_tres_columns(job)) return false;
+    if (col_[MAXRSS] >= 0 && !is_slurm_none(get(MAXRSS)))
+      job.used_mem = parse_slurm_mem(get(MAXRSS)).value_or(-1);
+    intern_names(job);
+    return true;
+  }
+
+  // JobIDRaw (else JobID's number), Submit, and the wait from Start.
+  bool parse_id_and_times(Job& job) {
     const std::string_view raw = get(JOBIDRAW), id = get(JOBID);
     std::optional<int64_t> jid = raw.empty() ? std::nullopt : parse_int(raw);
     if (!jid) jid = parse_int(id.substr(0, id.find_first_of("_[+")));
@@ -261,6 +275,12 @@ class SacctReader final : public ReaderBase {
       }
       job.wait = std::max(0.0, *start - job.submit);
     }
+    return true;
+  }
+
+  // The run time (ElapsedRaw, else Elapsed; unknown for a job that never started) and the
+  // requested time (TimelimitRaw, else Timelimit).
+  bool parse_run_and_limit(Job& job) {
     if (col_[ELAPSEDRAW] >= 0 && !get(ELAPSEDRAW).empty()) {
       auto e = parse_int(get(ELAPSEDRAW));
       if (!e) {
@@ -296,27 +316,34 @@ class SacctReader final : public ReaderBase {
       }
       job.req_time = *t;
     }
-    if (col_[STATE] >= 0) job.status = slurm_state(get(STATE));
-    if (col_[EXITCODE] >= 0)
-      job.exit_code = static_cast<int32_t>(
-          parse_int(get(EXITCODE).substr(0, get(EXITCODE).find(':'))).value_or(-1));
-    const auto count = [&](Col c, int64_t& out) -> bool {
-      const std::string_view s = get(c);
-      if (col_[c] < 0 || is_slurm_none(s)) return true;
-      auto v = parse_int(s.substr(0, s.find('-')));  // ReqNodes may be a range "2-4"
-      if (!v || *v < 0 || *v > JOB_MAX_COUNT) {
-        reject(COL_NAMES[c], "'" + std::string(s) + "' is not a count in " +
-                                 range_text(int64_t{0}, JOB_MAX_COUNT));
-        return false;
-      }
-      out = *v;
-      return true;
-    };
-    if (!count(ALLOCCPUS, job.alloc_procs) || !count(REQCPUS, job.req_procs) ||
-        !count(NNODES, job.alloc_nodes) || !count(REQNODES, job.req_nodes))
+    return true;
+  }
+
+  // A count column (absent or none: `out` kept); false after rejecting the line.
+  bool read_count(Col c, int64_t& out) {
+    const std::string_view s = get(c);
+    if (col_[c] < 0 || is_slurm_none(s)) return true;
+    auto v = parse_int(s.substr(0, s.find('-')));  // ReqNodes may be a range "2-4"
+    if (!v || *v < 0 || *v > JOB_MAX_COUNT) {
+      reject(COL_NAMES[c],
+             "'" + std::string(s) + "' is not a count in " + range_text(int64_t{0}, JOB_MAX_COUNT));
       return false;
-    if (job.alloc_nodes < 0 && !count(ALLOCNODES, job.alloc_nodes)) return false;
+    }
+    out = *v;
+    return true;
+  }
+
+  // The CPU and node counts.
+  bool parse_counts(Job& job) {
+    if (!read_count(ALLOCCPUS, job.alloc_procs) || !read_count(REQCPUS, job.req_procs) ||
+        !read_count(NNODES, job.alloc_nodes) || !read_count(REQNODES, job.req_nodes))
+      return false;
+    if (job.alloc_nodes < 0 && !read_count(ALLOCNODES, job.alloc_nodes)) return false;
     if (job.alloc_procs == 0) job.alloc_procs = UNKNOWN_INT;  // never allocated
+    return true;
+  }
+
+  bool parse_req_mem(Job& job) {
     // Memory: ReqTRES mem= is the job total; old ReqMem suffixes say per CPU (c) / per node (n).
     if (col_[REQMEM] >= 0 && !is_slurm_none(get(REQMEM))) {
       char per = 0;
@@ -340,6 +367,11 @@ class SacctReader final : public ReaderBase {
       }
       job.req_mem = *total;
     }
+    return true;
+  }
+
+  // ReqTRES and AllocTRES: memory, GPUs, and the CPU and node counts the other columns lacked.
+  bool parse_tres_columns(Job& job) {
     for (Col c : {REQTRES, ALLOCTRES}) {
       if (col_[c] < 0 || is_slurm_none(get(c))) continue;
       auto t = parse_tres(get(c));
@@ -359,8 +391,11 @@ class SacctReader final : public ReaderBase {
       }
     }
     if (job.req_gpus < 0 && col_[REQTRES] >= 0 && !is_slurm_none(get(REQTRES))) job.req_gpus = 0;
-    if (col_[MAXRSS] >= 0 && !is_slurm_none(get(MAXRSS)))
-      job.used_mem = parse_slurm_mem(get(MAXRSS)).value_or(-1);
+    return true;
+  }
+
+  // The names, interned.
+  void intern_names(Job& job) {
     if (col_[USER] >= 0 && !get(USER).empty()) job.user = names_.users.intern(get(USER));
     if (col_[GROUP] >= 0 && !get(GROUP).empty()) job.group = names_.groups.intern(get(GROUP));
     if (col_[ACCOUNT] >= 0 && !get(ACCOUNT).empty())
@@ -370,7 +405,6 @@ class SacctReader final : public ReaderBase {
     if (col_[QOS] >= 0 && !get(QOS).empty()) job.qos = names_.qos.intern(get(QOS));
     if (col_[JOBNAME] >= 0 && !get(JOBNAME).empty())
       job.name = names_.job_names.intern(get(JOBNAME));
-    return true;
   }
 
   std::array<int, NCOLS> col_{};

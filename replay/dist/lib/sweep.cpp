@@ -2,7 +2,7 @@
 // replay, the journal that makes sweeps resumable, the output writers and the serial loop. The
 // MPI master/worker in sweep_mpi.cpp reuses all of it, so one process and N ranks produce the
 // same bytes: results travel as journal lines whose numbers are C99 hex floats (exact).
-// One file (about 950 lines) so that the journal's writer and its reader, and the serial loop
+// One file (about 1000 lines) so that the journal's writer and its reader, and the serial loop
 // and the output writers both ranks use, change together.
 #include "mlprio/replay/dist/sweep_run.hpp"
 
@@ -160,9 +160,10 @@ std::pair<int64_t, int64_t> parse_windows_arg(const std::string& w) {
   }
 }
 
-SweepPlan make_sweep_plan(const SweepSpec& spec) {
-  SweepPlan plan;
-  plan.spec = spec;
+namespace {
+
+// What a sweep needs before anything is read: a trace, something to run, windows.
+void check_sweep_spec(const SweepSpec& spec) {
   if (spec.traces.empty())
     throw SweepError("a sweep needs at least one trace (--trace or traces = [...])");
   if ((spec.policies.empty() || spec.backfills.empty()) && spec.slurm_confs.empty())
@@ -171,13 +172,15 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
   if (spec.windows.empty() && spec.random_count <= 0)
     throw SweepError(
         "give windows: --window START:LEN (repeatable) or --windows COUNTxLEN --seed S");
-  // The replay options are checked and --estimate model:FILE is loaded (once per rank) before the
-  // traces, so a bad file fails fast; 'ml' needs the model (make_policy says so otherwise).
-  plan.setup = std::make_shared<const ReplaySetup>(spec.replay);
-  const ReplaySetup& setup = *plan.setup;
+}
+
+// Checks the policies' names (UnknownPolicyError before loading) and sets `any_agent` when one is
+// an agent's; returns the backfilling rules parsed.
+std::vector<Backfill> check_policies_and_backfills(const SweepSpec& spec, const ReplaySetup& setup,
+                                                   bool& any_agent) {
   PolicyOptions agent_opts;
   agent_opts.agent = spec.agent;
-  bool any_agent = false;
+  any_agent = false;
   for (const auto& p : spec.policies) {  // UnknownPolicyError before loading
     if (p != "ml" || !setup.online()) make_policy(p, agent_opts);
     any_agent |= is_agent_policy(p);
@@ -188,23 +191,26 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
     if (backfills.back() == Backfill::RLSCHEDULER)
       throw SweepError("sweeps use the standard profile; backfill 'rlscheduler' is run's only");
   }
-  // Deployed-stack tasks: every file read (and its model loaded) before the traces.
-  if (!spec.slurm_confs.empty()) {
-    plan.slurm_release = parse_slurm_release(spec.slurm_release);
-    plan.slurm_models = std::make_shared<SlurmModelCache>();
-    for (const auto& path : spec.slurm_confs) {
-      plan.slurm.push_back(read_slurm_conf(path));
-      const SlurmStack& c = plan.slurm.back();
-      if (((c.multifactor && c.site.enabled) || c.job_submit_mlprio) && !c.site.model.empty())
-        plan.slurm_models->get(c.site.model);
-    }
-  }
-  plan.base.record_jobs = spec.per_job;
-  plan.base.record_series = spec.per_job;
+  return backfills;
+}
 
-  // Every count that sizes the plan is bounded before anything is expanded: the parameter grid,
-  // then the tasks (traces x policies x parameter sets x backfills x windows), in double so the
-  // product itself cannot overflow.
+// Deployed-stack tasks: every file read (and its model loaded) before the traces.
+void load_slurm_confs(SweepPlan& plan, const SweepSpec& spec) {
+  if (spec.slurm_confs.empty()) return;
+  plan.slurm_release = parse_slurm_release(spec.slurm_release);
+  plan.slurm_models = std::make_shared<SlurmModelCache>();
+  for (const auto& path : spec.slurm_confs) {
+    plan.slurm.push_back(read_slurm_conf(path));
+    const SlurmStack& c = plan.slurm.back();
+    if (((c.multifactor && c.site.enabled) || c.job_submit_mlprio) && !c.site.model.empty())
+      plan.slurm_models->get(c.site.model);
+  }
+}
+
+// Every count that sizes the plan is bounded before anything is expanded: the parameter grid,
+// then the tasks (traces x policies x parameter sets x backfills x windows), in double so the
+// product itself cannot overflow.
+void check_plan_size(const SweepSpec& spec) {
   const auto over_bound = [](const std::string& what, double n) {
     if (n > static_cast<double>(MAX_SWEEP_TASKS))
       throw SweepError("the sweep's " + what + " come to " + number_text(n) +
@@ -217,20 +223,20 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
                       static_cast<double>(spec.max_age.size()) *
                       static_cast<double>(spec.decay_half_life.size());
   over_bound("multifactor parameter sets (the product of the weight lists' lengths)", grid);
-  {
-    double per_trace = 0;
-    for (const auto& p : spec.policies) per_trace += p == "multifactor" ? grid : 1.0;
-    per_trace *= static_cast<double>(spec.backfills.size());
-    per_trace += static_cast<double>(spec.slurm_confs.size());
-    const double windows = static_cast<double>(spec.windows.size()) +
-                           static_cast<double>(std::max<int64_t>(0, spec.random_count));
-    over_bound(
-        "tasks (traces x (policies x parameter sets x backfills + slurm.conf files) x "
-        "windows)",
-        static_cast<double>(spec.traces.size()) * per_trace * windows);
-  }
+  double per_trace = 0;
+  for (const auto& p : spec.policies) per_trace += p == "multifactor" ? grid : 1.0;
+  per_trace *= static_cast<double>(spec.backfills.size());
+  per_trace += static_cast<double>(spec.slurm_confs.size());
+  const double windows = static_cast<double>(spec.windows.size()) +
+                         static_cast<double>(std::max<int64_t>(0, spec.random_count));
+  over_bound(
+      "tasks (traces x (policies x parameter sets x backfills + slurm.conf files) x "
+      "windows)",
+      static_cast<double>(spec.traces.size()) * per_trace * windows);
+}
 
-  // Parameter sets: the multifactor grid (a single set for orders that take no weights).
+// Parameter sets: the multifactor grid (a single set for orders that take no weights).
+void add_param_grid(SweepPlan& plan, const SweepSpec& spec) {
   for (double a : spec.weight_age)
     for (double j : spec.weight_job_size)
       for (double f : spec.weight_fairshare)
@@ -246,13 +252,12 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
             o.agent = spec.agent;
             plan.params.push_back(o);
           }
+}
 
-  for (const auto& path : spec.traces) {
-    ReadOptions ro;
-    plan.traces.push_back(load_trace(path, ro));
-    plan.machines.push_back(setup.machine(plan.traces.back()));
-  }
-
+// What decides the tasks' results besides their keys: the replay setup, the traces and their
+// machines, the agent's settings and the slurm.conf files' contents.
+std::string plan_fingerprint(const SweepPlan& plan, const SweepSpec& spec, const ReplaySetup& setup,
+                             bool any_agent) {
   std::ostringstream fp;
   fp << setup.describe();
   for (size_t t = 0; t < plan.traces.size(); ++t)
@@ -269,68 +274,112 @@ SweepPlan make_sweep_plan(const SweepSpec& spec) {
     for (size_t i = 0; i < plan.slurm.size(); ++i)
       fp << " slurm_conf" << i << "=" << spec.slurm_confs[i] << "(" << plan.slurm[i].sha256 << ")";
   }
-  plan.fingerprint = fp.str();
+  return fp.str();
+}
 
-  for (size_t t = 0; t < plan.traces.size(); ++t) {
-    const auto n = static_cast<int64_t>(plan.traces[t].jobs.size());
-    std::vector<std::pair<int64_t, int64_t>> windows = spec.windows;
-    if (spec.random_count > 0) {
-      // Random windows avoid each other and the explicit windows of the same length.
-      std::vector<int64_t> taken;
-      for (const auto& [start, len] : spec.windows)
-        if (len == spec.random_len) taken.push_back(start);
-      for (int64_t s : draw_window_starts(spec.random_count, spec.random_len, n, spec.seed, taken))
-        windows.emplace_back(s, spec.random_len);
-    }
-    for (const auto& policy : spec.policies) {
-      const int nparams = policy == "multifactor" ? static_cast<int>(plan.params.size()) : 1;
-      for (int p = 0; p < nparams; ++p)
-        for (Backfill b : backfills)
-          for (const auto& [start, len] : windows) {
-            SweepTask task;
-            task.id = static_cast<int64_t>(plan.tasks.size());
-            task.trace = static_cast<int>(t);
-            task.policy = policy;
-            task.backfill = b;
-            task.params = p;
-            task.window_start = start;
-            task.window_len = len;
-            const double jobs = static_cast<double>(std::max<int64_t>(0, std::min(len, n - start)));
-            // Conservative keeps a reservation profile; dynamic orders re-sort every pass.
-            task.cost =
-                jobs * (b == Backfill::CONSERVATIVE ? 3.0 : 1.0) *
-                (policy == "ml" || is_agent_policy(policy) || make_policy(policy)->dynamic() ? 2.0
-                                                                                             : 1.0);
-            std::ostringstream key;
-            key << "trace=" << spec.traces[t] << " policy=" << policy;
-            if (policy == "multifactor") {
-              const PolicyOptions& o = plan.params[static_cast<size_t>(p)];
-              key << " age=" << fmt_num(o.weight_age) << " size=" << fmt_num(o.weight_job_size)
-                  << " fairshare=" << fmt_num(o.weight_fairshare)
-                  << " max_age=" << fmt_num(o.max_age)
-                  << " half_life=" << fmt_num(o.decay_half_life)
-                  << " favor_small=" << o.favor_small;
-            }
-            key << " backfill=" << backfill_name(b) << " window=" << start << ":" << len;
-            task.key = key.str();
-            plan.tasks.push_back(std::move(task));
-          }
-    }
-    for (size_t c = 0; c < plan.slurm.size(); ++c)
+// A trace's windows: the explicit ones, then the random draws, which avoid each other and the
+// explicit windows of the same length.
+std::vector<std::pair<int64_t, int64_t>> trace_windows(const SweepSpec& spec, int64_t n) {
+  std::vector<std::pair<int64_t, int64_t>> windows = spec.windows;
+  if (spec.random_count > 0) {
+    std::vector<int64_t> taken;
+    for (const auto& [start, len] : spec.windows)
+      if (len == spec.random_len) taken.push_back(start);
+    for (int64_t s : draw_window_starts(spec.random_count, spec.random_len, n, spec.seed, taken))
+      windows.emplace_back(s, spec.random_len);
+  }
+  return windows;
+}
+
+// Trace t's tasks of one policy: every parameter set (multifactor's) x backfill x window.
+void add_policy_tasks(SweepPlan& plan, size_t t, const std::string& policy,
+                      const std::vector<Backfill>& backfills,
+                      const std::vector<std::pair<int64_t, int64_t>>& windows, int64_t n) {
+  const SweepSpec& spec = plan.spec;
+  const int nparams = policy == "multifactor" ? static_cast<int>(plan.params.size()) : 1;
+  for (int p = 0; p < nparams; ++p)
+    for (Backfill b : backfills)
       for (const auto& [start, len] : windows) {
         SweepTask task;
         task.id = static_cast<int64_t>(plan.tasks.size());
         task.trace = static_cast<int>(t);
-        task.policy = std::filesystem::path(spec.slurm_confs[c]).filename().string();
-        task.slurm = static_cast<int>(c);
+        task.policy = policy;
+        task.backfill = b;
+        task.params = p;
         task.window_start = start;
         task.window_len = len;
-        // slurmctld's schedulers plan every tested job and re-sort on every calculation.
-        task.cost = 4.0 * static_cast<double>(std::max<int64_t>(0, std::min(len, n - start)));
-        task.key = "trace=" + spec.traces[t] + " slurm_conf=" + spec.slurm_confs[c] +
-                   " window=" + std::to_string(start) + ":" + std::to_string(len);
+        const double jobs = static_cast<double>(std::max<int64_t>(0, std::min(len, n - start)));
+        // Conservative keeps a reservation profile; dynamic orders re-sort every pass.
+        task.cost =
+            jobs * (b == Backfill::CONSERVATIVE ? 3.0 : 1.0) *
+            (policy == "ml" || is_agent_policy(policy) || make_policy(policy)->dynamic() ? 2.0
+                                                                                         : 1.0);
+        std::ostringstream key;
+        key << "trace=" << spec.traces[t] << " policy=" << policy;
+        if (policy == "multifactor") {
+          const PolicyOptions& o = plan.params[static_cast<size_t>(p)];
+          key << " age=" << fmt_num(o.weight_age) << " size=" << fmt_num(o.weight_job_size)
+              << " fairshare=" << fmt_num(o.weight_fairshare) << " max_age=" << fmt_num(o.max_age)
+              << " half_life=" << fmt_num(o.decay_half_life) << " favor_small=" << o.favor_small;
+        }
+        key << " backfill=" << backfill_name(b) << " window=" << start << ":" << len;
+        task.key = key.str();
         plan.tasks.push_back(std::move(task));
       }
+}
+
+// Trace t's deployed-stack tasks: every slurm.conf x window.
+void add_slurm_tasks(SweepPlan& plan, size_t t,
+                     const std::vector<std::pair<int64_t, int64_t>>& windows, int64_t n) {
+  const SweepSpec& spec = plan.spec;
+  for (size_t c = 0; c < plan.slurm.size(); ++c)
+    for (const auto& [start, len] : windows) {
+      SweepTask task;
+      task.id = static_cast<int64_t>(plan.tasks.size());
+      task.trace = static_cast<int>(t);
+      task.policy = std::filesystem::path(spec.slurm_confs[c]).filename().string();
+      task.slurm = static_cast<int>(c);
+      task.window_start = start;
+      task.window_len = len;
+      // slurmctld's schedulers plan every tested job and re-sort on every calculation.
+      task.cost = 4.0 * static_cast<double>(std::max<int64_t>(0, std::min(len, n - start)));
+      task.key = "trace=" + spec.traces[t] + " slurm_conf=" + spec.slurm_confs[c] +
+                 " window=" + std::to_string(start) + ":" + std::to_string(len);
+      plan.tasks.push_back(std::move(task));
+    }
+}
+
+}  // namespace
+
+SweepPlan make_sweep_plan(const SweepSpec& spec) {
+  SweepPlan plan;
+  plan.spec = spec;
+  check_sweep_spec(spec);
+  // The replay options are checked and --estimate model:FILE is loaded (once per rank) before the
+  // traces, so a bad file fails fast; 'ml' needs the model (make_policy says so otherwise).
+  plan.setup = std::make_shared<const ReplaySetup>(spec.replay);
+  const ReplaySetup& setup = *plan.setup;
+  bool any_agent = false;
+  const std::vector<Backfill> backfills = check_policies_and_backfills(spec, setup, any_agent);
+  load_slurm_confs(plan, spec);
+  plan.base.record_jobs = spec.per_job;
+  plan.base.record_series = spec.per_job;
+  check_plan_size(spec);
+  add_param_grid(plan, spec);
+
+  for (const auto& path : spec.traces) {
+    ReadOptions ro;
+    plan.traces.push_back(load_trace(path, ro));
+    plan.machines.push_back(setup.machine(plan.traces.back()));
+  }
+  plan.fingerprint = plan_fingerprint(plan, spec, setup, any_agent);
+
+  for (size_t t = 0; t < plan.traces.size(); ++t) {
+    const auto n = static_cast<int64_t>(plan.traces[t].jobs.size());
+    const std::vector<std::pair<int64_t, int64_t>> windows = trace_windows(spec, n);
+    for (const auto& policy : spec.policies)
+      add_policy_tasks(plan, t, policy, backfills, windows, n);
+    add_slurm_tasks(plan, t, windows, n);
   }
   // Keys name tasks in the journal; a repeated window (given twice with --window) would make two
   // tasks one. The index is built here, once, for every lookup by key.

@@ -145,6 +145,118 @@ bool one_bool(const Reader& r, const std::string& key, const std::vector<Scalar>
   return std::get<bool>(v[0]);
 }
 
+// A key = value at the top level (before any [table]).
+void apply_top_level_key(const Reader& r, const std::string& key, const std::vector<Scalar>& v,
+                         SweepSpec& spec) {
+  if (key == "traces")
+    spec.traces = strings(r, key, v);
+  else if (key == "policies")
+    spec.policies = strings(r, key, v);
+  else if (key == "backfill")
+    spec.backfills = strings(r, key, v);
+  else if (key == "windows") {
+    spec.windows.clear();
+    for (const auto& w : strings(r, key, v)) {
+      try {
+        spec.windows.push_back(parse_window_arg(w));
+      } catch (const SweepError& e) {
+        r.fail(e.what());
+      }
+    }
+  } else if (key == "estimate")
+    spec.replay.estimate = one_string(r, key, v);
+  else if (key == "allocation")
+    spec.replay.allocation = one_string(r, key, v);
+  else if (key == "too_large")
+    spec.replay.too_large = one_string(r, key, v);
+  else if (key == "estimate_quantile")
+    spec.replay.estimate_quantile = one_string(r, key, v);
+  else if (key == "correction")
+    spec.replay.correction = one_string(r, key, v);
+  else if (key == "backfill_order")
+    spec.replay.backfill_order = one_string(r, key, v);
+  else if (key == "kill_at_limit")
+    spec.replay.kill_at_limit = one_bool(r, key, v);
+  else if (key == "per_job")
+    spec.per_job = one_bool(r, key, v);
+  else if (key == "slurm_confs")
+    spec.slurm_confs = strings(r, key, v);
+  else if (key == "slurm_release")
+    spec.slurm_release = one_string(r, key, v);
+  else
+    r.fail("unknown key '" + key +
+           "' (top level: traces, policies, backfill, windows, estimate, estimate_quantile, "
+           "correction, backfill_order, allocation, too_large, kill_at_limit, per_job, "
+           "slurm_confs, slurm_release)");
+}
+
+void apply_random_windows_key(const Reader& r, const std::string& key, const std::vector<Scalar>& v,
+                              SweepSpec& spec) {
+  if (key == "count")
+    spec.random_count = one_int(r, key, v, MAX_SWEEP_TASKS);
+  else if (key == "len")
+    spec.random_len = one_int(r, key, v);
+  else if (key == "seed")
+    spec.seed = static_cast<uint64_t>(one_int(r, key, v));
+  else
+    r.fail("unknown key '" + key + "' in [random_windows] (valid: count, len, seed)");
+}
+
+void apply_machine_key(const Reader& r, const std::string& key, const std::vector<Scalar>& v,
+                       SweepSpec& spec) {
+  if (key == "nodes")
+    spec.replay.nodes = one_int(r, key, v, MACHINE_MAX_NODES);
+  else if (key == "cores_per_node")
+    spec.replay.cores_per_node = one_int(r, key, v, MACHINE_MAX_CORES_PER_NODE);
+  else
+    r.fail("unknown key '" + key + "' in [machine] (valid: nodes, cores_per_node)");
+}
+
+void apply_ml_key(const Reader& r, const std::string& key, const std::vector<Scalar>& v,
+                  SweepSpec& spec) {
+  const auto one_number = [&]() {
+    const auto n = numbers(r, key, v);
+    if (n.size() != 1) r.fail(key + " takes one number, e.g. " + key + " = 1.0");
+    return n[0];
+  };
+  if (key == "age_weight")
+    spec.replay.ml_age_weight = one_number();
+  else if (key == "starvation_limit")
+    spec.replay.ml_starvation_limit = one_number();
+  else if (key == "size_weight")
+    spec.replay.ml_size_weight = one_number();
+  else if (key == "fail_weight")
+    spec.replay.ml_fail_weight = one_number();
+  else if (key == "request_weight")
+    spec.replay.ml_request_weight = one_number();
+  else if (key == "fairshare_weight")
+    spec.replay.ml_fairshare_weight = one_number();
+  else
+    r.fail("unknown key '" + key +
+           "' in [ml] (valid: age_weight, starvation_limit, size_weight, fail_weight, "
+           "request_weight, fairshare_weight)");
+}
+
+void apply_multifactor_key(const Reader& r, const std::string& key, const std::vector<Scalar>& v,
+                           SweepSpec& spec) {
+  if (key == "weight_age")
+    spec.weight_age = numbers(r, key, v);
+  else if (key == "weight_job_size")
+    spec.weight_job_size = numbers(r, key, v);
+  else if (key == "weight_fairshare")
+    spec.weight_fairshare = numbers(r, key, v);
+  else if (key == "max_age")
+    spec.max_age = numbers(r, key, v);
+  else if (key == "decay_half_life")
+    spec.decay_half_life = numbers(r, key, v);
+  else if (key == "favor_small")
+    spec.favor_small = one_bool(r, key, v);
+  else
+    r.fail("unknown key '" + key +
+           "' in [multifactor] (valid: weight_age, weight_job_size, weight_fairshare, "
+           "max_age, decay_half_life, favor_small)");
+}
+
 }  // namespace
 
 void apply_sweep_config(const std::string& path, SweepSpec& spec) {
@@ -169,103 +281,16 @@ void apply_sweep_config(const std::string& path, SweepSpec& spec) {
     if (eq == std::string::npos) r.fail("expected key = value");
     const std::string key = trim(l.substr(0, eq));
     const auto v = parse_value(r, l.substr(eq + 1));
-    if (table.empty()) {
-      if (key == "traces")
-        spec.traces = strings(r, key, v);
-      else if (key == "policies")
-        spec.policies = strings(r, key, v);
-      else if (key == "backfill")
-        spec.backfills = strings(r, key, v);
-      else if (key == "windows") {
-        spec.windows.clear();
-        for (const auto& w : strings(r, key, v)) {
-          try {
-            spec.windows.push_back(parse_window_arg(w));
-          } catch (const SweepError& e) {
-            r.fail(e.what());
-          }
-        }
-      } else if (key == "estimate")
-        spec.replay.estimate = one_string(r, key, v);
-      else if (key == "allocation")
-        spec.replay.allocation = one_string(r, key, v);
-      else if (key == "too_large")
-        spec.replay.too_large = one_string(r, key, v);
-      else if (key == "estimate_quantile")
-        spec.replay.estimate_quantile = one_string(r, key, v);
-      else if (key == "correction")
-        spec.replay.correction = one_string(r, key, v);
-      else if (key == "backfill_order")
-        spec.replay.backfill_order = one_string(r, key, v);
-      else if (key == "kill_at_limit")
-        spec.replay.kill_at_limit = one_bool(r, key, v);
-      else if (key == "per_job")
-        spec.per_job = one_bool(r, key, v);
-      else if (key == "slurm_confs")
-        spec.slurm_confs = strings(r, key, v);
-      else if (key == "slurm_release")
-        spec.slurm_release = one_string(r, key, v);
-      else
-        r.fail("unknown key '" + key +
-               "' (top level: traces, policies, backfill, windows, estimate, estimate_quantile, "
-               "correction, backfill_order, allocation, too_large, kill_at_limit, per_job, "
-               "slurm_confs, slurm_release)");
-    } else if (table == "random_windows") {
-      if (key == "count")
-        spec.random_count = one_int(r, key, v, MAX_SWEEP_TASKS);
-      else if (key == "len")
-        spec.random_len = one_int(r, key, v);
-      else if (key == "seed")
-        spec.seed = static_cast<uint64_t>(one_int(r, key, v));
-      else
-        r.fail("unknown key '" + key + "' in [random_windows] (valid: count, len, seed)");
-    } else if (table == "machine") {
-      if (key == "nodes")
-        spec.replay.nodes = one_int(r, key, v, MACHINE_MAX_NODES);
-      else if (key == "cores_per_node")
-        spec.replay.cores_per_node = one_int(r, key, v, MACHINE_MAX_CORES_PER_NODE);
-      else
-        r.fail("unknown key '" + key + "' in [machine] (valid: nodes, cores_per_node)");
-    } else if (table == "ml") {
-      const auto one_number = [&]() {
-        const auto n = numbers(r, key, v);
-        if (n.size() != 1) r.fail(key + " takes one number, e.g. " + key + " = 1.0");
-        return n[0];
-      };
-      if (key == "age_weight")
-        spec.replay.ml_age_weight = one_number();
-      else if (key == "starvation_limit")
-        spec.replay.ml_starvation_limit = one_number();
-      else if (key == "size_weight")
-        spec.replay.ml_size_weight = one_number();
-      else if (key == "fail_weight")
-        spec.replay.ml_fail_weight = one_number();
-      else if (key == "request_weight")
-        spec.replay.ml_request_weight = one_number();
-      else if (key == "fairshare_weight")
-        spec.replay.ml_fairshare_weight = one_number();
-      else
-        r.fail("unknown key '" + key +
-               "' in [ml] (valid: age_weight, starvation_limit, size_weight, fail_weight, "
-               "request_weight, fairshare_weight)");
-    } else {  // multifactor
-      if (key == "weight_age")
-        spec.weight_age = numbers(r, key, v);
-      else if (key == "weight_job_size")
-        spec.weight_job_size = numbers(r, key, v);
-      else if (key == "weight_fairshare")
-        spec.weight_fairshare = numbers(r, key, v);
-      else if (key == "max_age")
-        spec.max_age = numbers(r, key, v);
-      else if (key == "decay_half_life")
-        spec.decay_half_life = numbers(r, key, v);
-      else if (key == "favor_small")
-        spec.favor_small = one_bool(r, key, v);
-      else
-        r.fail("unknown key '" + key +
-               "' in [multifactor] (valid: weight_age, weight_job_size, weight_fairshare, "
-               "max_age, decay_half_life, favor_small)");
-    }
+    if (table.empty())
+      apply_top_level_key(r, key, v, spec);
+    else if (table == "random_windows")
+      apply_random_windows_key(r, key, v, spec);
+    else if (table == "machine")
+      apply_machine_key(r, key, v, spec);
+    else if (table == "ml")
+      apply_ml_key(r, key, v, spec);
+    else  // multifactor
+      apply_multifactor_key(r, key, v, spec);
   }
 }
 

@@ -26,6 +26,7 @@
 #include <exception>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "mlprio/replay/dist/mpi_support.hpp"
@@ -68,11 +69,186 @@ void worker_loop(const SweepPlan& plan, MPI_Comm comm, int rank) {
   }
 }
 
+// The master's side of the sweep (rank 0). The tasks not handed out yet (pending_), the compute
+// thread's finished results (finished_), its error and the journal are shared with the compute
+// thread under mu_; the rest belongs to the poll loop (the calling thread) alone.
+class SweepMaster {
+ public:
+  SweepMaster(const SweepPlan& plan, const SweepRunOptions& opts, MPI_Comm comm, int size,
+              Journal& journal, const std::vector<int64_t>& todo, SweepOutcome& out)
+      : plan_(plan),
+        opts_(opts),
+        comm_(comm),
+        journal_(journal),
+        todo_(todo),
+        out_(out),
+        pending_(todo.begin(), todo.end()),
+        active_(size - 1) {}
+  SweepMaster(const SweepMaster&) = delete;
+  SweepMaster& operator=(const SweepMaster&) = delete;
+
+  // Runs the compute thread and the poll loop until every rank and the thread are done; returns
+  // the signal the sweep stopped on (0: none).
+  int run() {
+    std::thread local([this]() { compute(); });
+    done_ = static_cast<int64_t>(plan_.tasks.size() - todo_.size());
+    progress_.emplace(static_cast<int64_t>(plan_.tasks.size()), done_, opts_.progress);
+    start_done_ = done_;
+    try {
+      while (active_ > 0 || !local_done_) poll();
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        pending_.clear();  // let the compute thread stop after its current task
+      }
+      local.join();
+      throw;
+    }
+    local.join();
+    if (local_error_) std::rethrow_exception(local_error_);
+    for (auto& r : finished_) record(std::move(r));
+    progress_->finish();
+    return stopping_;
+  }
+
+ private:
+  int64_t take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_.empty()) return -1;
+    const int64_t id = pending_.front();
+    pending_.pop_front();
+    return id;
+  }
+
+  // The compute thread: takes tasks until none is left; never calls MPI.
+  void compute() {
+    const int64_t kill_after = detail::test_kill_after(0);
+    int64_t computed = 0;
+    try {
+      for (int64_t id = take(); id >= 0; id = take()) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          journal_.append(started_line(plan_, id, 0));
+        }
+        TaskResult r = run_task(plan_, plan_.tasks[static_cast<size_t>(id)]);
+        if (kill_after >= 0 && ++computed >= kill_after) std::raise(SIGKILL);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!journaled_ok(journal_, id)) journal_.append(result_line(plan_, r));
+        finished_.push_back(std::move(r));
+      }
+    } catch (...) {  // the journal could not be written: the master rethrows it
+      std::lock_guard<std::mutex> lock(mu_);
+      local_error_ = std::current_exception();
+      pending_.clear();
+    }
+    local_done_ = true;
+  }
+
+  void record(TaskResult r) {
+    check_recomputed(plan_, journal_, r);
+    if (!r.ok)
+      std::cerr << "mlprio-replay sweep: task '" << plan_.tasks[static_cast<size_t>(r.task)].key
+                << "' failed: " << r.error << "\n";
+    out_.results[static_cast<size_t>(r.task)] = std::move(r);
+    ++done_;
+  }
+
+  void begin_stop(int sig, int from_rank) {
+    stopping_ = sig;
+    size_t left = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      left = pending_.size();
+      pending_.clear();  // no new tasks; the compute thread stops after its current one
+    }
+    const int64_t in_flight = static_cast<int64_t>(todo_.size() - left) - (done_ - start_done_);
+    progress_->finish();
+    std::cerr << "mlprio-replay sweep: " << util::signal_name(sig)
+              << (from_rank > 0 ? " on rank " + std::to_string(from_rank) : std::string())
+              << ": no new tasks; journaling the " << in_flight
+              << " in flight (a second signal stops at once; they then run again on resume)\n";
+  }
+
+  // One pass of the poll loop: a signal, at most one worker's message, the compute thread's
+  // results, the progress line.
+  void poll() {
+    if (stopping_ == 0 && util::stop_signal() != 0) begin_stop(util::stop_signal(), 0);
+    int flag = 0;
+    MPI_Status st;
+    MLPRIO_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &st));
+    if (flag && st.MPI_TAG != TAG_RESULT && st.MPI_TAG <= TAG_STOP_BASE)
+      throw SweepError("rank " + std::to_string(st.MPI_SOURCE) +
+                       " sent an unexpected message (tag " + std::to_string(st.MPI_TAG) +
+                       ") to the sweep's master");
+    if (flag && st.MPI_TAG > TAG_STOP_BASE && stopping_ == 0)
+      begin_stop(st.MPI_TAG - TAG_STOP_BASE, st.MPI_SOURCE);
+    if (flag) serve(st);
+    std::vector<TaskResult> mine;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (local_error_) std::rethrow_exception(local_error_);
+      mine.swap(finished_);
+    }
+    for (auto& r : mine) record(std::move(r));
+    progress_->update(done_);
+    // Poll gently: Open MPI's blocking receive spins a core, which the compute thread needs.
+    if (!flag && mine.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  // A worker's message: its previous result (journaled and recorded), answered with its next
+  // task id (-1: stop).
+  void serve(const MPI_Status& st) {
+    int count = 0;
+    MLPRIO_MPI_CHECK(MPI_Get_count(&st, MPI_CHAR, &count));
+    buf_.assign(static_cast<size_t>(count), '\0');
+    MLPRIO_MPI_CHECK(MPI_Recv(buf_.data(), count, MPI_CHAR, st.MPI_SOURCE, st.MPI_TAG, comm_,
+                              MPI_STATUS_IGNORE));
+    if (count > 0) {
+      const size_t nul = buf_.find('\0');
+      const std::string line = buf_.substr(0, nul);
+      auto r = Journal::parse_result(plan_, line);
+      if (!r)
+        throw SweepError("rank " + std::to_string(st.MPI_SOURCE) +
+                         " sent a result line that does not parse: " + line.substr(0, 200));
+      if (nul != std::string::npos) decode_detail(std::string_view(buf_).substr(nul + 1), *r);
+      if (!journaled_ok(journal_, r->task)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        journal_.append(line);
+      }
+      record(std::move(*r));
+    }
+    int64_t next = take();
+    if (next >= 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      journal_.append(started_line(plan_, next, st.MPI_SOURCE));
+    } else {
+      --active_;
+    }
+    MLPRIO_MPI_CHECK(MPI_Send(&next, 1, MPI_INT64_T, st.MPI_SOURCE, TAG_TASK, comm_));
+  }
+
+  const SweepPlan& plan_;
+  const SweepRunOptions& opts_;
+  MPI_Comm comm_;
+  Journal& journal_;
+  const std::vector<int64_t>& todo_;
+  SweepOutcome& out_;
+
+  std::mutex mu_;  // guards pending_, finished_, local_error_ and the journal
+  std::deque<int64_t> pending_;
+  std::vector<TaskResult> finished_;
+  std::exception_ptr local_error_;  // set when the compute thread failed: a full disk
+  std::atomic<bool> local_done_{false};
+
+  int64_t done_ = 0, start_done_ = 0;
+  std::optional<detail::Progress> progress_;  // made when the compute thread has started
+  int active_;                                // workers not yet told to stop
+  int stopping_ = 0;                          // the signal the sweep is stopping on
+  std::string buf_;
+};
+
 }  // namespace
 
-// Long (~160 lines) on purpose for now: the master's poll loop, its compute thread and the stop
-// path share one mutex over pending/finished/journal; splitting them means a class owning that
-// state and lock (see CONVENTIONS, "a lock per piece of state"), left for a change with MPI runs.
 SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, MPI_Comm comm) {
   int rank = 0, size = 1;
   MLPRIO_MPI_CHECK(MPI_Comm_rank(comm, &rank));
@@ -90,135 +266,7 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
   Journal journal(opts.out + ".journal", plan);
   report_resume(plan, journal);
   const std::vector<int64_t> todo = resume_tasks(plan, journal, out);
-  std::deque<int64_t> pending(todo.begin(), todo.end());
-
-  std::mutex mu;  // guards pending, finished and the journal
-  std::vector<TaskResult> finished;
-  std::atomic<bool> local_done{false};
-  std::exception_ptr local_error;  // set (under mu) when the compute thread failed: a full disk
-  auto take = [&]() -> int64_t {
-    std::lock_guard<std::mutex> lock(mu);
-    if (pending.empty()) return -1;
-    const int64_t id = pending.front();
-    pending.pop_front();
-    return id;
-  };
-  std::thread local([&]() {
-    const int64_t kill_after = detail::test_kill_after(0);
-    int64_t computed = 0;
-    try {
-      for (int64_t id = take(); id >= 0; id = take()) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          journal.append(started_line(plan, id, 0));
-        }
-        TaskResult r = run_task(plan, plan.tasks[static_cast<size_t>(id)]);
-        if (kill_after >= 0 && ++computed >= kill_after) std::raise(SIGKILL);
-        std::lock_guard<std::mutex> lock(mu);
-        if (!journaled_ok(journal, id)) journal.append(result_line(plan, r));
-        finished.push_back(std::move(r));
-      }
-    } catch (...) {  // the journal could not be written: the master rethrows it
-      std::lock_guard<std::mutex> lock(mu);
-      local_error = std::current_exception();
-      pending.clear();
-    }
-    local_done = true;
-  });
-
-  int64_t done = static_cast<int64_t>(plan.tasks.size() - todo.size());
-  detail::Progress progress(static_cast<int64_t>(plan.tasks.size()), done, opts.progress);
-  auto record = [&](TaskResult r) {
-    check_recomputed(plan, journal, r);
-    if (!r.ok)
-      std::cerr << "mlprio-replay sweep: task '" << plan.tasks[static_cast<size_t>(r.task)].key
-                << "' failed: " << r.error << "\n";
-    out.results[static_cast<size_t>(r.task)] = std::move(r);
-    ++done;
-  };
-  int active = size - 1;
-  int stopping = 0;  // the signal the sweep is stopping on
-  const int64_t start_done = done;
-  auto begin_stop = [&](int sig, int from_rank) {
-    stopping = sig;
-    size_t left = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      left = pending.size();
-      pending.clear();  // no new tasks; the compute thread stops after its current one
-    }
-    const int64_t in_flight = static_cast<int64_t>(todo.size() - left) - (done - start_done);
-    progress.finish();
-    std::cerr << "mlprio-replay sweep: " << util::signal_name(sig)
-              << (from_rank > 0 ? " on rank " + std::to_string(from_rank) : std::string())
-              << ": no new tasks; journaling the " << in_flight
-              << " in flight (a second signal stops at once; they then run again on resume)\n";
-  };
-  std::string buf;
-  try {
-    while (active > 0 || !local_done) {
-      if (stopping == 0 && util::stop_signal() != 0) begin_stop(util::stop_signal(), 0);
-      int flag = 0;
-      MPI_Status st;
-      MLPRIO_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st));
-      if (flag && st.MPI_TAG != TAG_RESULT && st.MPI_TAG <= TAG_STOP_BASE)
-        throw SweepError("rank " + std::to_string(st.MPI_SOURCE) +
-                         " sent an unexpected message (tag " + std::to_string(st.MPI_TAG) +
-                         ") to the sweep's master");
-      if (flag && st.MPI_TAG > TAG_STOP_BASE && stopping == 0)
-        begin_stop(st.MPI_TAG - TAG_STOP_BASE, st.MPI_SOURCE);
-      if (flag) {
-        int count = 0;
-        MLPRIO_MPI_CHECK(MPI_Get_count(&st, MPI_CHAR, &count));
-        buf.assign(static_cast<size_t>(count), '\0');
-        MLPRIO_MPI_CHECK(MPI_Recv(buf.data(), count, MPI_CHAR, st.MPI_SOURCE, st.MPI_TAG, comm,
-                                  MPI_STATUS_IGNORE));
-        if (count > 0) {
-          const size_t nul = buf.find('\0');
-          const std::string line = buf.substr(0, nul);
-          auto r = Journal::parse_result(plan, line);
-          if (!r)
-            throw SweepError("rank " + std::to_string(st.MPI_SOURCE) +
-                             " sent a result line that does not parse: " + line.substr(0, 200));
-          if (nul != std::string::npos) decode_detail(std::string_view(buf).substr(nul + 1), *r);
-          if (!journaled_ok(journal, r->task)) {
-            std::lock_guard<std::mutex> lock(mu);
-            journal.append(line);
-          }
-          record(std::move(*r));
-        }
-        int64_t next = take();
-        if (next >= 0) {
-          std::lock_guard<std::mutex> lock(mu);
-          journal.append(started_line(plan, next, st.MPI_SOURCE));
-        } else {
-          --active;
-        }
-        MLPRIO_MPI_CHECK(MPI_Send(&next, 1, MPI_INT64_T, st.MPI_SOURCE, TAG_TASK, comm));
-      }
-      std::vector<TaskResult> mine;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (local_error) std::rethrow_exception(local_error);
-        mine.swap(finished);
-      }
-      for (auto& r : mine) record(std::move(r));
-      progress.update(done);
-      // Poll gently: Open MPI's blocking receive spins a core, which the compute thread needs.
-      if (!flag && mine.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  } catch (...) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      pending.clear();  // let the compute thread stop after its current task
-    }
-    local.join();
-    throw;
-  }
-  local.join();
-  if (local_error) std::rethrow_exception(local_error);
-  for (auto& r : finished) record(std::move(r));
-  progress.finish();
+  const int stopping = SweepMaster(plan, opts, comm, size, journal, todo, out).run();
   if (stopping != 0) {  // every in-flight result is journaled; no output is written
     out.interrupted = stopping;
     out.journaled = count_journaled(out.results);

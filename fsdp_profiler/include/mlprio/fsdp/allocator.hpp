@@ -205,6 +205,13 @@ class CachingAllocator {
   void insert_events(BlockId id);
   void finish_event(BlockId id);
 
+  // check()'s parts; CheckTally (allocator.cpp) is the recount they build up.
+  struct CheckTally;
+  void check_block(BlockId id, CheckTally& t) const;
+  void check_expandable_block(const Block& b) const;
+  size_t check_free_lists() const;  // the blocks they hold
+  void check_stats(const MemoryStats& recount, uint64_t reserved) const;
+
   BlockId try_allocate_expandable_block(Pool& pool, StreamId stream, uint64_t size);
   BlockId find_expandable_block(Pool& pool, StreamId stream, uint64_t size);
   bool map_block(BlockId id, uint64_t size);
