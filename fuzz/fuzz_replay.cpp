@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "../replay/lib/engine_common.hpp"
+#include "mlprio/replay/detail/profile_scan.hpp"
 #include "mlprio/replay/ml.hpp"
 #include "mlprio/replay/policy.hpp"
 #include "mlprio/replay/rlscheduler.hpp"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "mlprio/replay/detail/metrics.hpp"
+#include "mlprio/replay/detail/profile_scan.hpp"
 #include "mlprio/replay/simulator.hpp"
 
 namespace mlprio::replay::detail {
@@ -70,12 +71,6 @@ inline double job_estimate(const Job& j, const SimConfig& c) {
       return j.req_time >= 0 ? j.req_time : j.run;
   }
 }
-
-// Which free-profile scan conservative backfilling uses from the next engine on (free_profile.cpp):
-// 0 = automatic (AVX-512 where the CPU has it, else AVX2's run scan where it has that), 1 = the
-// step loop, 2 = AVX-512 where usable, 3 = AVX2's run scan where usable. Returns whether the
-// chosen mode scans with vectors on this CPU. For tests and benchmarks.
-bool set_profile_scan_mode(int mode);
 
 // Runs the rlscheduler profile (rlscheduler_engine.cpp).
 SimResult simulate_rlscheduler(std::span<const Job> jobs, const SimConfig& config);

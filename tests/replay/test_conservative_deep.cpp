@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "../../replay/lib/engine_common.hpp"
 #include "../support/skip.hpp"
 #include "mlprio/jobs/lublin.hpp"
+#include "mlprio/replay/detail/profile_scan.hpp"
 #include "mlprio/replay/simulator.hpp"
 
 using namespace mlprio;

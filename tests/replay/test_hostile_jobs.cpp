@@ -10,7 +10,7 @@
 #include <cmath>
 #include <vector>
 
-#include "../../replay/lib/engine_common.hpp"
+#include "mlprio/replay/detail/profile_scan.hpp"
 #include "mlprio/replay/segment.hpp"
 #include "mlprio/replay/simulator.hpp"
 
