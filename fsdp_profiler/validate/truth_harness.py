@@ -52,20 +52,23 @@ def point_timed_out(cfg, out, mbs):
     os._exit(124)
 
 
-def run_child(cfg, out, deadline):
-    try:
-        import torch
-        import transformers  # noqa: F401
-    except ImportError as e:
-        print(f"skipped: {e}", flush=True)
-        return EXIT_SKIPPED
-    if not torch.cuda.is_available():
-        print("skipped: torch sees no CUDA device", flush=True)
-        return EXIT_SKIPPED
-    import truth_train
-    device = truth_train.device_info()
-    budget = truth_train.set_budget(cfg)
-    mesh = truth_train.init_distributed(cfg)
+def run_child(cfg, out, deadline, trainer=None):
+    """Measures one configuration; `trainer` is truth_train (the tests pass a stand-in with
+    the same four functions)."""
+    if trainer is None:
+        try:
+            import torch
+            import transformers  # noqa: F401
+        except ImportError as e:
+            print(f"skipped: {e}", flush=True)
+            return EXIT_SKIPPED
+        if not torch.cuda.is_available():
+            print("skipped: torch sees no CUDA device", flush=True)
+            return EXIT_SKIPPED
+        import truth_train as trainer
+    device = trainer.device_info()
+    budget = trainer.set_budget(cfg)
+    mesh = trainer.init_distributed(cfg)
     with open(os.path.join(out, f"{cfg.name}.device.json"), "w", encoding="utf-8") as f:
         json.dump({"device": device, "budget_bytes": budget}, f)
     slowest = [0.0]
@@ -81,7 +84,7 @@ def run_child(cfg, out, deadline):
         watchdog.daemon = True
         watchdog.start()
         try:
-            p = truth_train.run_point(cfg, mesh, mbs, snap)
+            p = trainer.run_point(cfg, mesh, mbs, snap)
         except Exception as e:  # recorded and ends the search: the point is not a measurement
             p = {"mbs": mbs, "error": f"{type(e).__name__}: {e}"[:2000]}
         finally:

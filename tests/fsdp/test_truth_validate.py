@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -302,6 +303,88 @@ class TruthH5Test(TempDir):
         with h5py.File(path, "r") as f, self.assertRaisesRegex(truth_h5.TruthFileError,
                                                               "truth_layout_version 9"):
             truth_h5.read_truth(f)
+
+
+class FakeTrainer:
+    """truth_train's four functions without torch: safe below `retry`, retrying from it, out of
+    memory from `oom`; a snapshot file per point as the real one writes; `hang` sleeps."""
+
+    def __init__(self, retry, oom, hang=None, fail=None):
+        self.retry, self.oom, self.hang, self.fail, self.calls = retry, oom, hang, fail, []
+
+    def device_info(self):
+        return {"name": "stand-in GPU", "total_memory_bytes": 80 << 30}
+
+    def set_budget(self, cfg):
+        return cfg.budget_bytes - 4096
+
+    def init_distributed(self, cfg):
+        return "mesh"
+
+    def run_point(self, cfg, mesh, mbs, snapshot_path=None):
+        self.calls.append(mbs)
+        if mbs == self.hang:
+            time.sleep(60)
+        if mbs == self.fail:
+            raise RuntimeError("NCCL error: unhandled system error")
+        r = 2 if mbs >= self.retry else 0
+        p = {"mbs": mbs, "oom": mbs >= self.oom, "oom_step": 1 if mbs >= self.oom else -1,
+             "step_retries": [1, r, r], "step_ms": [30.0, 10.0 + mbs, 10.0 + mbs],
+             "first_step_retries": 1, "retries_per_step": float(r),
+             "memory_stats": {"num_alloc_retries": 1 + 2 * r, "reserved_bytes.all.peak": mbs * MiB},
+             "wall_s": 0.01}
+        if snapshot_path:
+            write(snapshot_path, gzip.compress(read(os.path.join(DATA, "tiny_snapshot.pickle"), "rb")))
+            p["snapshot"] = os.path.basename(snapshot_path)
+        return p
+
+
+class HarnessChildTest(TempDir):
+    def cfg(self, **kw):
+        return truth_config.load_matrix(text=matrix(dict(TINY, **kw)))[0]
+
+    def test_search_points_and_kept_snapshots(self):
+        cfg = self.cfg()
+        fake = FakeTrainer(retry=10, oom=11)
+        self.assertEqual(truth_harness.run_child(cfg, self.dir, time.time() + 60, fake), 0)
+        self.assertEqual(fake.calls, [1, 5, 9, 13, 11, 10])
+        run = truth_harness.assemble(cfg, self.dir, "complete")
+        self.assertEqual(run["budget_bytes"], (1 << 30) - 4096)
+        self.assertEqual(sorted(f for f in os.listdir(self.dir) if f.endswith(".gz")),
+                         [f"gpt2-tiny-e8.mbs_{m}.pickle.gz" for m in (10, 11, 9)])
+        with h5py.File(os.path.join(self.dir, "gpt2-tiny-e8.truth.h5"), "r") as f:
+            t = truth_h5.read_truth(f)
+        self.assertEqual(sorted(t["snapshots"]), [9, 10, 11])
+        self.assertEqual((t["attrs"]["max_safe_mbs"], t["attrs"]["first_retry_mbs"],
+                          t["attrs"]["first_oom_mbs"]), (9, 10, 11))
+        self.assertEqual(t["attrs"]["device_name"], "stand-in GPU")
+
+    def test_deadline_and_errors_end_the_search(self):
+        fake = FakeTrainer(retry=10, oom=11)
+        self.assertEqual(truth_harness.run_child(self.cfg(), self.dir, time.time(), fake), 0)
+        self.assertEqual(fake.calls, [])
+        fake = FakeTrainer(retry=10, oom=11, fail=9)
+        truth_harness.run_child(self.cfg(snapshots=False), self.dir, time.time() + 60, fake)
+        self.assertEqual(fake.calls, [1, 5, 9])
+        pts = truth_harness.read_points(self.dir, "gpt2-tiny-e8")
+        self.assertIn("NCCL error", pts[-1]["error"])
+
+    def test_a_hung_point_is_recorded_and_ends_the_process(self):
+        script = (f"import sys, time; sys.path[:0] = [{VALIDATE!r}, {HERE!r}]\n"
+                  "import test_truth_validate as t, truth_harness\n"
+                  "cfg = t.TruthConfigFor(point_timeout_s=1)\n"
+                  f"truth_harness.run_child(cfg, {self.dir!r}, time.time() + 60,"
+                  " t.FakeTrainer(retry=10, oom=11, hang=5))\n")
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           timeout=50)
+        self.assertEqual(p.returncode, 124, p.stdout + p.stderr)
+        pts = truth_harness.read_points(self.dir, "gpt2-tiny-e8")
+        self.assertEqual([x["mbs"] for x in pts], [1, 5])
+        self.assertIn("timed out after 1 s", pts[1]["error"])
+
+
+def TruthConfigFor(**kw):
+    return truth_config.load_matrix(text=matrix(dict(TINY, **kw)))[0]
 
 
 class HarnessSkipTest(TempDir):
