@@ -68,6 +68,35 @@ def rel_err(pred, meas):
     return (pred - meas) / meas if meas else math.nan
 
 
+def throughput_cliff(measured, first_bad, by_mbs):
+    """What the first retrying minibatch cost in step time: its measured step time against the
+    least-squares line of step time over the safe minibatches below it (as measure's analysis
+    in fsdp_profiler/README.md does), beside the allocator device time the sweep predicts there
+    above the last safe size. None without a retrying point and two timed safe ones."""
+    if not first_bad:
+        return None
+    safe = [(p["mbs"], p["step_ms"]) for p in measured
+            if p["status"] == truth_search.SAFE and p["mbs"] < first_bad
+            and math.isfinite(p["step_ms"])]
+    bad = next((p for p in measured if p["mbs"] == first_bad), None)
+    if len(safe) < 2 or bad is None or not math.isfinite(bad["step_ms"]):
+        return None
+    n = len(safe)
+    mx = sum(x for x, _ in safe) / n
+    my = sum(y for _, y in safe) / n
+    sxx = sum((x - mx) ** 2 for x, _ in safe)
+    slope = sum((x - mx) * (y - my) for x, y in safe) / sxx if sxx else 0.0
+    expected = my + slope * (first_bad - mx)
+    out = {"mbs": first_bad, "measured_step_ms": bad["step_ms"], "expected_step_ms": expected,
+           "measured_loss": 1.0 - expected / bad["step_ms"] if bad["step_ms"] > 0 else None}
+    last_safe = max(x for x, _ in safe)
+    if first_bad in by_mbs and last_safe in by_mbs:
+        out["predicted_extra_alloc_ms_per_step"] = (
+            by_mbs[first_bad]["alloc_overhead_ms_per_step"]
+            - by_mbs[last_safe]["alloc_overhead_ms_per_step"])
+    return out
+
+
 def compare_replay(fsdp, cfg, budget, truth_dir, out, mbs, snap_attrs, measured_stats,
                    tool_errors):
     """`replay` of one kept snapshot against PyTorch's memory_stats at the end of that point."""
@@ -166,6 +195,9 @@ def compare_one(path, fsdp, out, models_file, tool_errors):
                         for r in retry_rows) if retry_rows else None)
     res["level_agreement"] = (sum(r["predicted"]["level"] == r["measured"]["level"]
                                   for r in retry_rows), len(retry_rows))
+    res["throughput_cliff"] = throughput_cliff(
+        measured, next((p["mbs"] for p in measured if p["status"] == truth_search.RETRY), 0),
+        by_mbs)
     truth_dir = os.path.dirname(os.path.abspath(path))
     for mbs, attrs in sorted(truth["snapshots"].items()):
         res["replays"].append(compare_replay(fsdp, cfg, budget, truth_dir, out, mbs, attrs,
@@ -177,18 +209,25 @@ def _pm(pred, meas):
     return f"{pred if pred else '-'} / {meas if meas else '-'}"
 
 
+def _cliff(c):
+    if not c or c.get("measured_loss") is None:
+        return "-"
+    return f"mbs {c['mbs']}: {c['measured_loss']:.1%}"
+
+
 def markdown(results):
     lines = ["| configuration | GPU | max safe mbs | first retrying mbs | first OOM mbs | "
              "levels agreeing | retries/step, mean abs diff | peak reserved, abs rel err "
-             "median (max) | replay: retries, segments at end |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "median (max) | replay: retries, segments at end | step time lost at first "
+             "retrying mbs (measured) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         name = (f"{r['name']} ({r['model']}, {r['ranks']} {r['world_size']}, "
                 f"{r['alloc_conf'] or 'default'})")
         pred = r.get("predicted")
         if not pred or "error" in pred:
             why = "no measured points" if not pred else "sweep failed"
-            lines.append(f"| {name} | {r['device'] or '-'} | {why} | | | | | | |")
+            lines.append(f"| {name} | {r['device'] or '-'} | {why} | | | | | | | |")
             continue
         ms = r["measured"]
         exact = "" if ms["exact"] else " (bracketed)"
@@ -208,7 +247,8 @@ def markdown(results):
             f"| {name} | {r['device']} | {_pm(pred['max_safe_mbs'], ms['max_safe_mbs'])}{exact} | "
             f"{_pm(pred['first_retry_mbs'], ms['first_retry_mbs'])} | "
             f"{_pm(pred['first_oom_mbs'], ms['first_oom_mbs'])} | {lev} | "
-            f"{'-' if rd is None else f'{rd:.2f}'} | {pe_txt} | {'; '.join(reps) or '-'} |")
+            f"{'-' if rd is None else f'{rd:.2f}'} | {pe_txt} | {'; '.join(reps) or '-'} | "
+            f"{_cliff(r.get('throughput_cliff'))} |")
     lines.append("")
     lines.append("Each cell: predicted / measured ('-': none in the measured range). Replay "
                  "cells: replayed / PyTorch's count.")

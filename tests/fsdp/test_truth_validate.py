@@ -446,6 +446,13 @@ class CompareTest(TempDir):
         self.assertEqual(row["predicted"]["peak_reserved_bytes"], by[1]["peak_reserved_bytes"])
         self.assertAlmostEqual(row["peak_reserved_rel_err"],
                                by[1]["peak_reserved_bytes"] / (300 * MiB) - 1)
+        # Step time over the safe sizes 1, 5, 9 (12.05, 20.2, 29.85 ms) is 9.575 + 2.225 x mbs
+        # (least squares); at 10 that is 31.825 ms against 35.1 measured.
+        c = r["throughput_cliff"]
+        self.assertEqual(c["mbs"], 10)
+        self.assertAlmostEqual(c["expected_step_ms"], 31.825, places=9)
+        self.assertAlmostEqual(c["measured_loss"], 1 - c["expected_step_ms"] / 35.1)
+        self.assertIn("predicted_extra_alloc_ms_per_step", c)
         self.assertEqual([x["mbs"] for x in r["replays"]], [9, 10])
         rep = r["replays"][1]
         self.assertEqual(rep["measured"]["num_alloc_retries"], 1)
