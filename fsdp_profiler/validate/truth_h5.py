@@ -19,6 +19,7 @@ import time
 import h5py
 import numpy as np
 
+import truth_config
 import truth_search
 
 FORMAT_NAME = "mlprio"
@@ -77,8 +78,13 @@ def write_truth_group(parent, run):
     g.attrs["config"] = json.dumps(cfg, sort_keys=True)
     for k in ("name", "model", "ranks", "precision", "attention", "alloc_conf"):
         g.attrs[k] = str(cfg.get(k, ""))
-    for k in ("world_size", "steps", "seq_len", "tgt_len", "mbs_lo", "mbs_hi", "coarse_step"):
+    for k in ("world_size", "steps", "mbs_lo", "mbs_hi", "coarse_step"):
         g.attrs[k] = int(cfg.get(k, 0))
+    # The lengths trained (a configuration's 0 means the model's own).
+    c = truth_config.make_config({k: v for k, v in cfg.items() if k in truth_config.FIELDS},
+                                 "config")
+    g.attrs["seq_len"] = c.effective_seq_len
+    g.attrs["tgt_len"] = c.effective_tgt_len
     g.attrs["activation_checkpointing"] = int(bool(cfg.get("activation_checkpointing")))
     g.attrs["budget_bytes"] = int(run.get("budget_bytes", cfg.get("budget_bytes", 0)))
     for k in ("name", "torch_version", "cuda_version", "transformers_version", "hostname"):

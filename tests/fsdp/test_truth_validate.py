@@ -277,6 +277,7 @@ class TruthH5Test(TempDir):
         self.assertEqual(t["snapshots"][10]["file"], "gpt2-tiny-e8.mbs_10.pickle.gz")
         self.assertEqual(t["snapshots"][10]["segment_free"], 1)
         self.assertEqual(t["config"]["model"], "gpt2-tiny")
+        self.assertEqual((t["config"]["seq_len"], a["seq_len"], a["tgt_len"]), (0, 128, 0))
 
     def test_realistic_memory_stats_and_errors_are_kept(self):
         st = load_json(os.path.join(DATA, "memory_stats_gpt2xl_w1.json"))
