@@ -6,7 +6,7 @@
 # configuration (each configuration's process is killed at the end of its share, and a hung
 # point after its point_timeout_s, keeping the points already measured). Everything goes to OUT.
 #
-#   fsdp_profiler/validate/run_gpu.sh [OUT] [BUDGET_S]    # defaults: $OUT or truth.out, 480
+#   fsdp_profiler/validate/run_gpu.sh [OUT] [BUDGET_S]    # defaults: $OUT or truth.out, 510
 #
 # Needs python3 with torch (CUDA), transformers, h5py and numpy; exit 77 when they or the GPU
 # are missing (nothing measured). The comparison needs no GPU: afterwards, on any machine,
@@ -16,7 +16,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-${OUT:-truth.out}}
-budget=${2:-480}
+budget=${2:-510}
 py=${PYTHON:-python3}
 mkdir -p "$out"
 {

@@ -7,6 +7,7 @@ safe minibatch, the first retrying one, the first OOM, retries per step and peak
 any CPU (h5py and numpy; no torch).
 
     truth_compare.py TRUTH.h5|DIR [...] --fsdp BUILD/bin/mlprio-fsdp --out DIR
+    truth_compare.py --plan MATRIX.json --fsdp BUILD/bin/mlprio-fsdp   # GPU time, beforehand
 
 Writes DIR/comparison.md (the table), DIR/comparison.json (everything, machine-readable) and
 DIR/<name>.h5: the sweep's HDF5 file with the measured /truth group copied in, which
@@ -266,6 +267,26 @@ def _finite(x):
     return x
 
 
+def plan(matrix, fsdp, models_file):
+    """The minibatch sizes the harness would measure per configuration if PyTorch behaved as
+    predicted: the search run on the sweep's answers, to size a GPU run before it starts."""
+    total = 0
+    for c in truth_config.load_matrix(matrix):
+        sweep = run_tool(c.sweep_argv(fsdp, c.mbs_lo, c.mbs_hi, None, models_file))
+        predicted = {p["mbs"]: predicted_level(p) for p in sweep["points"]}
+        order = []
+
+        def measure(mbs):
+            order.append(mbs)
+            return predicted[mbs]
+        levels = truth_search.search(c.mbs_lo, c.mbs_hi, c.coarse_step, measure)
+        b = truth_search.boundaries(levels)
+        total += len(order)
+        print(f"{c.name}: {len(order)} points {order}; predicted max_safe {b[0]}, first_retry "
+              f"{b[1] or '-'}, first_oom {b[2] or '-'}")
+    print(f"{total} points in all")
+
+
 def truth_files(inputs):
     files = []
     for x in inputs:
@@ -278,11 +299,23 @@ def truth_files(inputs):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("inputs", nargs="+", help="*.truth.h5 files or directories holding them")
+    ap.add_argument("inputs", nargs="*", help="*.truth.h5 files or directories holding them")
     ap.add_argument("--fsdp", required=True, help="the mlprio-fsdp program")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="where the comparison goes")
     ap.add_argument("--models-file", default=DEFAULT_MODELS_FILE)
+    ap.add_argument("--plan", metavar="MATRIX",
+                    help="print the sizes the harness would measure for MATRIX if PyTorch "
+                         "behaved as predicted (no truth files needed)")
     a = ap.parse_args(argv[1:])
+    if a.plan:
+        try:
+            plan(a.plan, a.fsdp, a.models_file)
+        except (OSError, truth_config.ConfigError, ToolError) as e:
+            print(f"truth_compare: {e}", file=sys.stderr)
+            return 2
+        return 0
+    if not a.out or not a.inputs:
+        ap.error("give the truth files (or directories) and --out, or --plan MATRIX")
     files = truth_files(a.inputs)
     if not files:
         print(f"truth_compare: no *.truth.h5 in {' '.join(a.inputs)}", file=sys.stderr)

@@ -474,6 +474,20 @@ class CompareTest(TempDir):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("fsdp_truth_gpt2-tiny-e8.png", p.stdout)
 
+    def test_plan_of_the_gpu_matrix(self):
+        """The committed GPU matrix, searched on the sweep's own answers: every configuration
+        brackets its predicted boundaries exactly, in at most 60 points in all."""
+        p = subprocess.run([sys.executable, os.path.join(VALIDATE, "truth_compare.py"), "--plan",
+                            os.path.join(VALIDATE, "matrix_gpu.json"), "--fsdp",
+                            os.environ["MLPRIO_FSDP"]], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stdout.splitlines()
+        self.assertEqual(len(lines), 9, p.stdout)
+        total = int(lines[-1].split()[0])
+        self.assertLessEqual(total, 60, p.stdout)
+        for line in lines[:-1]:
+            self.assertNotIn("first_oom -", line)  # each range reaches the predicted OOM
+
     def test_replay_of_the_snapshot_agrees_on_its_own_budget(self):
         """The hand-made trace retries once on a 40 MiB budget: replay must count it."""
         fsdp = os.environ["MLPRIO_FSDP"]
