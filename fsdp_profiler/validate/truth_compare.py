@@ -106,7 +106,11 @@ def compare_replay(fsdp, cfg, budget, truth_dir, out, mbs, snap_attrs, measured_
     if not os.path.exists(src):
         entry["error"] = f"snapshot {snap_attrs['file']} is not beside the truth file"
         return entry
-    snap = snapshot_summary.load(src)
+    try:
+        snap = snapshot_summary.load(src)
+    except snapshot_summary.SnapshotError as e:  # this replay only: the rest still compares
+        entry["error"] = str(e)
+        return entry
     js = os.path.join(out, f"{cfg.name}.mbs_{mbs}.replay-input.json")
     snapshot_summary.write_replay_json(snap, js)
     argv = [fsdp, "replay", "--snapshot", js, "--capacity", str(budget), "--json"]
@@ -190,12 +194,14 @@ def compare_one(path, fsdp, out, models_file, tool_errors):
             if "peak_reserved_rel_err" in r]
     res["peak_reserved_abs_rel_err"] = ({"median": statistics.median(errs), "max": max(errs),
                                          "points": len(errs)} if errs else None)
-    retry_rows = [r for r in res["points"] if "predicted" in r]
+    both = [r for r in res["points"] if "predicted" in r]
+    # Retries per step where neither ran out of memory (an OOM step's count says little).
+    no_oom = [r for r in both if "oom" not in (r["predicted"]["level"], r["measured"]["level"])]
     res["retries_per_step_abs_diff_mean"] = (
         statistics.mean(abs(r["predicted"]["retries_per_step"] - r["measured"]["retries_per_step"])
-                        for r in retry_rows) if retry_rows else None)
+                        for r in no_oom) if no_oom else None)
     res["level_agreement"] = (sum(r["predicted"]["level"] == r["measured"]["level"]
-                                  for r in retry_rows), len(retry_rows))
+                                  for r in both), len(both))
     res["throughput_cliff"] = throughput_cliff(
         measured, next((p["mbs"] for p in measured if p["status"] == truth_search.RETRY), 0),
         by_mbs)
@@ -218,7 +224,7 @@ def _cliff(c):
 
 def markdown(results):
     lines = ["| configuration | GPU | max safe mbs | first retrying mbs | first OOM mbs | "
-             "levels agreeing | retries/step, mean abs diff | peak reserved, abs rel err "
+             "levels agreeing | retries/step, mean abs diff (no OOM) | peak reserved, abs rel err "
              "median (max) | replay: retries, segments at end | step time lost at first "
              "retrying mbs (measured) |",
              "|---|---|---|---|---|---|---|---|---|---|"]

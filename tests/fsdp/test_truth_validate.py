@@ -503,6 +503,12 @@ class CompareTest(TempDir):
                           r["replayed"]["segment.all.current"], r["replayed"]["num_device_free"],
                           r["replayed"]["unmatched_frees"]), (1, 0, 3, 1, 0))
         self.assertEqual(r["measured"]["num_alloc_retries"], 1)
+        # A snapshot that cannot be read fails its own replay, not the comparison.
+        write(os.path.join(self.dir, "junk.pickle.gz"), b"\x1f\x8bnot gzip")
+        r = truth_compare.compare_replay(fsdp, cfg, 40 * MiB, self.dir, self.dir, 11,
+                                         {"file": "junk.pickle.gz"}, measured, errors)
+        self.assertIn("not a readable gzip file", r["error"])
+        self.assertEqual(errors, [])
 
 
 if __name__ == "__main__":
