@@ -402,6 +402,13 @@ class HarnessSkipTest(TempDir):
         self.assertIn("skipped: no torch", p.stdout)
         self.assertEqual(os.listdir(self.dir), [])
 
+    def test_unknown_only_name_is_exit_2(self):
+        p = subprocess.run([sys.executable, os.path.join(VALIDATE, "truth_harness.py"), "run",
+                            os.path.join(VALIDATE, "matrix_gpu.json"), "--out", self.dir,
+                            "--only", "gpt2xl-w1-malloc,gpt2xl-w9"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--only: no configuration 'gpt2xl-w9'", p.stderr)
+
     def test_bad_matrix_is_exit_2(self):
         bad = os.path.join(self.dir, "m.json")
         write(bad, matrix({"name": "a", "model": "bert"}))
