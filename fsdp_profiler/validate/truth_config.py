@@ -23,6 +23,7 @@ MAX_MBS = 4096  # the sweep's bound on points, also the largest minibatch a sear
 MAX_STEPS = 100
 MAX_WORLD_SIZE = 4096
 MAX_SEQ_LEN = 1 << 20
+MAX_REAL_RANKS = 16  # real ranks are GPUs of one node
 
 # Shapes the harness can build with random weights from a transformers config (no download).
 # `dims` are the transformers config keyword arguments; `sim_model` is the name `mlprio-fsdp`
@@ -93,8 +94,9 @@ class TruthConfig:
     seq_len: int = 0          # 0: the model's
     tgt_len: int = 0          # decoder tokens of T5; 0: the model's
     world_size: int = 1
-    ranks: str = "real"       # real: a process group of world_size real ranks; emulated: rank 0
-                              # of world_size on one GPU over a fake process group
+    ranks: str = "real"       # real: world_size GPUs of this node, one process each (torchrun
+                              # when more than one); emulated: rank 0 of world_size on one GPU
+                              # over a fake process group
     precision: str = "bf16"   # bf16: MixedPrecisionPolicy(param_dtype=bf16), so gradients are
                               # reduced in bf16 too, as the sweep's FSDP2 generator assumes
     activation_checkpointing: bool = False
@@ -221,10 +223,10 @@ def make_config(d, where):
         snapshots=d.get("snapshots", True),
         point_timeout_s=_int(d, "point_timeout_s", where, 1, 3600, 120),
         extra=extra)
-    if c.ranks == "real" and c.world_size > 1:
-        raise ConfigError(f"{where}.ranks: 'real' with world_size {c.world_size} needs one process "
-                          "per GPU, which this harness does not launch yet; use \"ranks\": "
-                          "\"emulated\" (rank 0's memory on one GPU) or world_size 1")
+    if c.ranks == "real" and c.world_size > MAX_REAL_RANKS:
+        raise ConfigError(f"{where}.world_size: real ranks are one process per GPU of this node "
+                          f"(torchrun), at most {MAX_REAL_RANKS}; use \"ranks\": \"emulated\" "
+                          "for rank 0's memory of a larger job on one GPU")
     return c
 
 

@@ -6,8 +6,9 @@ truth_h5.py) and the memory snapshots of its boundary minibatches (OUT/<name>.mb
 
     truth_harness.py run MATRIX.json --out DIR [--only NAME,...] [--time-budget-s S]
 
-Each configuration runs in a process of its own, started with its PYTORCH_CUDA_ALLOC_CONF (the
-allocator reads it once, when CUDA starts) and killed when its share of the time budget is
+Each configuration runs in a process of its own (one per GPU under torchrun for real ranks
+beyond one), started with its PYTORCH_CUDA_ALLOC_CONF (the allocator reads it once, when CUDA
+starts) and killed when its share of the time budget is
 spent; it appends each measured point to OUT/<name>.points.jsonl as soon as it has it, so a
 killed configuration keeps the points it finished. The parent imports no torch.
 
@@ -45,9 +46,10 @@ def snapshot_name(name, mbs):
 # ---- child: one configuration, in its own process ------------------------------------------
 
 def point_timed_out(cfg, out, mbs):
-    with open(points_path(out, cfg.name), "a", encoding="utf-8") as f:
-        f.write(json.dumps({"mbs": mbs, "error": f"timed out after {cfg.point_timeout_s} s "
-                            "(point_timeout_s)"}) + "\n")
+    if os.environ.get("RANK", "0") == "0":  # torchrun's other ranks leave the record to rank 0
+        with open(points_path(out, cfg.name), "a", encoding="utf-8") as f:
+            f.write(json.dumps({"mbs": mbs, "error": f"timed out after {cfg.point_timeout_s} s "
+                                "(point_timeout_s)"}) + "\n")
     print(f"{cfg.name}: mbs {mbs} timed out after {cfg.point_timeout_s} s", flush=True)
     os._exit(124)
 
@@ -66,18 +68,23 @@ def run_child(cfg, out, deadline, trainer=None):
             print("skipped: torch sees no CUDA device", flush=True)
             return EXIT_SKIPPED
         import truth_train as trainer
-    device = trainer.device_info()
     budget = trainer.set_budget(cfg)
     mesh = trainer.init_distributed(cfg)
-    with open(os.path.join(out, f"{cfg.name}.device.json"), "w", encoding="utf-8") as f:
-        json.dump({"device": device, "budget_bytes": budget}, f)
+    device = trainer.device_info()
+    # With real ranks every rank runs this search; rank 0 alone writes, and the ranks agree on
+    # each point's level and on stopping, so that all of them take the same next size.
+    writer = trainer.rank() == 0
+    if writer:
+        with open(os.path.join(out, f"{cfg.name}.device.json"), "w", encoding="utf-8") as f:
+            json.dump({"device": device, "budget_bytes": budget}, f)
     slowest = [0.0]
 
     def measure(mbs):
         left = deadline - time.time()
-        if left < max(5.0, 1.5 * slowest[0]) or left < 1:
+        if trainer.agree(cfg, int(left < max(5.0, 1.5 * slowest[0]))):
             raise truth_search.StopSearch()
-        snap = os.path.join(out, snapshot_name(cfg.name, mbs)) if cfg.snapshots else None
+        snap = (os.path.join(out, snapshot_name(cfg.name, mbs))
+                if cfg.snapshots and writer else None)
         # A point that hangs (a stuck collective, a wedged GPU) cannot be interrupted from
         # Python: the watchdog records it as an error and ends the process.
         watchdog = threading.Timer(cfg.point_timeout_s, point_timed_out, (cfg, out, mbs))
@@ -87,15 +94,17 @@ def run_child(cfg, out, deadline, trainer=None):
             p = trainer.run_point(cfg, mesh, mbs, snap)
         except Exception as e:  # recorded and ends the search: the point is not a measurement
             p = {"mbs": mbs, "error": f"{type(e).__name__}: {e}"[:2000]}
+        try:
+            level = trainer.agree(cfg, truth_search.level_of(p))
         finally:
             watchdog.cancel()
         slowest[0] = max(slowest[0], p.get("wall_s", 0.0))
-        with open(points_path(out, cfg.name), "a", encoding="utf-8") as f:
-            f.write(json.dumps(p) + "\n")
-        print(f"{cfg.name}: mbs {mbs} -> {truth_search.LEVEL_NAMES[truth_search.level_of(p)]}"
-              f" (retries/step {p.get('retries_per_step', 0):.2f}, {p.get('wall_s', 0):.1f} s)",
-              flush=True)
-        return truth_search.level_of(p)
+        if writer:
+            with open(points_path(out, cfg.name), "a", encoding="utf-8") as f:
+                f.write(json.dumps(p) + "\n")
+            print(f"{cfg.name}: mbs {mbs} -> {truth_search.LEVEL_NAMES[level]} (retries/step "
+                  f"{p.get('retries_per_step', 0):.2f}, {p.get('wall_s', 0):.1f} s)", flush=True)
+        return level
 
     truth_search.search(cfg.mbs_lo, cfg.mbs_hi, cfg.coarse_step, measure)
     return 0
@@ -154,6 +163,17 @@ def assemble(cfg, out, status, command_line=""):
     return run
 
 
+def child_argv(cfg, out, deadline):
+    """The measuring process of one configuration: this script's `child`, under torchrun with
+    one process per GPU for real ranks beyond one."""
+    argv = [sys.executable]
+    if cfg.ranks == "real" and cfg.world_size > 1:
+        argv += ["-m", "torch.distributed.run", "--standalone",
+                 f"--nproc-per-node={cfg.world_size}"]
+    return argv + [os.path.abspath(__file__), "child", "--config", cfg.to_json(), "--out", out,
+                   "--deadline", str(deadline)]
+
+
 def run_matrix(configs, out, time_budget_s, command_line):
     os.makedirs(out, exist_ok=True)
     start = time.time()
@@ -170,9 +190,7 @@ def run_matrix(configs, out, time_budget_s, command_line):
         env = dict(os.environ)
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
         env.update(cfg.alloc_env())
-        deadline = time.time() + share - 5
-        argv = [sys.executable, os.path.abspath(__file__), "child", "--config", cfg.to_json(),
-                "--out", out, "--deadline", str(deadline)]
+        argv = child_argv(cfg, out, time.time() + share - 5)
         print(f"== {cfg.name}: {share:.0f} s, PYTORCH_CUDA_ALLOC_CONF={cfg.alloc_conf!r}",
               flush=True)
         t0 = time.time()

@@ -4,8 +4,9 @@ with FSDP2 (`fully_shard`), and trains `steps` steps of one minibatch size while
 `torch.cuda.memory_stats()` after each step. Imported only by the measuring child process
 (truth_harness.py), after PYTORCH_CUDA_ALLOC_CONF is set and before CUDA starts.
 
-World sizes: "real" is one rank over NCCL (world size 1); "emulated" is rank 0 of N on one GPU
-over torch's fake process group, whose collectives move no data but whose buffers FSDP2
+World sizes: "real" is one rank per GPU over NCCL (world size 1 in this process, or N processes
+that torchrun started, one per GPU: RANK, WORLD_SIZE, LOCAL_RANK); "emulated" is rank 0 of N on
+one GPU over torch's fake process group, whose collectives move no data but whose buffers FSDP2
 allocates exactly as on N ranks (all-gather outputs N shards long, reduce-scatter inputs whole),
 so rank 0's allocator sees what it would see in an N-GPU job. Values computed under a fake group
 are meaningless (gathers are not filled); memory and the allocator's decisions are not."""
@@ -18,8 +19,6 @@ import time
 
 import torch
 import torch.distributed as dist
-
-import truth_config
 
 MAX_TRACE_ENTRIES = 4_000_000
 
@@ -38,20 +37,44 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def rank():
+    """This process's rank (torchrun's RANK; 0 alone or emulated)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def _select_device():
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.cuda.current_device()
+
+
 def init_distributed(cfg):
     """The process group and the 1-D device mesh FSDP2 shards over."""
     from torch.distributed.device_mesh import init_device_mesh
-    torch.cuda.set_device(0)
+    dev = _select_device()
     if not dist.is_initialized():
         if cfg.ranks == "emulated":
             store = _fake_store()
             dist.init_process_group("fake", store=store, rank=0, world_size=cfg.world_size)
         else:
+            launched = int(os.environ.get("WORLD_SIZE", "1"))
+            if launched != cfg.world_size:
+                raise RuntimeError(f"world_size {cfg.world_size} with real ranks needs as many "
+                                   f"processes (torchrun); this one is 1 of {launched}")
+            os.environ.setdefault("RANK", "0")
+            os.environ.setdefault("WORLD_SIZE", "1")
             os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
             os.environ.setdefault("MASTER_PORT", str(_free_port()))
-            dist.init_process_group("nccl", rank=0, world_size=1,
-                                    device_id=torch.device("cuda", 0))
+            dist.init_process_group("nccl", device_id=torch.device("cuda", dev))
     return init_device_mesh("cuda", (cfg.world_size,))
+
+
+def agree(cfg, level):
+    """The largest level over the real ranks, so that every rank takes the same next size."""
+    if cfg.ranks != "real" or cfg.world_size == 1:
+        return level
+    t = torch.tensor([level], device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
 
 
 def _hf_config(cfg):
@@ -153,7 +176,7 @@ def _batch(cfg, mbs, vocab):
 
 def device_info():
     import transformers
-    p = torch.cuda.get_device_properties(0)
+    p = torch.cuda.get_device_properties(torch.cuda.current_device())
     return {"name": p.name, "total_memory_bytes": int(p.total_memory),
             "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),
             "transformers_version": transformers.__version__, "hostname": socket.gethostname(),
@@ -162,16 +185,17 @@ def device_info():
 
 def set_budget(cfg):
     """Caps the caching allocator at the configuration's budget; returns the bytes it allows."""
-    total = torch.cuda.get_device_properties(0).total_memory
+    dev = _select_device()
+    total = torch.cuda.get_device_properties(dev).total_memory
     if cfg.budget_bytes > total:
         raise RuntimeError(f"budget {cfg.budget_bytes} bytes is more than the GPU's {total}")
     fraction = cfg.budget_bytes / total
-    torch.cuda.set_per_process_memory_fraction(fraction, 0)
+    torch.cuda.set_per_process_memory_fraction(fraction, dev)
     return int(fraction * total)  # as the allocator computes its limit
 
 
 def _flat_stats():
-    return {k: int(v) for k, v in torch.cuda.memory_stats(0).items()
+    return {k: int(v) for k, v in torch.cuda.memory_stats().items()
             if isinstance(v, int) and not isinstance(v, bool)}
 
 
@@ -191,8 +215,8 @@ def run_point(cfg, mesh, mbs, snapshot_path=None):
     if hasattr(torch._C, "_cuda_clearCublasWorkspaces"):  # else they outlive empty_cache()
         torch._C._cuda_clearCublasWorkspaces()
     torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats(0)
-    torch.cuda.reset_accumulated_memory_stats(0)
+    torch.cuda.reset_peak_memory_stats()
+    torch.cuda.reset_accumulated_memory_stats()
     if snapshot_path:
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                                  max_entries=MAX_TRACE_ENTRIES,
@@ -242,5 +266,3 @@ def run_point(cfg, mesh, mbs, snapshot_path=None):
     point["wall_s"] = time.perf_counter() - t_start
     return point
 
-
-__all__ = ["init_distributed", "build", "run_point", "device_info", "set_budget", "truth_config"]

@@ -105,7 +105,8 @@ class ConfigTest(unittest.TestCase):
         cases = [
             ({"name": "a", "model": "gpt2-xl", "colour": 1}, "configs[0] (a): unknown key 'colour'"),
             ({"name": "a", "model": "bert"}, "configs[0] (a).model: expected one of"),
-            ({"name": "a", "model": "gpt2-xl", "world_size": 8}, "configs[0] (a).ranks: 'real'"),
+            ({"name": "a", "model": "gpt2-xl", "world_size": 64},
+             "configs[0] (a).world_size: real ranks are one process per GPU"),
             ({"name": "a", "model": "gpt2-xl", "mbs": "9:3"}, "(a).mbs: expected 1 <= LO <= HI"),
             ({"name": "a b", "model": "gpt2-xl"}, "configs[0].name: expected 1-64 characters"),
             ({"name": "a", "model": "gpt2-xl", "steps": 1}, "(a).steps: expected an integer from 2"),
@@ -322,6 +323,12 @@ class FakeTrainer:
     def init_distributed(self, cfg):
         return "mesh"
 
+    def rank(self):
+        return 0
+
+    def agree(self, cfg, level):
+        return level
+
     def run_point(self, cfg, mesh, mbs, snapshot_path=None):
         self.calls.append(mbs)
         if mbs == self.hang:
@@ -359,6 +366,19 @@ class HarnessChildTest(TempDir):
         self.assertEqual((t["attrs"]["max_safe_mbs"], t["attrs"]["first_retry_mbs"],
                           t["attrs"]["first_oom_mbs"]), (9, 10, 11))
         self.assertEqual(t["attrs"]["device_name"], "stand-in GPU")
+
+    def test_real_ranks_beyond_one_start_under_torchrun(self):
+        one = truth_harness.child_argv(self.cfg(ranks="real", world_size=1), self.dir, 9.0)
+        self.assertEqual(one[:3], [sys.executable, os.path.join(VALIDATE, "truth_harness.py"),
+                                   "child"])
+        eight = truth_harness.child_argv(self.cfg(ranks="real", world_size=8), self.dir, 9.0)
+        self.assertEqual(eight[:5], [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                     "--nproc-per-node=8"])
+        self.assertEqual(eight[5:7], one[1:3])
+        emulated = truth_harness.child_argv(self.cfg(), self.dir, 9.0)
+        self.assertNotIn("torch.distributed.run", emulated)
+        cfg = truth_config.TruthConfig.from_json(eight[eight.index("--config") + 1])
+        self.assertEqual((cfg.ranks, cfg.world_size), ("real", 8))
 
     def test_deadline_and_errors_end_the_search(self):
         fake = FakeTrainer(retry=10, oom=11)
