@@ -8,9 +8,9 @@ truth_h5.py) and the memory snapshots of its boundary minibatches (OUT/<name>.mb
 
 Each configuration runs in a process of its own (one per GPU under torchrun for real ranks
 beyond one), started with its PYTORCH_CUDA_ALLOC_CONF (the allocator reads it once, when CUDA
-starts) and killed when its share of the time budget is
-spent; it appends each measured point to OUT/<name>.points.jsonl as soon as it has it, so a
-killed configuration keeps the points it finished. The parent imports no torch.
+starts) and killed when its share of the time budget is spent; it appends each measured point
+to OUT/<name>.points.jsonl as soon as it has it, so a killed configuration keeps the points it
+finished. The parent imports no torch.
 
 Exit codes: 0 every configuration ran to the end of its search; 1 some stopped early (time
 budget, error); 2 bad input; 77 skipped: no torch, no transformers or no CUDA device here
