@@ -144,11 +144,14 @@ def build(cfg, mesh):
     if cfg.activation_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16) if cfg.precision == "bf16" else None
-    kw = {"mesh": mesh, "reshard_after_forward": True}
+    kw = {"mesh": mesh}
     if mp is not None:
         kw["mp_policy"] = mp
+    # Blocks reshard after forward (FULL_SHARD); the root keeps its parameters (embeddings, final
+    # norm, LM head) gathered from forward to the end of backward, FSDP2's default for the root
+    # and the step generator's unit 0.
     for block in _blocks(model, family):
-        fully_shard(block, **kw)
+        fully_shard(block, reshard_after_forward=True, **kw)
     fully_shard(model, **kw)
     model.to_empty(device="cuda")
     # to_empty() gives each module its own new tensor, which unties GPT-2's and T5's output
