@@ -13,7 +13,10 @@ name when there is more than one:
                bsld_over_time.png) and the time-weighted queue-length CDF (queue_length_cdf.png);
   model eval   (/model/errors/<method>): CDF of relative prediction error per method;
   fsdp sweep   (/sweep or /fsdp/sweep): retries per step and peak memory per minibatch, and
-               memory over time for the recorded minibatches.
+               memory over time for the recorded minibatches;
+  fsdp truth   (/truth, what PyTorch measured; fsdp_profiler/validate/): retries per step and
+               peak reserved memory per minibatch, measured against the /sweep prediction of the
+               same file when there is one (fsdp_truth_<configuration>.png).
 Uses Debian's python3-h5py and python3-matplotlib (run with /usr/bin/python3).
 """
 import os
@@ -229,6 +232,53 @@ def plot_fsdp(sweep, out):
     return written
 
 
+def plot_truth(truth, sweep, out):
+    """Measured points (markers) over the predicted curve: retries per step and peak reserved."""
+    pts = truth["points"][:]
+    mbs = pts["mbs"]
+    ok = pts["status"] != 3  # 3: the point failed for another reason than memory
+    oom = (pts["oom"] == 1) & ok
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    if sweep is not None and "points" in sweep:
+        pred = sweep["points"][:]
+        lo, hi = mbs.min() if mbs.size else 0, mbs.max() if mbs.size else 0
+        sel = (pred["mbs"] >= lo) & (pred["mbs"] <= hi)
+        pm = pred["mbs"][sel]
+        ax1.plot(pm, pred["retries_per_step"][sel], "-", color="tab:blue", label="predicted")
+        ax2.plot(pm, pred["peak_reserved_bytes"][sel] / GIB, "-", color="tab:blue", label="predicted")
+        poom = pred["oom"][sel].astype(bool)
+        if poom.any():
+            ax1.plot(pm[poom], pred["retries_per_step"][sel][poom], "x", color="tab:blue",
+                     markersize=9, label="predicted OOM")
+        safe = sweep.attrs.get("max_safe_mbs", 0)
+        if safe:
+            ax1.axvline(safe, color="tab:blue", linestyle="--", linewidth=1)
+    ax1.plot(mbs[ok & ~oom], pts["retries_per_step"][ok & ~oom], "o", color="tab:orange",
+             label="measured")
+    ax2.plot(mbs[ok & ~oom], pts["peak_reserved_bytes"][ok & ~oom] / GIB, "o", color="tab:orange",
+             label="measured")
+    if oom.any():
+        ax1.plot(mbs[oom], pts["retries_per_step"][oom], "s", color="tab:red", markersize=8,
+                 fillstyle="none", label="measured OOM")
+    safe = truth.attrs.get("max_safe_mbs", 0)
+    if safe:
+        ax1.axvline(safe, color="tab:orange", linestyle=":", linewidth=1)
+    name = truth.attrs.get("name", "")
+    name = name.decode() if isinstance(name, bytes) else name
+    dev = truth.attrs.get("device_name", "")
+    dev = dev.decode() if isinstance(dev, bytes) else dev
+    ax1.set_xlabel("minibatch"); ax1.set_ylabel("cudaMalloc retries per step")
+    ax1.set_title(f"{name}: retries, predicted vs PyTorch")
+    ax2.set_xlabel("minibatch"); ax2.set_ylabel("GiB"); ax2.set_title(f"Peak reserved ({dev or 'GPU'})")
+    budget = truth.attrs.get("budget_bytes", 0)
+    if budget:
+        ax2.axhline(budget / GIB, color="grey", linewidth=0.8, label="allocator budget")
+    for a in (ax1, ax2):
+        a.grid(alpha=0.3); a.legend(fontsize=8)
+    p = os.path.join(out, f"fsdp_truth_{name}.png" if name else "fsdp_truth.png"); fig.tight_layout(); fig.savefig(p, dpi=110); plt.close(fig)
+    return [p]
+
+
 def main(argv):
     if len(argv) < 3:
         sys.stderr.write(__doc__)
@@ -272,6 +322,9 @@ def main(argv):
             sweep = find(f, "sweep", "fsdp/sweep")
             if sweep is not None and "points" in sweep:
                 written += plot_fsdp(sweep, out)
+            truth = find(f, "truth", "fsdp/truth")
+            if truth is not None and "points" in truth:
+                written += plot_truth(truth, sweep, out)
     finally:
         for f in files:
             f.close()

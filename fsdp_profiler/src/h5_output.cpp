@@ -1,4 +1,4 @@
-// Writes replay and sweep results to HDF5 (layout in fsdp_profiler/README.md).
+// Writes replay, sweep and measure results to HDF5 (layout in fsdp_profiler/README.md).
 #include "h5_output.hpp"
 
 #include <cstring>
@@ -25,6 +25,11 @@ struct PointRow {
 
 h5::Provenance provenance(const RunInfo& info) {
   return h5::Provenance{"fsdp", info.command_line, info.config_json, info.input_sha256};
+}
+
+void set_command(h5::WriteFile& f, std::string_view command) {
+  f.root().set_attr("fsdp_command", command);
+  f.root().set_attr("fsdp_layout_version", static_cast<int64_t>(FSDP_LAYOUT_VERSION));
 }
 
 void write_series(const h5::Group& g, const std::vector<MemorySample>& s) {
@@ -54,7 +59,7 @@ void write_stats(const h5::Group& g, const MemoryStats& st) {
 
 void write_replay_h5(const std::string& path, const RunInfo& info, const ReplayResult& r) {
   h5::WriteFile f(path, provenance(info));
-  f.root().set_attr("fsdp_command", std::string_view("replay"));
+  set_command(f, "replay");
   const h5::Group g = f.root().create_group("replay");
   g.set_attr("device_index", static_cast<int64_t>(r.device_index));
   g.set_attr("entries", r.entries);
@@ -124,7 +129,7 @@ struct MeasuredRow {
 
 void write_sweep_h5(const std::string& path, const RunInfo& info, const SweepResult& r) {
   h5::WriteFile f(path, provenance(info));
-  f.root().set_attr("fsdp_command", std::string_view("sweep"));
+  set_command(f, "sweep");
   write_sweep_group(f, r);
   f.commit();
 }
@@ -132,7 +137,7 @@ void write_sweep_h5(const std::string& path, const RunInfo& info, const SweepRes
 void write_measure_h5(const std::string& path, const RunInfo& info, const MeasureResult& r,
                       const LatencyModel& fitted) {
   h5::WriteFile f(path, provenance(info));
-  f.root().set_attr("fsdp_command", std::string_view("measure"));
+  set_command(f, "measure");
   SweepResult sr;
   for (const auto& mp : r.points) sr.points.push_back(mp.model);
   sr.max_safe_mbs = r.max_safe_mbs;

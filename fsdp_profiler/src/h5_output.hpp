@@ -11,6 +11,12 @@
 
 namespace mlprio::fsdp {
 
+// Root attribute `fsdp_layout_version` of every file written here. 1 (files without the
+// attribute): /sweep, /measure, /replay. 2: the same groups, and a file may also hold /truth,
+// what PyTorch itself measured (written by fsdp_profiler/validate/truth_h5.py, which declares
+// the same number). Change both together.
+inline constexpr int FSDP_LAYOUT_VERSION = 2;
+
 struct RunInfo {
   std::string command_line;
   std::string config_json;  // the run's configuration as JSON text
