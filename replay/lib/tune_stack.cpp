@@ -202,12 +202,24 @@ double quantile(std::vector<double> v, double q) {
   return v[lo] * (1 - f) + v[hi] * f;
 }
 
+std::vector<bool> deciding_windows(const std::vector<StackOutcome>& outcomes,
+                                   const std::vector<StackOutcome>& stock, size_t windows) {
+  std::vector<bool> keep(windows, false);
+  for (size_t i = 0; windows > 0 && i < outcomes.size(); ++i) {
+    const size_t w = i % windows;
+    if (outcomes[i].avg_bsld != stock[w].avg_bsld) keep[w] = true;
+  }
+  return keep;
+}
+
 std::vector<double> bsld_ratios(const std::vector<StackOutcome>& outcomes,
-                                const std::vector<StackOutcome>& stock, size_t windows, size_t c) {
+                                const std::vector<StackOutcome>& stock, size_t windows, size_t c,
+                                const std::vector<bool>& keep) {
   std::vector<double> r;
   for (size_t w = 0; w < windows; ++w)
-    r.push_back(std::max(outcomes[c * windows + w].avg_bsld, 1.0) /
-                std::max(stock[w].avg_bsld, 1.0));
+    if (keep.empty() || keep[w])
+      r.push_back(std::max(outcomes[c * windows + w].avg_bsld, 1.0) /
+                  std::max(stock[w].avg_bsld, 1.0));
   return r;
 }
 
@@ -232,8 +244,11 @@ StackVerdict pick_stack(const std::vector<StackOutcome>& outcomes,
   if (n != candidates.size()) throw InvariantError("tune: outcomes and candidates differ");
   std::vector<double> med(n), mwq(n), worst(n), p25(n), p75(n);
   double best_ratio = std::numeric_limits<double>::infinity();
+  const std::vector<bool> keep = deciding_windows(outcomes, stock, windows);
+  v.deciding = static_cast<size_t>(std::count(keep.begin(), keep.end(), true));
   for (size_t c = 0; c < n; ++c) {
-    const auto r = bsld_ratios(outcomes, stock, windows, c);
+    const auto r =
+        v.deciding > 0 ? bsld_ratios(outcomes, stock, windows, c, keep) : std::vector<double>{};
     const auto m = max_wait_ratios(outcomes, stock, windows, c, max_wait_floor);
     med[c] = quantile(r, 0.5);
     p25[c] = quantile(r, 0.25);

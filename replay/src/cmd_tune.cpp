@@ -9,6 +9,8 @@
 // is the same for any number of ranks.
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -451,6 +453,7 @@ nlohmann::ordered_json stack_report(const TuneArgs& a, const StackSearch& s,
   j["train_bsld_ratio"] = v.bsld_ratio;
   j["train_bsld_ratio_p25"] = v.bsld_p25;
   j["train_bsld_ratio_p75"] = v.bsld_p75;
+  j["train_deciding_windows"] = v.deciding;
   j["train_max_wait_ratio"] = v.max_wait_ratio;
   j["max_wait_stat"] = stat;
   j["train_worst_max_wait_ratio"] = v.worst_max_wait_ratio;
@@ -475,9 +478,11 @@ nlohmann::ordered_json stack_report(const TuneArgs& a, const StackSearch& s,
   }
   j["windows"] = ws;
   nlohmann::ordered_json grid = nlohmann::ordered_json::array();
-  for (size_t st = 0; st < s.stages.size(); ++st)
+  for (size_t st = 0; st < s.stages.size(); ++st) {
+    const std::vector<bool> keep = deciding_windows(s.outs[st], s.base, W);
+    const bool any = std::find(keep.begin(), keep.end(), true) != keep.end();
     for (size_t c = 0; c < s.stages[st].size(); ++c) {
-      const auto r = bsld_ratios(s.outs[st], s.base, W, c);
+      const auto r = any ? bsld_ratios(s.outs[st], s.base, W, c, keep) : std::vector<double>{};
       const auto m = max_wait_ratios(s.outs[st], s.base, W, c, a.max_wait_floor);
       grid.push_back({{"stage", st + 1},
                       {"candidate", describe(s.stages[st][c])},
@@ -485,6 +490,7 @@ nlohmann::ordered_json stack_report(const TuneArgs& a, const StackSearch& s,
                       {"bsld_ratio", quantile(r, 0.5)},
                       {"max_wait_ratio", quantile(m, q)}});
     }
+  }
   j["grid"] = grid;
   return j;
 }
@@ -524,8 +530,9 @@ void run_tune_stack(const TuneArgs& a, const Comm& comm) {
      << sw.count << " windows of " << sw.len << " (seed " << a.seed << ") at load x"
      << loads_text(sw.loads) << ", against " << a.slurm_conf << " (sha256 " << stock.sha256
      << "), Slurm " << a.slurm_release << "; median bsld ratio " << v.bsld_ratio << " (IQR "
-     << v.bsld_p25 << ".." << v.bsld_p75 << "), max wait ratio " << stat << " " << v.max_wait_ratio
-     << " (worst " << v.worst_max_wait_ratio << ")";
+     << v.bsld_p25 << ".." << v.bsld_p75 << ", over the " << v.deciding << " of "
+     << sw.windows.size() << " windows where the candidates differ), max wait ratio " << stat << " "
+     << v.max_wait_ratio << " (worst " << v.worst_max_wait_ratio << ")";
   model::PolicyParams policy = models.get(a.model)->policy();
   policy.score = s.best.score;
   policy.tuned_by = "mlprio-replay tune --slurm-conf: " + by.str();
@@ -540,9 +547,10 @@ void run_tune_stack(const TuneArgs& a, const Comm& comm) {
   } else {
     std::cout << "chosen: " << describe(s.best) << " (" << s.best.changes << " settings changed)\n"
               << "training windows: median mean-bsld ratio to " << a.slurm_conf << " "
-              << v.bsld_ratio << " (IQR " << v.bsld_p25 << ".." << v.bsld_p75 << "), " << stat
-              << " max-wait ratio " << v.max_wait_ratio << " (worst " << v.worst_max_wait_ratio
-              << ")\n"
+              << v.bsld_ratio << " (IQR " << v.bsld_p25 << ".." << v.bsld_p75 << ", over the "
+              << v.deciding << " of " << sw.windows.size()
+              << " windows where the candidates differ), " << stat << " max-wait ratio "
+              << v.max_wait_ratio << " (worst " << v.worst_max_wait_ratio << ")\n"
               << "wrote " << a.out << " and " << a.slurm_conf_out << "\n";
   }
 }

@@ -125,6 +125,40 @@ TEST_CASE(
   CHECK(pick_stack(o, base, 5, {stock, a, b}, 1.25, 4000, 0.0).best == 2);
 }
 
+TEST_CASE(
+    "windows where no candidate changes the schedule do not decide: the median is taken over "
+    "the windows with a queue, and with none the stock stays",
+    "[replay][tune_stack]") {
+  StackCandidate stock, a;
+  stock.stock = true;
+  a.changes = 1;
+  // Six windows: four where nothing queues (every candidate equals the stock), two with a queue
+  // where a halves the stock's slowdown. Over all six a's median would be 1 and the stock, with
+  // fewer changes, would win.
+  const std::vector<StackOutcome> base =
+      stack_rows({{1, 10}, {1, 10}, {1, 10}, {1, 10}, {8, 1000}, {6, 1000}});
+  std::vector<StackOutcome> o = base;
+  for (const auto& r : stack_rows({{1, 10}, {1, 10}, {1, 10}, {1, 10}, {4, 900}, {3, 900}}))
+    o.push_back(r);
+  const std::vector<bool> keep = deciding_windows(o, base, 6);
+  CHECK(keep == std::vector<bool>{false, false, false, false, true, true});
+  CHECK(bsld_ratios(o, base, 6, 1, keep) == std::vector<double>{0.5, 0.5});
+  CHECK(bsld_ratios(o, base, 6, 1).size() == 6);
+  StackVerdict v = pick_stack(o, base, 6, {stock, a}, 1.25, 0, 0.02);
+  CHECK(v.deciding == 2);
+  CHECK(v.best == 1);
+  CHECK(v.bsld_ratio == Approx(0.5));
+  // No window with a queue: nothing to decide on, every median is 1 and the stock stays.
+  std::vector<StackOutcome> quiet = base;
+  quiet.resize(4);
+  std::vector<StackOutcome> oq = quiet;
+  for (const auto& r : stack_rows({{1, 10}, {1, 10}, {1, 10}, {1, 10}})) oq.push_back(r);
+  v = pick_stack(oq, quiet, 4, {stock, a}, 1.25, 0, 0.02);
+  CHECK(v.deciding == 0);
+  CHECK(v.best == 0);
+  CHECK(v.bsld_ratio == 1.0);
+}
+
 TEST_CASE("the grids list what the stack can apply, the incoming candidate first",
           "[replay][tune_stack]") {
   const SlurmStack dbd = parse_slurm_conf(STACK_SITE_TEXT, "dbd.conf");

@@ -87,8 +87,18 @@ struct StackVerdict {
   double max_wait_ratio = 1;  // a quantile over windows of max_wait / max(stock's, floor)
   double worst_max_wait_ratio = 1;
   size_t feasible = 0;  // candidates within the bound
+  size_t deciding = 0;  // windows the median was taken over (see deciding_windows)
 };
-// outcomes[c * W + w], stock[w]. A candidate's max-wait statistic is the `max_wait_quantile`
+// The windows that can tell the candidates apart: those on which some candidate's mean bounded
+// slowdown differs from the stock's. Where none does (no queue forms, so every order starts every
+// job at once), a window says nothing about the choice; counted in a median it would pull every
+// candidate's ratio towards 1 and hide what the windows with a queue show.
+std::vector<bool> deciding_windows(const std::vector<StackOutcome>& outcomes,
+                                   const std::vector<StackOutcome>& stock, size_t windows);
+
+// outcomes[c * W + w], stock[w]. A candidate's bsld figure is the median of its ratios over the
+// deciding windows (1 when there are none: the stock, with the fewest changes, then wins). A
+// candidate's max-wait statistic is the `max_wait_quantile`
 // (0.75: the upper quartile, 1: the worst window) of its windows' max-wait ratios. Among the
 // candidates whose statistic is within `max_wait_ratio`, the lowest median bsld ratio; then,
 // among those within (1 + tolerance) of it, the fewest changes (ties: the lower ratio, then the
@@ -98,10 +108,12 @@ StackVerdict pick_stack(const std::vector<StackOutcome>& outcomes,
                         const std::vector<StackCandidate>& candidates, double max_wait_ratio,
                         double max_wait_floor, double tolerance, double max_wait_quantile = 0.75);
 
-// The per-window statistics of candidate `c` against the stock: ratios of avg_bsld and of
-// max_wait (against max(stock's, floor)).
+// The per-window statistics of candidate `c` against the stock: ratios of avg_bsld (over the
+// windows `keep` marks; every window when it is empty) and of max_wait (against max(stock's,
+// floor)).
 std::vector<double> bsld_ratios(const std::vector<StackOutcome>& outcomes,
-                                const std::vector<StackOutcome>& stock, size_t windows, size_t c);
+                                const std::vector<StackOutcome>& stock, size_t windows, size_t c,
+                                const std::vector<bool>& keep = {});
 std::vector<double> max_wait_ratios(const std::vector<StackOutcome>& outcomes,
                                     const std::vector<StackOutcome>& stock, size_t windows,
                                     size_t c, double floor);
