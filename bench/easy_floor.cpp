@@ -56,6 +56,8 @@ struct EstimatedEnd {
   }
 };
 
+// One function of about 145 lines on purpose: it is the floor the replay is compared with, so it
+// reads, queues and backfills in one loop with no call a compiler might not inline.
 template <bool METRICS>
 int floor_replay(const std::string& path, int64_t procs) {
   using Queued = QueuedJob<METRICS>;

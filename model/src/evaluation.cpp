@@ -72,6 +72,43 @@ fig.tight_layout()
 fig.savefig(sys.argv[2], dpi=120)
 )PY";
 
+// Writes the relative errors of the three methods as CSV beside a plotting script into `dir`, runs
+// it and returns the PNG's path.
+std::string write_error_plot(const std::string& dir, const MethodStats& model,
+                             const MethodStats& request, const MethodStats& last2,
+                             const std::string& trace_name) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  const fs::path csv = fs::path(dir) / "relative_errors.csv";
+  const fs::path script = fs::path(dir) / "plot_cdf.py";
+  const fs::path png = fs::path(dir) / "relative_error_cdf.png";
+  {
+    std::ofstream f(csv);
+    f << "method,rel_err\n";
+    auto dump = [&](const char* name, const MethodStats& s) {
+      for (double v : s.rel) f << name << ',' << v << '\n';
+    };
+    dump("model", model);
+    dump("request", request);
+    dump("last2", last2);
+    std::ofstream(script) << PLOT_SCRIPT;
+    if (!f)
+      throw ::mlprio::RuntimeError("cannot write " + csv.string() + ": " + std::strerror(errno));
+  }
+  auto quote = [](const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  // Debian's interpreter on purpose: it is the one with matplotlib (pyenv's has none).
+  const std::string cmd = "/usr/bin/python3 " + quote(script.string()) + " " + quote(csv.string()) +
+                          " " + quote(png.string()) + " " + quote(trace_name);
+  if (std::system(cmd.c_str()) != 0)
+    throw ::mlprio::RuntimeError("plotting failed: " + cmd +
+                                 " (needs /usr/bin/python3 with matplotlib)");
+  return png.string();
+}
+
 }  // namespace
 
 nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
@@ -174,39 +211,9 @@ nlohmann::json evaluate_model(const nlohmann::json& doc, const Trace& trace,
     r["fail_note"] = "model has no failure classifier or the test jobs have no final state";
   }
 
-  if (!opt.plot_dir.empty()) {
-    namespace fs = std::filesystem;
-    fs::create_directories(opt.plot_dir);
-    const fs::path csv = fs::path(opt.plot_dir) / "relative_errors.csv";
-    const fs::path script = fs::path(opt.plot_dir) / "plot_cdf.py";
-    const fs::path png = fs::path(opt.plot_dir) / "relative_error_cdf.png";
-    {
-      std::ofstream f(csv);
-      f << "method,rel_err\n";
-      auto dump = [&](const char* name, const MethodStats& s) {
-        for (double v : s.rel) f << name << ',' << v << '\n';
-      };
-      dump("model", model);
-      dump("request", request);
-      dump("last2", last2);
-      std::ofstream(script) << PLOT_SCRIPT;
-      if (!f)
-        throw ::mlprio::RuntimeError("cannot write " + csv.string() + ": " + std::strerror(errno));
-    }
-    auto quote = [](const std::string& s) {
-      std::string q = "'";
-      for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      return q + "'";
-    };
-    // Debian's interpreter on purpose: it is the one with matplotlib (pyenv's has none).
-    const std::string cmd = "/usr/bin/python3 " + quote(script.string()) + " " +
-                            quote(csv.string()) + " " + quote(png.string()) + " " +
-                            quote(r["trace"].get<std::string>());
-    if (std::system(cmd.c_str()) != 0)
-      throw ::mlprio::RuntimeError("plotting failed: " + cmd +
-                                   " (needs /usr/bin/python3 with matplotlib)");
-    r["plot"] = png.string();
-  }
+  if (!opt.plot_dir.empty())
+    r["plot"] =
+        write_error_plot(opt.plot_dir, model, request, last2, r["trace"].get<std::string>());
   return r;
 }
 

@@ -245,13 +245,10 @@ double LublinGenerator::Rng::gamma(double shape, double scale) {
   }
 }
 
-// ---- the generator ------------------------------------------------------------------------------
+namespace {
 
-LublinGenerator::LublinGenerator(const LublinOptions& opts)
-    : opts_(opts),
-      rng_(opts.seed),
-      user_rng_(opts.seed ^ USER_STREAM),
-      arrival_scale_(opts.load_scale) {
+// Every option in its range, with a message naming it and its value.
+void check_options(const LublinOptions& opts) {
   require(opts.nodes >= 1 && opts.nodes <= MAX_NODES,
           "nodes must be in [1, 2^40], got " + std::to_string(opts.nodes));
   require(opts.procs_per_node >= 1 && opts.procs_per_node <= MAX_NODES / opts.nodes,
@@ -301,6 +298,21 @@ LublinGenerator::LublinGenerator(const LublinOptions& opts)
     require(in_range(um.factor_min, 1, 1000) && in_range(um.factor_max, um.factor_min, 1000),
             "over-estimation factors need 1 <= min <= max <= 1000, got " +
                 std::to_string(um.factor_min) + " and " + std::to_string(um.factor_max));
+  }
+}
+
+}  // namespace
+
+// ---- the generator ------------------------------------------------------------------------------
+
+LublinGenerator::LublinGenerator(const LublinOptions& opts)
+    : opts_(opts),
+      rng_(opts.seed),
+      user_rng_(opts.seed ^ USER_STREAM),
+      arrival_scale_(opts.load_scale) {
+  check_options(opts);
+  const LublinUserModel& um = opts.user_model;
+  if (um.users > 0) {
     // Each submission carries burst_mean jobs on average: submissions arrive burst_mean times
     // less often, jobs at the published rate.
     arrival_scale_ = opts.load_scale / um.burst_mean;

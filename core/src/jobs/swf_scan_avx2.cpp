@@ -117,6 +117,9 @@ inline __attribute__((always_inline)) __m256i eight_digits(__m256i w, __m256i n)
 
 }  // namespace
 
+// One function of about 135 lines on purpose: the whole line is scanned with its vectors live in
+// registers, and the reading benchmark (bench_readers) measures this loop; split into calls, the
+// compiler spills them between the parts.
 size_t swf_scan_avx2_next(const char* s, size_t avail, const SwfBounds (&bounds)[2],
                           SwfLineScan& out) {
   const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
