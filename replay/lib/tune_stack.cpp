@@ -247,8 +247,9 @@ StackVerdict pick_stack(const std::vector<StackOutcome>& outcomes,
   const std::vector<bool> keep = deciding_windows(outcomes, stock, windows);
   v.deciding = static_cast<size_t>(std::count(keep.begin(), keep.end(), true));
   for (size_t c = 0; c < n; ++c) {
-    const auto r =
-        v.deciding > 0 ? bsld_ratios(outcomes, stock, windows, c, keep) : std::vector<double>{};
+    const auto r = v.deciding >= MIN_DECIDING_WINDOWS
+                       ? bsld_ratios(outcomes, stock, windows, c, keep)
+                       : std::vector<double>{};
     const auto m = max_wait_ratios(outcomes, stock, windows, c, max_wait_floor);
     med[c] = quantile(r, 0.5);
     p25[c] = quantile(r, 0.25);

@@ -480,7 +480,8 @@ nlohmann::ordered_json stack_report(const TuneArgs& a, const StackSearch& s,
   nlohmann::ordered_json grid = nlohmann::ordered_json::array();
   for (size_t st = 0; st < s.stages.size(); ++st) {
     const std::vector<bool> keep = deciding_windows(s.outs[st], s.base, W);
-    const bool any = std::find(keep.begin(), keep.end(), true) != keep.end();
+    const bool any =
+        static_cast<size_t>(std::count(keep.begin(), keep.end(), true)) >= MIN_DECIDING_WINDOWS;
     for (size_t c = 0; c < s.stages[st].size(); ++c) {
       const auto r = any ? bsld_ratios(s.outs[st], s.base, W, c, keep) : std::vector<double>{};
       const auto m = max_wait_ratios(s.outs[st], s.base, W, c, a.max_wait_floor);

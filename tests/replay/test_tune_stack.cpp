@@ -132,22 +132,31 @@ TEST_CASE(
   StackCandidate stock, a;
   stock.stock = true;
   a.changes = 1;
-  // Six windows: four where nothing queues (every candidate equals the stock), two with a queue
-  // where a halves the stock's slowdown. Over all six a's median would be 1 and the stock, with
-  // fewer changes, would win.
+  // Seven windows: four where nothing queues (every candidate equals the stock), three with a
+  // queue where a halves the stock's slowdown. Over all seven a's median would be 1 and the stock,
+  // with fewer changes, would win.
   const std::vector<StackOutcome> base =
-      stack_rows({{1, 10}, {1, 10}, {1, 10}, {1, 10}, {8, 1000}, {6, 1000}});
+      stack_rows({{1, 10}, {1, 10}, {1, 10}, {1, 10}, {8, 1000}, {6, 1000}, {4, 1000}});
   std::vector<StackOutcome> o = base;
-  for (const auto& r : stack_rows({{1, 10}, {1, 10}, {1, 10}, {1, 10}, {4, 900}, {3, 900}}))
+  for (const auto& r :
+       stack_rows({{1, 10}, {1, 10}, {1, 10}, {1, 10}, {4, 900}, {3, 900}, {2, 900}}))
     o.push_back(r);
-  const std::vector<bool> keep = deciding_windows(o, base, 6);
-  CHECK(keep == std::vector<bool>{false, false, false, false, true, true});
-  CHECK(bsld_ratios(o, base, 6, 1, keep) == std::vector<double>{0.5, 0.5});
-  CHECK(bsld_ratios(o, base, 6, 1).size() == 6);
-  StackVerdict v = pick_stack(o, base, 6, {stock, a}, 1.25, 0, 0.02);
-  CHECK(v.deciding == 2);
+  const std::vector<bool> keep = deciding_windows(o, base, 7);
+  CHECK(keep == std::vector<bool>{false, false, false, false, true, true, true});
+  CHECK(bsld_ratios(o, base, 7, 1, keep) == std::vector<double>{0.5, 0.5, 0.5});
+  CHECK(bsld_ratios(o, base, 7, 1).size() == 7);
+  StackVerdict v = pick_stack(o, base, 7, {stock, a}, 1.25, 0, 0.02);
+  CHECK(v.deciding == 3);
   CHECK(v.best == 1);
   CHECK(v.bsld_ratio == Approx(0.5));
+  // Two windows with a queue are too few (either alone could swing the median): the stock stays.
+  std::vector<StackOutcome> two(base.begin(), base.end() - 1);
+  std::vector<StackOutcome> o2 = two;
+  for (const auto& r : stack_rows({{1, 10}, {1, 10}, {1, 10}, {1, 10}, {4, 900}, {3, 900}}))
+    o2.push_back(r);
+  v = pick_stack(o2, two, 6, {stock, a}, 1.25, 0, 0.02);
+  CHECK(v.deciding == 2);
+  CHECK(v.best == 0);
   // No window with a queue: nothing to decide on, every median is 1 and the stock stays.
   std::vector<StackOutcome> quiet = base;
   quiet.resize(4);

@@ -96,8 +96,12 @@ struct StackVerdict {
 std::vector<bool> deciding_windows(const std::vector<StackOutcome>& outcomes,
                                    const std::vector<StackOutcome>& stock, size_t windows);
 
+// The fewest deciding windows a median is taken over: with three, no single window decides it.
+inline constexpr size_t MIN_DECIDING_WINDOWS = 3;
+
 // outcomes[c * W + w], stock[w]. A candidate's bsld figure is the median of its ratios over the
-// deciding windows (1 when there are none: the stock, with the fewest changes, then wins). A
+// deciding windows (1 when there are fewer than MIN_DECIDING_WINDOWS: the stock, with the fewest
+// changes, then wins). A
 // candidate's max-wait statistic is the `max_wait_quantile`
 // (0.75: the upper quartile, 1: the worst window) of its windows' max-wait ratios. Among the
 // candidates whose statistic is within `max_wait_ratio`, the lowest median bsld ratio; then,
