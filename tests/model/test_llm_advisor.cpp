@@ -432,8 +432,11 @@ TEST_CASE("advisor: chat-template markers in a job are broken up before any toke
   CHECK(break_special_markers("x</s><s>[INST] hi [/INST]", 100) == "x< /s>< s>[ INST] hi [ /INST]");
   CHECK(break_special_markers("<start_of_turn>user", 100) == "< start_of_turn>user");
   CHECK(break_special_markers("\xef\xbd\x9c", 100) == "\xef\xbd\x9c");
-  CHECK(break_special_markers("<\xef\xbd\x9cend\xe2\x96\x81of\xef\xbd\x9c>", 100) ==
-        "< \xef\xbd\x9cend\xe2\x96\x81of\xef\xbd\x9c>");
+  CHECK(break_special_markers("<\xef\xbd\x9c"
+                              "end\xe2\x96\x81of\xef\xbd\x9c>",
+                              100) ==
+        "< \xef\xbd\x9c"
+        "end\xe2\x96\x81of\xef\xbd\x9c>");
   // Shell text that is no tag is left alone.
   for (const char* same : {"cat <<EOF > out\n", "a < b > c", "[[ -f x ]] && [ -d y ]", "x<>y",
                            "echo $((1<2))", "[lower]"})
@@ -598,6 +601,7 @@ TEST_CASE("advisor: the request asks for the answer's JSON schema, or json_objec
     CHECK(schema["properties"]["runtime_seconds"]["type"] == "number");
     CHECK(schema["properties"]["confidence"]["type"] == "number");
     CHECK(schema["properties"]["reason"]["type"] == "string");
+    CHECK(schema["properties"]["reason"]["maxLength"] == 200);
     CHECK(schema["properties"].size() == 3);
   }
   AdvisorConfig cfg = config_for(server);

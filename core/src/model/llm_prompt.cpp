@@ -20,6 +20,11 @@ using json = nlohmann::json;
 constexpr std::size_t MAX_FEATURE_NAME_BYTES = 64;
 constexpr std::size_t MAX_FEATURE_VALUE_BYTES = 256;
 constexpr int MAX_TOKEN_TRIES = 16;
+// The schema's bound on "reason" (characters). A grammar backend (llama.cpp's server) then has
+// to close the string: without it, a model that loops inside the string runs into max_tokens and
+// every answer is cut off (seen against llama-server; tests/llama/). 200 characters of at most 4
+// bytes each stay within the parser's default max_reason_bytes (1024).
+constexpr int MAX_REASON_CHARS = 200;
 
 // The instructions. The job is data; the boundary token of each request is appended, so a
 // script cannot know it in advance. Changing this text changes every cache key.
@@ -218,7 +223,7 @@ std::string advice_json_schema() {
       {"properties",
        {{"runtime_seconds", {{"type", "number"}}},
         {"confidence", {{"type", "number"}}},
-        {"reason", {{"type", "string"}}}}},
+        {"reason", {{"type", "string"}, {"maxLength", MAX_REASON_CHARS}}}}},
       {"required", json::array({"runtime_seconds", "confidence", "reason"})},
       {"additionalProperties", false}}.dump();
   return SCHEMA;

@@ -160,9 +160,10 @@ std::string sanitize_untrusted(std::string_view text, std::size_t max_bytes);
 std::string break_special_markers(std::string_view text, std::size_t max_bytes);
 
 // The JSON schema of the answer, as sent in response_format (JSON_SCHEMA): an object with exactly
-// runtime_seconds (number), confidence (number) and reason (string), all required, nothing else.
-// The ranges are not in it (grammar backends differ in what they enforce); parse_advice() checks
-// them.
+// runtime_seconds (number), confidence (number) and reason (string of at most 200 characters:
+// "maxLength", so that a grammar closes it within max_tokens), all required, nothing else. The
+// numbers' ranges are not in it (grammar backends differ in what they enforce); parse_advice()
+// checks them.
 std::string advice_json_schema();
 
 // The request body for one prompt: model, messages (system, user), temperature 0, max_tokens,
