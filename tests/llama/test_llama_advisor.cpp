@@ -91,7 +91,7 @@ json raw_answer(const LlamaServer& s, const std::string& body) {
 }  // namespace
 
 TEST_CASE(
-    "llama-server: the json_schema request is accepted; answers pass the parser or are refused",
+    "llama-server: the json_schema request is accepted, its answers pass the parser or are refused",
     "[llama]") {
   const LlamaPaths paths = mlprio_test::find_llama_server();
   if (!paths.why.empty()) MLPRIO_SKIP(paths.why);
@@ -109,15 +109,26 @@ TEST_CASE(
   CHECK(raw["usage"]["prompt_tokens"].get<int64_t>() > 0);
   CHECK(raw["usage"]["completion_tokens"].get<int64_t>() > 0);
   CHECK(raw["usage"]["completion_tokens"].get<int64_t>() <= cfg.max_tokens);
-  if (finish == "stop") {
-    const json answer = json::parse(content);  // the grammar held
+  // The schema's maxLength on "reason" lets the grammar close the answer within max_tokens
+  // (without it this model looped inside the string until cut off); numbers of up to 50 digits
+  // may still use up the 200 tokens.
+  REQUIRE((finish == "stop" || finish == "length"));
+  const json answer = json::parse(content, nullptr, false);
+  if (finish == "length") {
+    WARN("cut at max_tokens: " << content);
+  } else if (!answer.is_discarded()) {  // the grammar held: exactly the schema's shape
     REQUIRE(answer.is_object());
     CHECK(answer.size() == 3);
     CHECK(answer["runtime_seconds"].is_number());
     CHECK(answer["confidence"].is_number());
     CHECK(answer["reason"].is_string());
+    CHECK(answer["reason"].get<std::string>().size() <= 4 * 200);
   } else {
-    CHECK(finish == "length");
+    // JSON's grammar allows numbers beyond a double's range (1111111111111111e1111111111111111,
+    // written by this model), which no parser here represents: refused below, like any answer
+    // that is not one JSON object.
+    WARN("grammar-valid content beyond a double's range: " << content);
+    CHECK((content.find('e') != std::string::npos || content.find('E') != std::string::npos));
   }
 
   // Through the advisor: every answer is either valid advice or a refusal the parser names.
@@ -287,7 +298,9 @@ TEST_CASE("llama-server: the hostile corpus through the real tokenizer stays fen
           "[llama][hostile]") {
   const LlamaPaths paths = mlprio_test::find_llama_server();
   if (!paths.why.empty()) MLPRIO_SKIP(paths.why);
-  LlamaServer server(paths);
+  // 16384 tokens: 16 KiB of random hex (the 20000 guessed delimiters) is about 11,800 tokens of
+  // Qwen2's vocabulary, more than the 8192 the other cases use.
+  LlamaServer server(paths, {}, 16384);
   const AdvisorConfig cfg = llama_config(server);
   // The chat template's turn markers are special tokens of this vocabulary; the server parses
   // special tokens in the templated prompt, so job text must never become one.
@@ -295,8 +308,9 @@ TEST_CASE("llama-server: the hostile corpus through the real tokenizer stays fen
     const json body = {{"content", text}, {"add_special", false}, {"parse_special", true}};
     const auto r = mlprio_test::http_request(server.port(), "POST", "/tokenize", body.dump());
     REQUIRE(r.status == 200);
+    const json doc = json::parse(r.body);  // kept: a range-for over a temporary's member dangles
     std::vector<int64_t> ids;
-    for (const auto& t : json::parse(r.body)["tokens"]) ids.push_back(t.get<int64_t>());
+    for (const auto& t : doc["tokens"]) ids.push_back(t.get<int64_t>());
     return ids;
   };
   const std::vector<int64_t> marker_ids = special_ids("<|im_start|><|im_end|><|endoftext|>");
@@ -304,6 +318,7 @@ TEST_CASE("llama-server: the hostile corpus through the real tokenizer stays fen
 
   LlmAdvisor advisor(cfg);
   int ok = 0, refused = 0;
+  size_t most_tokens = 0;
   uint64_t key = 1;
   for (const auto& [name, script] : mlprio_test::hostile_corpus()) {
     INFO(name);
@@ -312,6 +327,7 @@ TEST_CASE("llama-server: the hostile corpus through the real tokenizer stays fen
     for (int64_t m : marker_ids)
       CHECK(std::count(ids.begin(), ids.end(), m) == 0);  // no turn marker forged by the job
     CHECK(ids.size() < 16000);  // the prompt is bounded in tokens, not only in bytes
+    most_tokens = std::max(most_tokens, ids.size());
 
     REQUIRE(advisor.submit(key, llama_job(script)) == SubmitStatus::QUEUED);
     const auto r = await(advisor, key++);
@@ -326,6 +342,8 @@ TEST_CASE("llama-server: the hostile corpus through the real tokenizer stays fen
       CHECK(known_refusal(r->error));
     }
   }
-  WARN("hostile corpus: " << ok << " answers accepted, " << refused << " refused by the parser");
+  WARN("hostile corpus: " << ok << " answers accepted, " << refused
+                          << " refused by the parser; longest user message " << most_tokens
+                          << " tokens");
   CHECK(server.running());
 }

@@ -66,23 +66,29 @@ TEST_CASE("llama-server: llm:URL replays a small trace, every pass accounted, in
   if (r.agent.answers == 0) mlprio_test::require_same_schedule(base, r);
 }
 
-TEST_CASE("llama-server: with every answer cut short, llm:URL is exactly its base order",
+TEST_CASE("llama-server: when every ask fails, llm:URL is exactly its base order",
           "[llama][replay]") {
   const LlamaPaths paths = mlprio_test::find_llama_server();
   if (!paths.why.empty()) MLPRIO_SKIP(paths.why);
-  // -n 3: the server stops every answer after 3 tokens, so no answer is a whole JSON object.
-  LlamaServer server(paths, {"-n", "3"});
+  // A 128-token context: every request is longer, and the server answers each with its HTTP 400
+  // (the request exceeds the available context size).
+  LlamaServer server(paths, {}, 128);
   const std::vector<Job> jobs = mlprio_test::agent_workload(30, 12);
   for (const char* base_order : {"fcfs", "sjf"}) {
     INFO("base " << base_order);
     SimConfig base_cfg = llama_policy_config(base_order, 8);
     SimConfig llm_cfg = llama_policy_config("llm:" + server.base_url(), 8);
     llm_cfg.policy_options.agent.base = base_order;
+    llm_cfg.policy_options.agent.timeout = 30;
     const SimResult base = simulate(jobs, base_cfg);
     const SimResult r = simulate(jobs, llm_cfg);
-    check_accounted(r.agent);
+    // The breaker (3 failures) skips most asks: each is a failure, none an answer.
+    CHECK(r.agent.calls == r.agent.points);
     CHECK(r.agent.answers == 0);
-    CHECK(r.agent.malformed == r.agent.calls);
+    CHECK(r.agent.failures == r.agent.calls);
+    CHECK(r.agent.fallbacks == r.agent.calls);
+    CHECK(r.agent.malformed == 0);
+    CHECK(r.agent.timeouts == 0);
     mlprio_test::require_same_schedule(base, r);
   }
 }
