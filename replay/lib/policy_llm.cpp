@@ -108,7 +108,9 @@ class LlmPolicy final : public AgentPolicy {
     replace_all(user, "{{queued}}", std::to_string(snap.queue.size()));
     replace_all(user, "{{shown}}",
                 std::to_string(std::min<int64_t>(top, static_cast<int64_t>(snap.queue.size()))));
-    replace_all(user, "{{state}}", agent_request_json(snap, top));
+    // Both lists cut at --llm-top: a machine with thousands of running jobs would otherwise
+    // outgrow any context (about 40 tokens a running job with Qwen2's tokenizer).
+    replace_all(user, "{{state}}", agent_request_json(snap, top, top));
     const model::ChatResult r =
         chat_->ask(std::string(LLM_SYSTEM_PROMPT), user, "queue_order", order_schema());
     AgentAnswer a;
