@@ -85,7 +85,8 @@ TEST_CASE("llama-server latency: the advisor's request and llm:URL's by queue sh
   }
 
   // llm:URL: the largest request of a replay at each --llm-top, as the replayer builds it.
-  const std::vector<mlprio::Job> jobs = mlprio_test::agent_workload(600, 9);
+  // 3000 jobs at 1.5x load: the queue grows past 128 jobs, so each --llm-top is filled.
+  const std::vector<mlprio::Job> jobs = mlprio_test::agent_workload(3000, 9);
   for (int64_t top : {8, 16, 32, 64, 128}) {
     std::string largest;
     mlprio_test::FakeLlmServer fake([&](const std::string& body) {
@@ -98,7 +99,13 @@ TEST_CASE("llama-server latency: the advisor's request and llm:URL's by queue sh
     c.policy_options.agent.timeout = 10;
     mlprio::replay::simulate(jobs, c);
     REQUIRE(!largest.empty());
-    const std::string name = "llm:URL --llm-top " + std::to_string(top);
+    // Queued jobs shown in that request: each has a "wait" field, running jobs have none.
+    size_t shown = 0;
+    for (size_t at = largest.find("\\\"wait\\\""); at != std::string::npos;
+         at = largest.find("\\\"wait\\\"", at + 1))
+      ++shown;
+    const std::string name =
+        "llm:URL top " + std::to_string(top) + " (" + std::to_string(shown) + " shown)";
     for (int i = 0; i < 3; ++i) print(name.c_str(), largest.size(), post_timed(server, largest));
   }
 }
