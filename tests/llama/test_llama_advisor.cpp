@@ -253,8 +253,9 @@ TEST_CASE(
   if (!paths.why.empty()) MLPRIO_SKIP(paths.why);
   LlamaServer server(paths);
   AdvisorConfig cfg = llama_config(server);
-  // json_object lets the model write for as long as max_tokens allows; 100 ms is far too short
-  // for the prompt and 100000 tokens on one core.
+  // Slow on both counts: 16 KiB of script is about 6,000 prompt tokens (200-500 ms to evaluate
+  // on one thread), and json_object lets the model write for as long as max_tokens allows.
+  // 100 ms is far too short for either, whatever this model writes first.
   cfg.response_format = ResponseFormat::JSON_OBJECT;
   cfg.max_tokens = 100000;
   cfg.timeout_ms = 100;
@@ -265,8 +266,10 @@ TEST_CASE(
   std::vector<AdviceStatus> seen;
   const auto t0 = std::chrono::steady_clock::now();
   for (uint64_t key = 1; key <= 4; ++key) {
-    REQUIRE(advisor.submit(key, llama_job("#!/bin/bash\nsrun ./long " + std::to_string(key))) ==
-            SubmitStatus::QUEUED);
+    std::string script = "#!/bin/bash\n# part " + std::to_string(key) + "\n";
+    for (int i = 0; script.size() < 16000; ++i)
+      script += "srun python train.py --config run_" + std::to_string(i) + ".yaml --epochs 3\n";
+    REQUIRE(advisor.submit(key, llama_job(script)) == SubmitStatus::QUEUED);
     const auto r = await(advisor, key);
     REQUIRE(r.has_value());
     INFO(to_string(r->status) << ": " << r->error);
