@@ -38,7 +38,8 @@ void put_int(std::string& out, int64_t v) {
 
 }  // namespace
 
-std::string agent_request_json(const QueueSnapshot& snap, int64_t queue_limit) {
+std::string agent_request_json(const QueueSnapshot& snap, int64_t queue_limit,
+                               int64_t running_limit) {
   std::string out;
   const ClusterState& s = snap.state;
   const size_t shown = queue_limit < 0
@@ -72,8 +73,17 @@ std::string agent_request_json(const QueueSnapshot& snap, int64_t queue_limit) {
     put_number(out, j.estimate);
     out += "}";
   }
-  out += "], \"running\": [";
-  for (size_t k = 0; k < snap.running.size(); ++k) {
+  const size_t running_shown =
+      running_limit < 0 ? snap.running.size()
+                        : std::min(snap.running.size(), static_cast<size_t>(running_limit));
+  if (running_shown < snap.running.size()) {
+    out += "], \"running_total\": ";
+    put_int(out, static_cast<int64_t>(snap.running.size()));
+    out += ", \"running\": [";
+  } else {
+    out += "], \"running\": [";
+  }
+  for (size_t k = 0; k < running_shown; ++k) {
     const RunningView& r = snap.running[k];
     out += k ? ", {\"id\": " : "{\"id\": ";
     put_int(out, r.id);

@@ -19,9 +19,11 @@
 namespace mlprio::replay::detail {
 
 // The request of one scheduling pass, one line of JSON without the newline (see the README).
-// `queue_limit` cuts the queue list to its first N jobs in base order (the LLM's bounded
-// context); -1 sends all of it.
-std::string agent_request_json(const QueueSnapshot& snap, int64_t queue_limit = -1);
+// `queue_limit` cuts the queue list to its first N jobs in base order and `running_limit` the
+// running list to its first N in start order (the LLM's bounded context; a cut running list adds
+// "running_total", the whole list's length); -1 sends all of it.
+std::string agent_request_json(const QueueSnapshot& snap, int64_t queue_limit = -1,
+                               int64_t running_limit = -1);
 
 // Parses an answer {"order": [id, ...]} (other keys ignored). Returns false with a reason in
 // *error when it is not exactly that: not JSON, nested too deep, no "order" array, an element

@@ -43,6 +43,11 @@ std::string order_schema() {
          R"("required":["order"],"additionalProperties":false})";
 }
 
+// Room for every shown id (a few tokens each) and an envelope with that many ids.
+int answer_max_tokens(int64_t top) {
+  return static_cast<int>(std::min<int64_t>(100000, 64 + 8 * top));
+}
+
 std::string read_template(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError("--llm-prompt: cannot read '" + path + "'");
@@ -87,8 +92,7 @@ class LlmPolicy final : public AgentPolicy {
       throw ConfigError("--external-timeout: llm:URL waits at most 600 s per answer");
     cfg.timeout_ms = std::max<int64_t>(1, static_cast<int64_t>(a.timeout * 1000));
     cfg.connect_timeout_ms = std::min<int64_t>(cfg.timeout_ms, 2000);
-    // Room for every shown id (a few tokens each) and an envelope with that many ids.
-    cfg.max_tokens = static_cast<int>(std::min<int64_t>(100000, 64 + 8 * a.llm_top));
+    cfg.max_tokens = answer_max_tokens(a.llm_top);
     cfg.max_response_bytes = std::max<size_t>(64 * 1024, static_cast<size_t>(a.llm_top) * 64);
     try {
       chat_ = std::make_unique<model::LlmChat>(std::move(cfg));
@@ -104,7 +108,9 @@ class LlmPolicy final : public AgentPolicy {
     replace_all(user, "{{queued}}", std::to_string(snap.queue.size()));
     replace_all(user, "{{shown}}",
                 std::to_string(std::min<int64_t>(top, static_cast<int64_t>(snap.queue.size()))));
-    replace_all(user, "{{state}}", agent_request_json(snap, top));
+    // Both lists cut at --llm-top: a machine with thousands of running jobs would otherwise
+    // outgrow any context (about 40 tokens a running job with Qwen2's tokenizer).
+    replace_all(user, "{{state}}", agent_request_json(snap, top, top));
     const model::ChatResult r =
         chat_->ask(std::string(LLM_SYSTEM_PROMPT), user, "queue_order", order_schema());
     AgentAnswer a;
@@ -116,6 +122,9 @@ class LlmPolicy final : public AgentPolicy {
       case model::AdviceStatus::OK:
         a.status = parse_agent_answer(r.content.text, a.ids, &a.error) ? AgentReply::OK
                                                                        : AgentReply::MALFORMED;
+        if (a.status == AgentReply::MALFORMED && r.content.cut_at_max_tokens)
+          a.error += " (the server cut the answer at max_tokens, " +
+                     std::to_string(answer_max_tokens(top)) + " tokens here)";
         break;
       case model::AdviceStatus::TIMEOUT:
         a.status = AgentReply::LATE;

@@ -99,16 +99,26 @@ TEST_CASE("an LLM endpoint answering SJF's order gives --policy sjf's schedule j
 #endif
 }
 
-TEST_CASE("llm: only the first --llm-top jobs are shown, the rest keep their base order",
-          "[replay][llm]") {
+TEST_CASE(
+    "llm: only the first --llm-top queued and running jobs are shown, the rest keep their base "
+    "order",
+    "[replay][llm]") {
 #ifndef MLPRIO_HAVE_CURL
   MLPRIO_SKIP("built without libcurl: no llm:URL");
 #else
-  int64_t most_shown = 0;
+  int64_t most_shown = 0, most_running_shown = 0, running_cut = 0;
   FakeLlmServer server([&](const std::string& body) {
     const json state = state_of(body);
     most_shown = std::max<int64_t>(most_shown, static_cast<int64_t>(state["queue"].size()));
     CHECK(state["queued"].get<int64_t>() >= static_cast<int64_t>(state["queue"].size()));
+    // The running list is cut at --llm-top too, and then says how long it is.
+    const auto running = static_cast<int64_t>(state["running"].size());
+    most_running_shown = std::max(most_running_shown, running);
+    if (state.contains("running_total")) {
+      ++running_cut;
+      CHECK(running == 3);
+      CHECK(state["running_total"].get<int64_t>() > 3);
+    }
     return sjf_reply(body);
   });
   const std::vector<Job> jobs = mlprio_test::agent_workload(400, 4);
@@ -117,6 +127,8 @@ TEST_CASE("llm: only the first --llm-top jobs are shown, the rest keep their bas
   const SimResult r = simulate(jobs, c);
   CHECK(r.summary.jobs == static_cast<int64_t>(jobs.size()));
   CHECK(most_shown == 3);
+  CHECK(most_running_shown == 3);
+  CHECK(running_cut > 0);
   CHECK(r.agent.answers == r.agent.calls);
 #endif
 }

@@ -119,6 +119,8 @@ std::optional<ChatContent> parse_chat_content(std::string_view http_body, const 
   }
   ChatContent c;
   c.text = content->get<std::string>();
+  if (const auto finish = choice.find("finish_reason"); finish != choice.end())
+    c.cut_at_max_tokens = *finish == "length";
   if (const auto usage = env.find("usage"); usage != env.end() && usage->is_object()) {
     const auto count = [&](const char* key) -> int64_t {
       const auto v = usage->find(key);
@@ -139,7 +141,10 @@ std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConf
   const std::string& text = content->text;
   const json answer = parse_or_discard(text);
   if (answer.is_discarded() || !answer.is_object()) {
-    fail(error, "content is not exactly one JSON object");
+    fail(error, content->cut_at_max_tokens
+                    ? "content is not exactly one JSON object: the server cut it at max_tokens "
+                      "(finish_reason \"length\")"
+                    : "content is not exactly one JSON object");
     return std::nullopt;
   }
   if (answer.size() != 3 || !answer.contains("runtime_seconds") || !answer.contains("confidence") ||

@@ -1,5 +1,6 @@
 // The request side of the LLM advisor (llm_advisor.hpp): untrusted job text sanitised
-// (control characters and bidi overrides removed, invalid UTF-8 replaced, truncated), the prompt
+// (control characters and bidi overrides removed, invalid UTF-8 replaced, truncated, tags that a
+// tokenizer would read as special tokens broken up), the prompt
 // that fences it between lines carrying a random boundary token, the answer's JSON schema, the
 // chat-completions request body, and the seeded content hash of the cache keys.
 #include <algorithm>
@@ -19,6 +20,11 @@ using json = nlohmann::json;
 constexpr std::size_t MAX_FEATURE_NAME_BYTES = 64;
 constexpr std::size_t MAX_FEATURE_VALUE_BYTES = 256;
 constexpr int MAX_TOKEN_TRIES = 16;
+// The schema's bound on "reason" (characters). A grammar backend (llama.cpp's server) then has
+// to close the string: without it, a model that loops inside the string runs into max_tokens and
+// every answer is cut off (seen against llama-server; tests/llama/). 200 characters of at most 4
+// bytes each stay within the parser's default max_reason_bytes (1024).
+constexpr int MAX_REASON_CHARS = 200;
 
 // The instructions. The job is data; the boundary token of each request is appended, so a
 // script cannot know it in advance. Changing this text changes every cache key.
@@ -56,6 +62,31 @@ std::string random_token() {
   return t;
 }
 
+// Whether text[at] opens a tag that a tokenizer may hold as one special token: '<' followed by
+// up to 64 bytes without whitespace or another '<' and then '>' (<|im_start|>, </s>,
+// <start_of_turn>, <｜begin▁of▁sentence｜>), or '[' followed by an upper-case letter or '/' and
+// up to 32 bytes of upper-case letters, digits, '_' or '/' and then ']' ([INST], [/INST],
+// [SYSTEM_PROMPT]).
+bool opens_marker(std::string_view text, std::size_t at) {
+  const auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  if (text[at] == '<') {
+    for (std::size_t k = at + 1; k < text.size() && k <= at + 65; ++k) {
+      if (text[k] == '>') return k > at + 1;
+      if (is_space(text[k]) || text[k] == '<') return false;
+    }
+    return false;
+  }
+  if (text[at] == '[' && at + 1 < text.size() &&
+      ((text[at + 1] >= 'A' && text[at + 1] <= 'Z') || text[at + 1] == '/')) {
+    for (std::size_t k = at + 1; k < text.size() && k <= at + 33; ++k) {
+      const char c = text[k];
+      if (c == ']') return true;
+      if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '/')) return false;
+    }
+  }
+  return false;
+}
+
 bool valid_token(const std::string& t) {
   return t.size() >= 16 && t.size() <= 64 && std::all_of(t.begin(), t.end(), [](char c) {
            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
@@ -90,6 +121,21 @@ std::string content_hash(std::string_view text) {
 }
 
 }  // namespace llm_detail
+
+std::string break_special_markers(std::string_view text, std::size_t max_bytes) {
+  std::string out;
+  out.reserve(text.size() + 16);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    out += text[i];
+    if (opens_marker(text, i)) out += ' ';
+  }
+  if (out.size() > max_bytes) {  // cut before a continuation byte: no character split
+    std::size_t cut = max_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+    out.resize(cut);
+  }
+  return out;
+}
 
 std::string sanitize_untrusted(std::string_view text, std::size_t max_bytes) {
   std::string out;
@@ -139,14 +185,18 @@ AdvisorPrompt build_prompt(const AdvisorRequest& req, const AdvisorConfig& cfg,
   json features = json::object();
   const std::size_t n_features = std::min(req.features.size(), llm_detail::MAX_FEATURES);
   for (std::size_t i = 0; i < n_features; ++i) {
-    std::string name = sanitize_untrusted(req.features[i].first, MAX_FEATURE_NAME_BYTES);
+    std::string name = break_special_markers(
+        sanitize_untrusted(req.features[i].first, MAX_FEATURE_NAME_BYTES), MAX_FEATURE_NAME_BYTES);
     if (name.empty()) continue;
-    features[name] = sanitize_untrusted(req.features[i].second, MAX_FEATURE_VALUE_BYTES);
+    features[name] =
+        break_special_markers(sanitize_untrusted(req.features[i].second, MAX_FEATURE_VALUE_BYTES),
+                              MAX_FEATURE_VALUE_BYTES);
   }
   std::string job_text = "features (JSON): ";
   job_text += features.dump(-1, ' ', false, json::error_handler_t::replace);
   job_text += "\nscript:\n";
-  job_text += sanitize_untrusted(req.script, cfg.max_script_bytes);
+  job_text += break_special_markers(sanitize_untrusted(req.script, cfg.max_script_bytes),
+                                    cfg.max_script_bytes);
   if (job_text.back() != '\n') job_text += '\n';
 
   AdvisorPrompt p;
@@ -173,7 +223,7 @@ std::string advice_json_schema() {
       {"properties",
        {{"runtime_seconds", {{"type", "number"}}},
         {"confidence", {{"type", "number"}}},
-        {"reason", {{"type", "string"}}}}},
+        {"reason", {{"type", "string"}, {"maxLength", MAX_REASON_CHARS}}}}},
       {"required", json::array({"runtime_seconds", "confidence", "reason"})},
       {"additionalProperties", false}}.dump();
   return SCHEMA;

@@ -150,10 +150,20 @@ struct AdvisorPrompt {
 // invalid UTF-8 with '?', and truncates to at most max_bytes without splitting a character.
 std::string sanitize_untrusted(std::string_view text, std::size_t max_bytes);
 
+// Breaks up every tag in text that a tokenizer may read as one special token, by putting a space
+// after its opening character: "<|im_start|>" becomes "< |im_start|>", "[/INST]" "[ /INST]".
+// A tag is '<', up to 64 bytes without whitespace or '<', then '>'; or '[', an upper-case letter
+// or '/', up to 32 upper-case letters, digits, '_' or '/', then ']'. Servers tokenize the
+// templated chat prompt with special tokens parsed (llama.cpp's llama-server does), so a job
+// script that wrote a chat template's turn markers would otherwise open a turn of its own. The
+// result is cut to max_bytes without splitting a character.
+std::string break_special_markers(std::string_view text, std::size_t max_bytes);
+
 // The JSON schema of the answer, as sent in response_format (JSON_SCHEMA): an object with exactly
-// runtime_seconds (number), confidence (number) and reason (string), all required, nothing else.
-// The ranges are not in it (grammar backends differ in what they enforce); parse_advice() checks
-// them.
+// runtime_seconds (number), confidence (number) and reason (string of at most 200 characters:
+// "maxLength", so that a grammar closes it within max_tokens), all required, nothing else. The
+// numbers' ranges are not in it (grammar backends differ in what they enforce); parse_advice()
+// checks them.
 std::string advice_json_schema();
 
 // The request body for one prompt: model, messages (system, user), temperature 0, max_tokens,
@@ -167,15 +177,17 @@ std::string request_body(const AdvisorPrompt& p, const AdvisorConfig& cfg);
 // max_bytes, since the body is as untrusted as an answer; empty when the body is neither shape.
 std::string server_error_message(std::string_view body, std::size_t max_bytes = 300);
 
-// Builds the prompt. `next_token` supplies boundary candidates (random by default); a candidate
-// that occurs in the sanitised job text is rejected and the next one drawn.
+// Builds the prompt: the features and the script sanitised (sanitize_untrusted) and their
+// special-token tags broken up (break_special_markers). `next_token` supplies boundary
+// candidates (random by default); a candidate that occurs in the job text is rejected and the
+// next one drawn.
 AdvisorPrompt build_prompt(const AdvisorRequest& req, const AdvisorConfig& cfg,
                            const std::function<std::string()>& next_token = {});
 
 // Parses an HTTP body (the chat-completions envelope) and its choices[0].message.content, which
 // must be exactly one JSON object with exactly the keys runtime_seconds (number), confidence
 // (number) and reason (string), nothing before or after it. Returns the advice, or nullopt with
-// a reason in *error.
+// a reason in *error (which says so when the server stopped the answer at max_tokens).
 std::optional<Advice> parse_advice(std::string_view http_body, const AdvisorConfig& cfg,
                                    std::string* error = nullptr);
 
@@ -185,6 +197,9 @@ struct ChatContent {
   std::string text;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  // choices[0].finish_reason was "length": the server stopped at max_tokens, so the content is
+  // most likely cut short (a refusal then says so, instead of only "not one JSON object").
+  bool cut_at_max_tokens = false;
 };
 // The envelope half of parse_advice(): the body must be a JSON object with a string
 // choices[0].message.content, at most max_response_bytes. Returns nullopt with a reason in *error.
