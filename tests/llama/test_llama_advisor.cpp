@@ -79,6 +79,21 @@ bool known_refusal(const std::string& why) {
   return false;
 }
 
+// Waits for the advisor's answer to `key` and checks it: accepted within the bounds, or refused
+// for a reason the parser names. Returns whether it was accepted.
+bool answer_accepted(LlmAdvisor& advisor, uint64_t key, const AdvisorConfig& cfg) {
+  const auto r = await(advisor, key);
+  REQUIRE(r.has_value());
+  INFO(to_string(r->status) << ": " << r->error);
+  REQUIRE((r->status == AdviceStatus::OK || r->status == AdviceStatus::INVALID_ANSWER));
+  if (r->status == AdviceStatus::OK) {
+    check_advice_bounds(r->advice, cfg);
+    return true;
+  }
+  CHECK(known_refusal(r->error));
+  return false;
+}
+
 // The raw answer of the server to one of our request bodies.
 json raw_answer(const LlamaServer& s, const std::string& body) {
   const mlprio_test::HttpReply r =
@@ -139,17 +154,7 @@ TEST_CASE(
                                "\nsrun python finetune.py --epochs " + std::to_string(key * 3) +
                                "\n";
     REQUIRE(advisor.submit(key, llama_job(script)) == SubmitStatus::QUEUED);
-    const auto r = await(advisor, key);
-    REQUIRE(r.has_value());
-    INFO(to_string(r->status) << ": " << r->error);
-    REQUIRE((r->status == AdviceStatus::OK || r->status == AdviceStatus::INVALID_ANSWER));
-    if (r->status == AdviceStatus::OK) {
-      ++ok;
-      check_advice_bounds(r->advice, cfg);
-    } else {
-      ++refused;
-      CHECK(known_refusal(r->error));
-    }
+    ++(answer_accepted(advisor, key, cfg) ? ok : refused);
   }
   WARN("json_schema: " << ok << " answers accepted, " << refused << " refused by the parser");
   const AdvisorCounters c = advisor.counters();
@@ -175,14 +180,7 @@ TEST_CASE("llama-server: the json_object request is accepted and answered", "[ll
   for (uint64_t key = 1; key <= 3; ++key) {
     REQUIRE(advisor.submit(key, llama_job("#!/bin/bash\nsrun ./step" + std::to_string(key))) ==
             SubmitStatus::QUEUED);
-    const auto r = await(advisor, key);
-    REQUIRE(r.has_value());
-    INFO(to_string(r->status) << ": " << r->error);
-    REQUIRE((r->status == AdviceStatus::OK || r->status == AdviceStatus::INVALID_ANSWER));
-    if (r->status == AdviceStatus::OK)
-      check_advice_bounds(r->advice, cfg);
-    else
-      CHECK(known_refusal(r->error));
+    answer_accepted(advisor, key, cfg);
   }
 }
 
@@ -333,17 +331,7 @@ TEST_CASE("llama-server: the hostile corpus through the real tokenizer stays fen
     most_tokens = std::max(most_tokens, ids.size());
 
     REQUIRE(advisor.submit(key, llama_job(script)) == SubmitStatus::QUEUED);
-    const auto r = await(advisor, key++);
-    REQUIRE(r.has_value());
-    INFO(to_string(r->status) << ": " << r->error);
-    REQUIRE((r->status == AdviceStatus::OK || r->status == AdviceStatus::INVALID_ANSWER));
-    if (r->status == AdviceStatus::OK) {
-      ++ok;
-      check_advice_bounds(r->advice, cfg);
-    } else {
-      ++refused;
-      CHECK(known_refusal(r->error));
-    }
+    ++(answer_accepted(advisor, key++, cfg) ? ok : refused);
   }
   WARN("hostile corpus: " << ok << " answers accepted, " << refused
                           << " refused by the parser; longest user message " << most_tokens
