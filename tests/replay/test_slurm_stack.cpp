@@ -29,6 +29,12 @@ using namespace mlprio::replay;
 
 namespace {
 
+// The path of a program of this build, or an empty path when it is not built.
+std::filesystem::path built_program(const char* name) {
+  const std::filesystem::path p = std::filesystem::path(MLPRIO_BIN_DIR) / name;
+  return std::filesystem::exists(p) ? p : std::filesystem::path();
+}
+
 Job stack_job(int64_t id, double submit, double run, int64_t procs, double req_time) {
   Job j;
   j.id = id;
@@ -452,10 +458,8 @@ TEST_CASE(
     "history_period_ms=0, whatever the schedule",
     "[replay][slurm_engine][cli]") {
   namespace fs = std::filesystem;
-  const fs::path replay = fs::path(MLPRIO_BIN_DIR) / "mlprio-replay";
-  const fs::path trainer = fs::path(MLPRIO_BIN_DIR) / "mlprio-model";
-  if (!fs::exists(replay) || !fs::exists(trainer))
-    MLPRIO_SKIP("mlprio-replay and mlprio-model are needed");
+  const fs::path replay = built_program("mlprio-replay"), trainer = built_program("mlprio-model");
+  if (replay.empty() || trainer.empty()) MLPRIO_SKIP("mlprio-replay and mlprio-model are needed");
   const fs::path dir = mlprio::test::scratch("mlprio_slurm_live_history_", "run");
   REQUIRE(mlprio::test::run_in(replay, dir, "true",
                                "generate --jobs 1500 --seed 9 --users 8 -q -o t.swf") == 0);
@@ -499,10 +503,8 @@ TEST_CASE(
     "slurmctld's job record holds it",
     "[replay][slurm_engine][cli]") {
   namespace fs = std::filesystem;
-  const fs::path replay = fs::path(MLPRIO_BIN_DIR) / "mlprio-replay";
-  const fs::path trainer = fs::path(MLPRIO_BIN_DIR) / "mlprio-model";
-  if (!fs::exists(replay) || !fs::exists(trainer))
-    MLPRIO_SKIP("mlprio-replay and mlprio-model are needed");
+  const fs::path replay = built_program("mlprio-replay"), trainer = built_program("mlprio-model");
+  if (replay.empty() || trainer.empty()) MLPRIO_SKIP("mlprio-replay and mlprio-model are needed");
   const fs::path dir = mlprio::test::scratch("mlprio_slurm_filled_site_", "run");
   auto run = [&](const std::string& exe_args, const fs::path& exe) {
     return mlprio::test::run_in(exe, dir, "true", exe_args, "out.txt");

@@ -706,10 +706,10 @@ std::vector<int64_t> resume_tasks(const SweepPlan& plan, const Journal& journal,
       out.results[static_cast<size_t>(task)] = r;
       ++out.resumed;
     }
-  std::vector<int64_t> todo;
+  std::vector<int64_t> to_run;
   for (int64_t id : dispatch_order(plan))
-    if (plan.spec.per_job || !journaled_ok(journal, id)) todo.push_back(id);
-  return todo;
+    if (plan.spec.per_job || !journaled_ok(journal, id)) to_run.push_back(id);
+  return to_run;
 }
 
 void check_recomputed(const SweepPlan& plan, const Journal& journal, const TaskResult& r) {
@@ -784,12 +784,12 @@ SweepOutcome run_sweep_serial(const SweepPlan& plan, const SweepRunOptions& opts
   Journal journal(opts.out + ".journal", plan);
   report_resume(plan, journal);
   SweepOutcome out;
-  const std::vector<int64_t> todo = resume_tasks(plan, journal, out);
+  const std::vector<int64_t> to_run = resume_tasks(plan, journal, out);
   const int64_t kill_after = detail::test_kill_after(0);
   int64_t computed = 0;
-  int64_t done = static_cast<int64_t>(plan.tasks.size() - todo.size());
+  int64_t done = static_cast<int64_t>(plan.tasks.size() - to_run.size());
   detail::Progress progress(static_cast<int64_t>(plan.tasks.size()), done, opts.progress);
-  for (int64_t id : todo) {
+  for (int64_t id : to_run) {
     if (util::stop_signal() != 0) break;  // checked between tasks: the last one is journaled
     journal.append(started_line(plan, id, 0));
     TaskResult r = run_task(plan, plan.tasks[static_cast<size_t>(id)]);

@@ -75,14 +75,14 @@ void worker_loop(const SweepPlan& plan, MPI_Comm comm, int rank) {
 class SweepMaster {
  public:
   SweepMaster(const SweepPlan& plan, const SweepRunOptions& opts, MPI_Comm comm, int size,
-              Journal& journal, const std::vector<int64_t>& todo, SweepOutcome& out)
+              Journal& journal, const std::vector<int64_t>& to_run, SweepOutcome& out)
       : plan_(plan),
         opts_(opts),
         comm_(comm),
         journal_(journal),
-        todo_(todo),
+        to_run_(to_run),
         out_(out),
-        pending_(todo.begin(), todo.end()),
+        pending_(to_run.begin(), to_run.end()),
         active_(size - 1) {}
   SweepMaster(const SweepMaster&) = delete;
   SweepMaster& operator=(const SweepMaster&) = delete;
@@ -91,7 +91,7 @@ class SweepMaster {
   // the signal the sweep stopped on (0: none).
   int run() {
     std::thread local([this]() { compute(); });
-    done_ = static_cast<int64_t>(plan_.tasks.size() - todo_.size());
+    done_ = static_cast<int64_t>(plan_.tasks.size() - to_run_.size());
     progress_.emplace(static_cast<int64_t>(plan_.tasks.size()), done_, opts_.progress);
     start_done_ = done_;
     try {
@@ -161,7 +161,7 @@ class SweepMaster {
       left = pending_.size();
       pending_.clear();  // no new tasks; the compute thread stops after its current one
     }
-    const int64_t in_flight = static_cast<int64_t>(todo_.size() - left) - (done_ - start_done_);
+    const int64_t in_flight = static_cast<int64_t>(to_run_.size() - left) - (done_ - start_done_);
     progress_->finish();
     std::cerr << "mlprio-replay sweep: " << util::signal_name(sig)
               << (from_rank > 0 ? " on rank " + std::to_string(from_rank) : std::string())
@@ -231,7 +231,7 @@ class SweepMaster {
   const SweepRunOptions& opts_;
   MPI_Comm comm_;
   Journal& journal_;
-  const std::vector<int64_t>& todo_;
+  const std::vector<int64_t>& to_run_;
   SweepOutcome& out_;
 
   std::mutex mu_;  // guards pending_, finished_, local_error_ and the journal
@@ -265,8 +265,8 @@ SweepOutcome run_sweep_mpi(const SweepPlan& plan, const SweepRunOptions& opts, M
   const auto t0 = std::chrono::steady_clock::now();
   Journal journal(opts.out + ".journal", plan);
   report_resume(plan, journal);
-  const std::vector<int64_t> todo = resume_tasks(plan, journal, out);
-  const int stopping = SweepMaster(plan, opts, comm, size, journal, todo, out).run();
+  const std::vector<int64_t> to_run = resume_tasks(plan, journal, out);
+  const int stopping = SweepMaster(plan, opts, comm, size, journal, to_run, out).run();
   if (stopping != 0) {  // every in-flight result is journaled; no output is written
     out.interrupted = stopping;
     out.journaled = count_journaled(out.results);
